@@ -1,0 +1,59 @@
+/** Error codes shared by every service; the gateway maps each to one HTTP status in one place. */
+export const ErrorCode = {
+  ValidationFailed: 'validation_failed',
+  NotFound: 'not_found',
+  Conflict: 'conflict',
+  IdempotencyKeyReused: 'idempotency_key_reused',
+  Unauthorized: 'unauthorized',
+  InsufficientScope: 'insufficient_scope',
+  PayloadTooLarge: 'payload_too_large',
+  UnsupportedMediaType: 'unsupported_media_type',
+  MalformedJson: 'malformed_json',
+  RateLimited: 'rate_limited',
+  DependencyUnavailable: 'dependency_unavailable',
+  Internal: 'internal_error',
+} as const;
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];
+
+export interface FieldError {
+  readonly field: string;
+  readonly message: string;
+}
+
+export interface ErrorBody {
+  readonly code: ErrorCode;
+  readonly message: string;
+  readonly errors?: readonly FieldError[];
+}
+
+/** A failure the caller can act on. Crosses the bus as an ErrorBody and becomes problem+json at the edge. */
+export class DomainError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly errors?: readonly FieldError[],
+  ) {
+    super(message);
+    this.name = 'DomainError';
+  }
+
+  toBody(): ErrorBody {
+    return this.errors ? { code: this.code, message: this.message, errors: this.errors } : { code: this.code, message: this.message };
+  }
+
+  static fromBody(body: ErrorBody): DomainError {
+    return new DomainError(body.code, body.message, body.errors);
+  }
+
+  static notFound(what: string): DomainError {
+    return new DomainError(ErrorCode.NotFound, `${what} not found`);
+  }
+}
+
+const KNOWN_CODES = new Set<string>(Object.values(ErrorCode));
+
+export function isErrorBody(value: unknown): value is ErrorBody {
+  if (typeof value !== 'object' || value === null) return false;
+  const candidate = value as Record<string, unknown>;
+  return typeof candidate.code === 'string' && KNOWN_CODES.has(candidate.code) && typeof candidate.message === 'string';
+}

@@ -1,0 +1,92 @@
+import { z } from 'zod';
+import { BRAIN_QUERY_MAX_LENGTH } from './brain';
+import { jsonByteLength } from './validation';
+
+export const MISSION_STATUSES = ['queued', 'running', 'awaiting_approval', 'succeeded', 'failed', 'rejected', 'cancelled'] as const;
+export type MissionStatus = (typeof MISSION_STATUSES)[number];
+export const FINAL_MISSION_STATUSES: readonly MissionStatus[] = ['succeeded', 'failed', 'rejected', 'cancelled'];
+
+export const STEP_STATUSES = ['pending', 'running', 'succeeded', 'failed', 'skipped'] as const;
+export type StepStatus = (typeof STEP_STATUSES)[number];
+
+export const MISSION_LIMITS = {
+  titleLength: 200,
+  objectiveLength: 10_000,
+  inputBytes: 256 * 1024,
+  steps: 20,
+  metadataKeys: 50,
+  metadataKeyLength: 100,
+  metadataValueLength: 2_000,
+  stepK: 20,
+  defaultStepK: 5,
+} as const;
+
+const BrainQueryStepSchema = z.strictObject({
+  type: z.literal('brain.query'),
+  query: z.string().trim().min(1).max(BRAIN_QUERY_MAX_LENGTH).optional(),
+  k: z.int().min(1).max(MISSION_LIMITS.stepK).optional(),
+});
+
+const ApprovalStepSchema = z.strictObject({
+  type: z.literal('approval'),
+  title: z.string().trim().min(1).max(200),
+  description: z.string().max(10_000).optional(),
+});
+
+export const MissionStepSchema = z.discriminatedUnion('type', [BrainQueryStepSchema, ApprovalStepSchema]);
+export type MissionStepRequest = z.output<typeof MissionStepSchema>;
+
+export const MetadataSchema = z
+  .record(z.string().min(1).max(MISSION_LIMITS.metadataKeyLength), z.string().max(MISSION_LIMITS.metadataValueLength))
+  .refine((value) => Object.keys(value).length <= MISSION_LIMITS.metadataKeys, {
+    message: `metadata holds at most ${MISSION_LIMITS.metadataKeys} keys`,
+  });
+
+export const SubmitMissionSchema = z.strictObject({
+  title: z.string().trim().min(1).max(MISSION_LIMITS.titleLength),
+  objective: z.string().trim().min(1).max(MISSION_LIMITS.objectiveLength),
+  input: z
+    .record(z.string(), z.unknown())
+    .refine((value) => jsonByteLength(value) <= MISSION_LIMITS.inputBytes, {
+      message: `input must be at most ${MISSION_LIMITS.inputBytes} bytes as JSON`,
+    })
+    .optional(),
+  steps: z.array(MissionStepSchema).min(1).max(MISSION_LIMITS.steps).optional(),
+  metadata: MetadataSchema.optional(),
+});
+export type SubmitMissionRequest = z.output<typeof SubmitMissionSchema>;
+
+/** A mission id as the mission service receives it: opaque, so any string (a malformed one is simply not found). */
+export const MissionIdSchema = z.strictObject({ id: z.string().min(1).max(200) });
+
+export interface MissionError {
+  readonly code: string;
+  readonly message: string;
+}
+
+export interface MissionStepView {
+  readonly index: number;
+  readonly type: MissionStepRequest['type'];
+  readonly status: StepStatus;
+  readonly output?: Record<string, unknown>;
+  readonly hitId?: string;
+}
+
+export interface MissionView {
+  readonly id: string;
+  readonly title: string;
+  readonly objective: string;
+  readonly status: MissionStatus;
+  readonly metadata: Record<string, string>;
+  readonly steps: readonly MissionStepView[];
+  readonly result?: Record<string, unknown>;
+  readonly error?: MissionError;
+  readonly createdAt: string;
+  readonly updatedAt: string;
+  readonly completedAt?: string;
+}
+
+/** Payload of the `mission.queued` event. */
+export interface MissionQueuedEvent {
+  readonly missionId: string;
+}

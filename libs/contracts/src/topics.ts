@@ -1,0 +1,33 @@
+/**
+ * Kafka topics, versioned: a breaking change to a topic's messages gets a new topic name.
+ * Requests go to the owning service's request topic and carry a message type; events are
+ * published by the service that owns the aggregate.
+ */
+export const Topics = {
+  identityRequests: 'identity.requests.v1',
+  missionRequests: 'mission.requests.v1',
+  brainRequests: 'brain.requests.v1',
+  hitRequests: 'hit.requests.v1',
+  missionEvents: 'mission.events.v1',
+  hitEvents: 'hit.events.v1',
+} as const;
+export type Topic = (typeof Topics)[keyof typeof Topics];
+
+/** Every topic the platform uses, with the partition count it is created with. */
+export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
+  [Topics.identityRequests]: 3,
+  [Topics.missionRequests]: 6,
+  [Topics.brainRequests]: 6,
+  [Topics.hitRequests]: 6,
+  [Topics.missionEvents]: 6,
+  [Topics.hitEvents]: 6,
+};
+
+export const MessageTypes = {
+  tenantCreate: 'identity.tenant.create',
+  missionSubmit: 'mission.submit',
+  missionGet: 'mission.get',
+  brainQuery: 'brain.query',
+  missionQueued: 'mission.queued',
+} as const;
+export type MessageType = (typeof MessageTypes)[keyof typeof MessageTypes];

@@ -1,0 +1,26 @@
+import { z } from 'zod';
+import { DomainError, ErrorCode, FieldError } from './errors';
+
+function fieldOf(path: readonly PropertyKey[]): string {
+  return path.length === 0 ? '(body)' : path.map(String).join('.');
+}
+
+export function fieldErrors(error: z.ZodError): FieldError[] {
+  return error.issues.flatMap((issue) =>
+    issue.code === 'unrecognized_keys'
+      ? issue.keys.map((key) => ({ field: fieldOf([...issue.path, key]), message: 'unknown field' }))
+      : [{ field: fieldOf(issue.path), message: issue.message }],
+  );
+}
+
+/** Parses `value` with `schema` or throws a `validation_failed` DomainError listing each bad field. */
+export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, what = 'Request'): z.output<S> {
+  const result = schema.safeParse(value);
+  if (result.success) return result.data;
+  throw new DomainError(ErrorCode.ValidationFailed, `${what} is invalid`, fieldErrors(result.error));
+}
+
+/** Size of a value once serialised as JSON, in bytes. */
+export function jsonByteLength(value: unknown): number {
+  return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
+}

@@ -1,0 +1,86 @@
+/**
+ * The bus port: request/reply and publish/subscribe. Two adapters implement it with the same
+ * semantics (Kafka and in-process); `testing/bus-contract.ts` is the suite both must pass.
+ *
+ * Semantics every adapter keeps:
+ * - Payloads cross the bus as JSON: a handler never sees the sender's objects.
+ * - The current tenant (tenant-context) travels in the `tenant-id` header and is restored
+ *   around every handler.
+ * - Requests: one handler of the serving group answers; a DomainError thrown there is rethrown
+ *   to the caller with its code; any other failure becomes `internal_error` without details.
+ *   A request unanswered within its timeout fails with `dependency_unavailable`.
+ * - Events: each subscribed group gets every message at least once, in order per key. A failing
+ *   handler is retried with backoff; after the last attempt the message goes to `<topic>.dlq`.
+ */
+export const Headers = {
+  messageId: 'message-id',
+  messageType: 'message-type',
+  correlationId: 'correlation-id',
+  replyTo: 'reply-to',
+  replyStatus: 'reply-status',
+  attempts: 'attempts',
+  error: 'error',
+  traceparent: 'traceparent',
+} as const;
+
+export interface OutgoingMessage<T = unknown> {
+  readonly type: string;
+  /** Partition key, `tenantId:aggregateId` for tenant data, so one aggregate stays ordered. */
+  readonly key: string;
+  readonly payload: T;
+  /** Stable id for idempotent consumers; generated when absent (the outbox supplies its row id). */
+  readonly id?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface IncomingMessage<T = unknown> {
+  readonly id: string;
+  readonly topic: string;
+  readonly type: string;
+  readonly key: string;
+  readonly payload: T;
+  readonly headers: Readonly<Record<string, string>>;
+  /** 1 on first delivery, higher on retries. */
+  readonly attempt: number;
+}
+
+export type RequestHandler = (message: IncomingMessage) => Promise<unknown>;
+export type EventHandler = (message: IncomingMessage) => Promise<void>;
+
+export interface RequestOptions {
+  readonly timeoutMs?: number;
+  /** Partition key; defaults to the tenant (or a random key for operator requests). */
+  readonly key?: string;
+}
+
+export interface RetryPolicy {
+  /** Deliveries before a message is dead-lettered (including the first). */
+  readonly attempts: number;
+  readonly initialBackoffMs: number;
+  readonly maxBackoffMs: number;
+}
+
+export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, initialBackoffMs: 200, maxBackoffMs: 5_000 };
+export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
+
+export interface BusHealth {
+  readonly up: boolean;
+  readonly detail?: string;
+}
+
+export interface MessageBus {
+  /** Answers requests of `topic` as part of consumer `group`. Register before start(). */
+  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>): void;
+  /** Delivers every event of `topic` to `handler`, once per `group`. Register before start(). */
+  subscribe(topic: string, group: string, handler: EventHandler): void;
+  start(): Promise<void>;
+  request<R>(topic: string, type: string, payload: unknown, options?: RequestOptions): Promise<R>;
+  publish(topic: string, message: OutgoingMessage): Promise<void>;
+  /** Stops taking new messages and waits for those in flight. */
+  close(): Promise<void>;
+  health(): BusHealth;
+}
+
+export function deadLetterTopic(topic: string): string {
+  return `${topic}.dlq`;
+}

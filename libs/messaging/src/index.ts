@@ -1,0 +1,3 @@
+export * from './bus';
+export * from './delivery';
+export * from './in-process/in-process-bus';

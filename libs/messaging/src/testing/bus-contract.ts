@@ -1,0 +1,225 @@
+import { randomUUID } from 'node:crypto';
+import { DomainError, ErrorCode } from '@mission/contracts';
+import { currentTenant, optionalTenant, runWithTenant } from '@mission/tenant-context';
+import { IncomingMessage, MessageBus, RetryPolicy } from '../bus';
+
+/** Topics a contract run may use; a Kafka run creates them fresh so runs never see each other. */
+export interface ContractTopics {
+  readonly requests: string;
+  readonly events: string;
+  /** A request topic nobody serves. */
+  readonly unserved: string;
+}
+
+export interface BusContractFixture {
+  readonly topics: ContractTopics;
+  /** Retry policy the buses under test are created with. */
+  readonly retry: RetryPolicy;
+  /** A new, unstarted bus connected to the same broker as every other bus of this fixture. */
+  createBus(): MessageBus;
+  /** Messages that reached `<topic>.dlq`, as seen by the broker. */
+  deadLetters(topic: string): Promise<ReadonlyArray<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }>>;
+  teardown(): Promise<void>;
+}
+
+function waitFor<T>(probe: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  return new Promise((resolve, reject) => {
+    const tick = (): void => {
+      const value = probe();
+      if (value !== undefined) return resolve(value);
+      if (Date.now() > deadline) return reject(new Error(`Timed out waiting for ${what}`));
+      setTimeout(tick, 20);
+    };
+    tick();
+  });
+}
+
+/**
+ * The behaviour every MessageBus adapter must have. Call inside a Jest file with a fixture
+ * factory; the suite starts a server bus and a client bus, as two processes would.
+ */
+export function describeBusContract(name: string, setup: () => Promise<BusContractFixture>, timeoutMs = 15_000): void {
+  describe(`MessageBus contract: ${name}`, () => {
+    let fixture: BusContractFixture;
+    let server: MessageBus;
+    let client: MessageBus;
+    const tenantA = randomUUID();
+    const tenantB = randomUUID();
+    const received: IncomingMessage[] = [];
+    const secondGroup: IncomingMessage[] = [];
+    const flakyAttempts = new Map<string, number>();
+    const seenTenants: Array<string | undefined> = [];
+
+    beforeAll(async () => {
+      fixture = await setup();
+      const { topics } = fixture;
+      server = fixture.createBus();
+      client = fixture.createBus();
+      server.serve(topics.requests, 'contract-server', {
+        echo: async (message) => ({ echoed: message.payload, tenant: optionalTenant()?.tenantId ?? null, type: message.type }),
+        mutate: async (message) => {
+          (message.payload as { touched?: boolean }).touched = true;
+          return message.payload;
+        },
+        refuse: async () => {
+          throw new DomainError(ErrorCode.Conflict, 'no longer pending', [{ field: 'id', message: 'decided' }]);
+        },
+        crash: async () => {
+          throw new Error('secret internal detail at /srv/db');
+        },
+        requireTenant: async () => currentTenant().tenantId,
+        slow: async (message) => {
+          await new Promise((resolve) => setTimeout(resolve, (message.payload as { ms: number }).ms));
+          return 'late';
+        },
+      });
+      server.subscribe(topics.events, 'contract-group-1', async (message) => {
+        seenTenants.push(optionalTenant()?.tenantId);
+        if (message.type === 'flaky') {
+          const attempts = (flakyAttempts.get(message.id) ?? 0) + 1;
+          flakyAttempts.set(message.id, attempts);
+          if (attempts < 2) throw new Error('transient');
+        }
+        if (message.type === 'poison') throw new Error('always fails');
+        received.push(message);
+      });
+      client.subscribe(topics.events, 'contract-group-2', async (message) => {
+        secondGroup.push(message);
+      });
+      await Promise.all([server.start(), client.start()]);
+    }, timeoutMs * 4);
+
+    afterAll(async () => {
+      await Promise.all([client?.close(), server?.close()]);
+      await fixture?.teardown();
+    }, timeoutMs);
+
+    it('reports healthy once started', () => {
+      expect(server.health().up).toBe(true);
+      expect(client.health().up).toBe(true);
+    });
+
+    it('answers a request with the handler result', async () => {
+      const reply = await client.request<{ echoed: unknown; tenant: string | null }>(fixture.topics.requests, 'echo', { n: 1, s: 'ü' });
+      expect(reply).toEqual({ echoed: { n: 1, s: 'ü' }, tenant: null, type: 'echo' });
+    }, timeoutMs);
+
+    it('carries the tenant context to the handler and back', async () => {
+      const [a, b] = await Promise.all([
+        runWithTenant({ tenantId: tenantA }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
+        runWithTenant({ tenantId: tenantB }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
+      ]);
+      expect(a.tenant).toBe(tenantA);
+      expect(b.tenant).toBe(tenantB);
+    }, timeoutMs);
+
+    it('runs a tenant-only handler without a tenant as a failure, never as "all tenants"', async () => {
+      await expect(client.request(fixture.topics.requests, 'requireTenant', {})).rejects.toMatchObject({ code: ErrorCode.Internal });
+      await expect(runWithTenant({ tenantId: tenantA }, () => client.request(fixture.topics.requests, 'requireTenant', {}))).resolves.toBe(tenantA);
+    }, timeoutMs);
+
+    it('never shares objects between sender and handler', async () => {
+      const payload = { touched: false };
+      const reply = await client.request<{ touched: boolean }>(fixture.topics.requests, 'mutate', payload);
+      expect(reply.touched).toBe(true);
+      expect(payload.touched).toBe(false);
+    }, timeoutMs);
+
+    it('rethrows a domain error with its code and field errors', async () => {
+      const failure = client.request(fixture.topics.requests, 'refuse', {});
+      await expect(failure).rejects.toBeInstanceOf(DomainError);
+      await expect(failure).rejects.toMatchObject({ code: ErrorCode.Conflict, message: 'no longer pending', errors: [{ field: 'id', message: 'decided' }] });
+    }, timeoutMs);
+
+    it('hides unexpected failures behind internal_error', async () => {
+      const failure = client.request(fixture.topics.requests, 'crash', {});
+      await expect(failure).rejects.toMatchObject({ code: ErrorCode.Internal, message: 'internal error' });
+    }, timeoutMs);
+
+    it('answers an unknown message type with an error instead of hanging', async () => {
+      await expect(client.request(fixture.topics.requests, 'no-such-type', {})).rejects.toMatchObject({ code: ErrorCode.Internal });
+    }, timeoutMs);
+
+    it('fails with dependency_unavailable when nobody answers in time', async () => {
+      const started = Date.now();
+      await expect(client.request(fixture.topics.unserved, 'echo', {}, { timeoutMs: 300 })).rejects.toMatchObject({
+        code: ErrorCode.DependencyUnavailable,
+      });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+      await expect(client.request(fixture.topics.requests, 'slow', { ms: 1_000 }, { timeoutMs: 200 })).rejects.toMatchObject({
+        code: ErrorCode.DependencyUnavailable,
+      });
+    }, timeoutMs);
+
+    it('matches many concurrent replies to their requests', async () => {
+      const replies = await Promise.all(
+        Array.from({ length: 50 }, (_, n) => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` })),
+      );
+      expect(replies.map((reply) => reply.echoed.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
+    }, timeoutMs);
+
+    it('delivers each event to every group, in order per key, with its tenant', async () => {
+      const key = `${tenantA}:${randomUUID()}`;
+      await runWithTenant({ tenantId: tenantA }, async () => {
+        for (let seq = 0; seq < 20; seq++) await client.publish(fixture.topics.events, { type: 'ordered', key, payload: { seq } });
+      });
+      const inGroup1 = await waitFor(() => {
+        const mine = received.filter((m) => m.key === key);
+        return mine.length >= 20 ? mine : undefined;
+      }, timeoutMs, 'group 1 to receive 20 events');
+      const inGroup2 = await waitFor(() => {
+        const mine = secondGroup.filter((m) => m.key === key);
+        return mine.length >= 20 ? mine : undefined;
+      }, timeoutMs, 'group 2 to receive 20 events');
+      for (const seen of [inGroup1, inGroup2]) {
+        expect(seen.map((m) => (m.payload as { seq: number }).seq)).toEqual(Array.from({ length: 20 }, (_, seq) => seq));
+      }
+      expect(inGroup1.every((m) => m.headers['tenant-id'] === tenantA && m.type === 'ordered')).toBe(true);
+      expect(seenTenants).toContain(tenantA);
+    }, timeoutMs);
+
+    it('keeps the message id given by the publisher, for idempotent consumers', async () => {
+      const id = randomUUID();
+      await client.publish(fixture.topics.events, { id, type: 'with-id', key: 'ids', payload: {} });
+      const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the event with a fixed id');
+      expect(message.type).toBe('with-id');
+    }, timeoutMs);
+
+    it('retries a failing handler until it succeeds', async () => {
+      const id = randomUUID();
+      await client.publish(fixture.topics.events, { id, type: 'flaky', key: 'flaky', payload: {} });
+      const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the flaky event to succeed');
+      expect(message.attempt).toBe(2);
+      expect(flakyAttempts.get(id)).toBe(2);
+    }, timeoutMs);
+
+    it('dead-letters a message that keeps failing, with its headers and the error', async () => {
+      const id = randomUUID();
+      await runWithTenant({ tenantId: tenantB }, () => client.publish(fixture.topics.events, { id, type: 'poison', key: 'poison', payload: {} }));
+      const deadline = Date.now() + timeoutMs;
+      let dead: Awaited<ReturnType<BusContractFixture['deadLetters']>>[number] | undefined;
+      while (!dead && Date.now() < deadline) {
+        dead = (await fixture.deadLetters(fixture.topics.events)).find((m) => m.headers['message-id'] === id);
+        if (!dead) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      expect(dead).toBeDefined();
+      expect(dead?.type).toBe('poison');
+      expect(dead?.headers['tenant-id']).toBe(tenantB);
+      expect(dead?.headers['error']).toContain('always fails');
+      expect(dead?.headers['attempts']).toBe(String(fixture.retry.attempts));
+      // The poison message does not block the messages behind it on other keys.
+      const after = randomUUID();
+      await client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} });
+      await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
+    }, timeoutMs * 2);
+
+    it('refuses to send once closed', async () => {
+      const late = fixture.createBus();
+      await late.start();
+      await late.close();
+      expect(late.health().up).toBe(false);
+      await expect(late.request(fixture.topics.requests, 'echo', {})).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
+    }, timeoutMs);
+  });
+}

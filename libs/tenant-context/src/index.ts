@@ -1,0 +1,3 @@
+export * from './tenant-context';
+export * from './headers';
+export * from './redis-keys';

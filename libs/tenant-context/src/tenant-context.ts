@@ -1,0 +1,44 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+
+/** The tenant a request or message acts for. Everything tenant-scoped reads it from here. */
+export interface TenantContext {
+  readonly tenantId: string;
+  /** The token subject (a client id or a user id) acting for the tenant, when known. */
+  readonly subject?: string;
+  readonly scopes?: readonly string[];
+}
+
+export class MissingTenantContextError extends Error {
+  constructor() {
+    super('No tenant context is set: tenant-scoped code ran outside a tenant request or message');
+    this.name = 'MissingTenantContextError';
+  }
+}
+
+const storage = new AsyncLocalStorage<TenantContext>();
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+
+export function isTenantId(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}
+
+/** Runs `fn` with `context` as the current tenant for everything it awaits. */
+export function runWithTenant<T>(context: TenantContext, fn: () => T): T {
+  if (!isTenantId(context.tenantId)) {
+    throw new Error(`Refusing to run with an invalid tenant id: ${JSON.stringify(context.tenantId)}`);
+  }
+  return storage.run(Object.freeze({ ...context }), fn);
+}
+
+/** The current tenant. Throws when there is none: a missing tenant is a bug, never "all tenants". */
+export function currentTenant(): TenantContext {
+  const context = storage.getStore();
+  if (!context) throw new MissingTenantContextError();
+  return context;
+}
+
+/** For code that legitimately runs both inside and outside a tenant (logging, the bus adapters). */
+export function optionalTenant(): TenantContext | undefined {
+  return storage.getStore();
+}

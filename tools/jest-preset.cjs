@@ -1,0 +1,33 @@
+// Shared Jest settings: swc compiles TypeScript (with decorator metadata for NestJS) and the
+// @mission/* aliases resolve to the libraries' sources, as they do at run time.
+const path = require('node:path');
+const { compilerOptions } = require('../tsconfig.base.json');
+
+const root = path.join(__dirname, '..');
+
+const moduleNameMapper = Object.fromEntries(
+  Object.entries(compilerOptions.paths).map(([alias, [target]]) => [
+    `^${alias.replace(/[/]/g, '\\/')}$`,
+    path.join(root, target),
+  ]),
+);
+
+module.exports = {
+  rootDir: root,
+  testEnvironment: 'node',
+  moduleNameMapper,
+  transform: {
+    '^.+\\.ts$': [
+      '@swc/jest',
+      {
+        jsc: {
+          parser: { syntax: 'typescript', decorators: true },
+          transform: { legacyDecorator: true, decoratorMetadata: true },
+          target: 'es2022',
+        },
+        module: { type: 'commonjs' },
+      },
+    ],
+  },
+  moduleFileExtensions: ['ts', 'js', 'json'],
+};
