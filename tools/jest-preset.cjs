@@ -17,7 +17,7 @@ module.exports = {
   testEnvironment: 'node',
   moduleNameMapper,
   transform: {
-    '^.+\\.ts$': [
+    '^.+\\.(ts|js)$': [
       '@swc/jest',
       {
         jsc: {
@@ -29,5 +29,7 @@ module.exports = {
       },
     ],
   },
+  // jose ships only ES modules; compile it to CommonJS like our own sources.
+  transformIgnorePatterns: ['/node_modules/(?!jose/)'],
   moduleFileExtensions: ['ts', 'js', 'json'],
 };

@@ -25,6 +25,7 @@ export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
 
 export const MessageTypes = {
   tenantCreate: 'identity.tenant.create',
+  tenantGet: 'identity.tenant.get',
   missionSubmit: 'mission.submit',
   missionGet: 'mission.get',
   brainQuery: 'brain.query',

@@ -24,3 +24,10 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, wha
 export function jsonByteLength(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 }
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+
+/** Our ids are UUIDs; anything else can be answered "not found" without a lookup. */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && UUID.test(value);
+}

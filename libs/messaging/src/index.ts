@@ -1,3 +1,4 @@
 export * from './bus';
 export * from './delivery';
 export * from './in-process/in-process-bus';
+export * from './kafka/kafka-bus';

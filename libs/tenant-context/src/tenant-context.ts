@@ -1,4 +1,5 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { isUuid } from '@mission/contracts';
 
 /** The tenant a request or message acts for. Everything tenant-scoped reads it from here. */
 export interface TenantContext {
@@ -17,10 +18,8 @@ export class MissingTenantContextError extends Error {
 
 const storage = new AsyncLocalStorage<TenantContext>();
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[1-8][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
-
 export function isTenantId(value: unknown): value is string {
-  return typeof value === 'string' && UUID.test(value);
+  return isUuid(value);
 }
 
 /** Runs `fn` with `context` as the current tenant for everything it awaits. */

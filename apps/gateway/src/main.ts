@@ -1,0 +1,36 @@
+import 'reflect-metadata';
+import { ConfigError, loadConfig } from '@mission/config';
+import { KafkaBus } from '@mission/messaging';
+import { contextLogger, createLogger, onShutdownSignal, platformTopics } from '@mission/runtime';
+import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
+
+async function main(): Promise<void> {
+  const config = loadConfig(GatewayConfigSchema);
+  const logger = createLogger('gateway', config.LOG_LEVEL);
+  const bus = new KafkaBus({
+    brokers: config.KAFKA_BROKERS,
+    clientId: 'gateway',
+    topics: platformTopics(),
+    logger: contextLogger(logger.child({ component: 'bus' })),
+  });
+  await bus.start();
+  const app = await createGateway({
+    publicUrl: config.PUBLIC_URL,
+    issuer: config.IDP_ISSUER,
+    jwksUri: config.IDP_JWKS_URI,
+    bus,
+    logger,
+    trustProxy: config.TRUST_PROXY,
+  });
+  await app.listen(config.PORT, config.HOST);
+  logger.info({ port: config.PORT }, 'Gateway listening');
+  onShutdownSignal(logger, async () => {
+    await app.close();
+    await bus.close();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `gateway failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

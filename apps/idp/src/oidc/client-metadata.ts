@@ -1,0 +1,38 @@
+import { Scopes } from '@mission/contracts';
+import type { ClientEntity } from '../clients/client.entity';
+
+/** Client metadata in oidc-provider's (RFC 7591) shape. */
+export interface OidcClientMetadata {
+  readonly client_id: string;
+  /**
+   * The scrypt hash, never the secret: the provider's `compareClientSecret` is replaced by a
+   * hash check, and no feature that needs the plain secret (HMAC algorithms, client_secret_jwt,
+   * registration read-back) is enabled.
+   */
+  readonly client_secret: string;
+  readonly grant_types: readonly string[];
+  readonly response_types: readonly string[];
+  readonly token_endpoint_auth_method: 'client_secret_basic';
+  readonly scope: string;
+  readonly tenant_id?: string;
+}
+
+/** Both client_secret_basic and client_secret_post authenticate a client registered as `client_secret_basic`. */
+function machineClient(clientId: string, secretHash: string, scopes: readonly string[]): OidcClientMetadata {
+  return {
+    client_id: clientId,
+    client_secret: secretHash,
+    grant_types: ['client_credentials'],
+    response_types: [],
+    token_endpoint_auth_method: 'client_secret_basic',
+    scope: scopes.join(' '),
+  };
+}
+
+export function tenantClientMetadata(client: Pick<ClientEntity, 'clientId' | 'secretHash' | 'scopes' | 'tenantId'>): OidcClientMetadata {
+  return { ...machineClient(client.clientId, client.secretHash, client.scopes), tenant_id: client.tenantId };
+}
+
+export function adminClientMetadata(clientId: string, secretHash: string): OidcClientMetadata {
+  return machineClient(clientId, secretHash, [Scopes.platformAdmin]);
+}

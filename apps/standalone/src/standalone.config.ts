@@ -1,0 +1,29 @@
+import { z } from 'zod';
+import { env, loadConfig } from '@mission/config';
+
+const StandaloneConfigSchema = z
+  .object({
+    PORT: env.port(3000),
+    HOST: z.string().default('127.0.0.1'),
+    IDP_PORT: env.port(3001),
+    PUBLIC_URL: env.url(['http', 'https']).optional(),
+    IDP_ISSUER: env.url(['http', 'https']).optional(),
+    DATA_DIR: z.string().default('./.data'),
+    DATABASE_URL: env.url(['postgres', 'postgresql']).optional(),
+    KAFKA_BROKERS: env.hostPorts().optional(),
+    LOG_LEVEL: env.logLevel(),
+  })
+  .transform((config) => {
+    const localHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+    return {
+      ...config,
+      PUBLIC_URL: config.PUBLIC_URL ?? `http://${localHost}:${config.PORT}`,
+      IDP_ISSUER: config.IDP_ISSUER ?? `http://${localHost}:${config.IDP_PORT}`,
+    };
+  });
+
+export type StandaloneConfig = z.output<typeof StandaloneConfigSchema>;
+
+export function loadStandaloneConfig(environment: NodeJS.ProcessEnv = process.env): StandaloneConfig {
+  return loadConfig(StandaloneConfigSchema, environment);
+}

@@ -1,0 +1,99 @@
+import path from 'node:path';
+import { Topics, TOPIC_PARTITIONS } from '@mission/contracts';
+import { createGateway } from '@mission/service-gateway';
+import { startHitService } from '@mission/service-hit';
+import { resolveAdminCredentials, startIdp } from '@mission/idp';
+import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/messaging';
+import { startBrainService } from '@mission/service-brain';
+import { startMissionService } from '@mission/service-mission';
+import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
+import { contextLogger, Logger } from '@mission/runtime';
+import { StandaloneConfig } from './standalone.config';
+
+export interface StandaloneHandle {
+  readonly gatewayUrl: string;
+  readonly issuer: string;
+  stop(): Promise<void>;
+}
+
+function createBus(config: StandaloneConfig, logger: Logger): MessageBus {
+  const busLogger = contextLogger(logger.child({ component: 'bus' }));
+  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger });
+  return new KafkaBus({
+    brokers: config.KAFKA_BROKERS,
+    clientId: 'standalone',
+    topics: Object.values(Topics).map((name) => ({ name, partitions: TOPIC_PARTITIONS[name] })),
+    logger: busLogger,
+  });
+}
+
+/**
+ * Every deployable in one process: the identity provider, the three services and the gateway,
+ * on embedded PostgreSQL and the in-process bus unless DATABASE_URL / KAFKA_BROKERS say otherwise.
+ */
+export async function startStandalone(config: StandaloneConfig, logger: Logger): Promise<StandaloneHandle> {
+  const dataDir = path.resolve(config.DATA_DIR);
+  const stops: Array<() => Promise<void>> = [];
+  const stopAll = async (): Promise<void> => {
+    for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, 'Stopping a component failed'));
+  };
+
+  try {
+    let databaseUrl = config.DATABASE_URL;
+    if (!databaseUrl) {
+      const postgres: EmbeddedPostgresHandle = await startEmbeddedPostgres(dataDir, (message) => logger.error(message));
+      stops.push(() => postgres.stop());
+      databaseUrl = postgres.url;
+      logger.info({ dataDir }, 'Embedded PostgreSQL started');
+    }
+
+    const bus = createBus(config, logger);
+    const admin = await resolveAdminCredentials({ env: process.env, dataDir, embedded: true });
+    if (admin.generated) {
+      process.stdout.write(
+        `\nOperator client created (shown once, kept in ${path.join(dataDir, 'admin-client.json')}, mode 0600):\n` +
+          `  ADMIN_CLIENT_ID=${admin.clientId}\n  ADMIN_CLIENT_SECRET=${admin.clientSecret}\n\n`,
+      );
+    }
+
+    const idp = await startIdp({
+      issuer: config.IDP_ISSUER,
+      host: config.HOST,
+      port: config.IDP_PORT,
+      audience: config.PUBLIC_URL,
+      databaseUrl,
+      bus,
+      dataDir,
+      adminClient: { clientId: admin.clientId, clientSecret: admin.clientSecret },
+    });
+    stops.push(() => idp.stop());
+    const missions = await startMissionService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'mission-service' })) });
+    stops.push(() => missions.stop());
+    const brain = await startBrainService({ bus });
+    stops.push(() => brain.stop());
+    const hits = await startHitService({ bus });
+    stops.push(() => hits.stop());
+
+    await bus.start();
+    stops.push(() => bus.close());
+    await missions.afterBusStart();
+
+    const gateway = await createGateway({
+      publicUrl: config.PUBLIC_URL,
+      issuer: config.IDP_ISSUER,
+      bus,
+      logger: logger.child({ component: 'gateway' }),
+      readiness: async () => ({
+        database: await missions.ready(),
+        identityProvider: await idp.ready(),
+      }),
+    });
+    await gateway.listen(config.PORT, config.HOST);
+    stops.push(() => gateway.close());
+    logger.info({ gateway: config.PUBLIC_URL, issuer: config.IDP_ISSUER }, 'Mission Service is up');
+    return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, stop: stopAll };
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}

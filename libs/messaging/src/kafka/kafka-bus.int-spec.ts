@@ -1,0 +1,278 @@
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
+import { BusHealth, deadLetterTopic, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
+import { BusLogger } from '../delivery';
+import { describeBusContract } from '../testing';
+import { ensureTopics, KafkaBus, kafkaLogCreator, TopicSpec } from './kafka-bus';
+import { headersFromKafka, withTimeout } from './kafka-mapping';
+
+const brokersVariable = process.env.KAFKA_BROKERS;
+if (!brokersVariable) {
+  throw new Error('KAFKA_BROKERS is not set: run with `npx jest -c jest.integration.config.js` (its global setup starts Kafka) or export it');
+}
+const brokers = brokersVariable.split(',').map((broker) => broker.trim());
+
+/** Kafka and adapter warnings are kept and printed only when KAFKA_BUS_LOG=1. */
+const logger: BusLogger =
+  process.env.KAFKA_BUS_LOG === '1'
+    ? { warn: (msg, ctx) => console.warn(msg, ctx), error: (msg, ctx) => console.error(msg, ctx) }
+    : { warn: () => undefined, error: () => undefined };
+
+/**
+ * The contract names its groups ("contract-server", …); Kafka keeps groups across runs, and a
+ * member left behind by a killed run stalls the next join for a session timeout. So every group
+ * this run uses gets the run's suffix.
+ */
+class PerRunGroups implements MessageBus {
+  constructor(
+    private readonly bus: MessageBus,
+    private readonly suffix: string,
+    private readonly used: Set<string>,
+  ) {}
+  serve(topic: string, group: string, handlers: Parameters<MessageBus['serve']>[2]): void {
+    this.bus.serve(topic, this.group(group), handlers);
+  }
+  subscribe(topic: string, group: string, handler: Parameters<MessageBus['subscribe']>[2]): void {
+    this.bus.subscribe(topic, this.group(group), handler);
+  }
+  private group(name: string): string {
+    const group = `${name}.${this.suffix}`;
+    this.used.add(group);
+    return group;
+  }
+  start(): Promise<void> {
+    return this.bus.start();
+  }
+  request<R>(topic: string, type: string, payload: unknown, options?: RequestOptions): Promise<R> {
+    return this.bus.request<R>(topic, type, payload, options);
+  }
+  publish(topic: string, message: OutgoingMessage): Promise<void> {
+    return this.bus.publish(topic, message);
+  }
+  close(): Promise<void> {
+    return this.bus.close();
+  }
+  health(): BusHealth {
+    return this.bus.health();
+  }
+}
+
+describeBusContract('kafka', async () => {
+  const run = randomUUID().slice(0, 8);
+  const topics = { requests: `contract.requests.${run}`, events: `contract.events.${run}`, unserved: `contract.unserved.${run}` };
+  const specs: TopicSpec[] = [
+    { name: topics.requests, partitions: 3 },
+    { name: topics.events, partitions: 3 },
+    { name: topics.unserved, partitions: 1 },
+  ];
+  const retry = { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 };
+  await ensureTopics(brokers, specs, undefined, logger);
+
+  const kafka = new Kafka({ brokers, clientId: `contract-reader-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const admin = kafka.admin();
+  await admin.connect();
+  const groups = new Set<string>();
+
+  /** Reads `<topic>.dlq` from the beginning up to its current end with a throwaway consumer. */
+  const deadLetters = async (topic: string): Promise<Array<{ type: string; headers: Record<string, string> }>> => {
+    const dlq = deadLetterTopic(topic);
+    const ends = new Map(
+      (await admin.fetchTopicOffsets(dlq)).filter((p) => BigInt(p.high) > BigInt(p.low)).map((p) => [p.partition, BigInt(p.high)]),
+    );
+    if (ends.size === 0) return [];
+    const groupId = `dlq-reader.${run}.${randomUUID().slice(0, 8)}`;
+    groups.add(groupId);
+    const consumer = kafka.consumer({ groupId, maxWaitTimeInMs: 100 });
+    const found: Array<{ type: string; headers: Record<string, string> }> = [];
+    try {
+      await consumer.connect();
+      await consumer.subscribe({ topics: [dlq], fromBeginning: true });
+      await withTimeout(
+        new Promise<void>((resolve) => {
+          void consumer.run({
+            autoCommit: false,
+            eachMessage: async ({ partition, message }) => {
+              const headers = headersFromKafka(message.headers);
+              found.push({ type: headers['message-type'] ?? '', headers });
+              const end = ends.get(partition);
+              if (end !== undefined && BigInt(message.offset) + 1n >= end) ends.delete(partition);
+              if (ends.size === 0) resolve();
+            },
+          });
+        }),
+        10_000,
+        () => new Error(`Timed out reading ${dlq}`),
+      );
+    } finally {
+      await consumer.disconnect();
+    }
+    return found;
+  };
+
+  return {
+    topics,
+    retry,
+    createBus: () => new PerRunGroups(new KafkaBus({ brokers, clientId: `contract-${run}`, topics: specs, retry, logger }), run, groups),
+    deadLetters,
+    teardown: async () => {
+      try {
+        await admin.deleteGroups([...groups]).catch(() => undefined);
+        await admin.deleteTopics({ topics: [...specs.map((s) => s.name), deadLetterTopic(topics.events)], timeout: 5_000 }).catch(() => undefined);
+      } finally {
+        await admin.disconnect();
+      }
+    },
+  };
+});
+
+/** What only Kafka can get wrong: commits, group membership, reply topics, records from other clients. */
+describe('KafkaBus on a real broker', () => {
+  const run = randomUUID().slice(0, 8);
+  const topics = { requests: `kafka.requests.${run}`, events: `kafka.events.${run}` };
+  const specs: TopicSpec[] = [
+    { name: topics.requests, partitions: 3 },
+    { name: topics.events, partitions: 3 },
+  ];
+  const kafka = new Kafka({ brokers, clientId: `kafka-bus-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const admin = kafka.admin();
+  const raw = kafka.producer({ allowAutoTopicCreation: false });
+  const buses: KafkaBus[] = [];
+  const group = (name: string) => `${name}.${run}`;
+  const newBus = (options: Partial<ConstructorParameters<typeof KafkaBus>[0]> = {}): KafkaBus => {
+    const bus = new KafkaBus({ brokers, clientId: `it-${run}`, topics: specs, logger, retry: { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 }, ...options });
+    buses.push(bus);
+    return bus;
+  };
+  const until = async (probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> => {
+    const deadline = Date.now() + timeoutMs;
+    while (!probe()) {
+      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+
+  beforeAll(async () => {
+    await ensureTopics(brokers, specs, undefined, logger);
+    await admin.connect();
+    await raw.connect();
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.allSettled(buses.map((bus) => bus.close()));
+    await raw.disconnect();
+    await admin.deleteTopics({ topics: [...specs.map((s) => s.name), deadLetterTopic(topics.events)], timeout: 5_000 }).catch(() => undefined);
+    await admin.disconnect();
+  }, 30_000);
+
+  it('rejects requests still waiting when it closes, and removes its reply topic', async () => {
+    const requester = newBus();
+    await requester.start();
+    expect(await admin.listTopics()).toContain(requester.replyTopic);
+    const waiting = requester.request(topics.requests, 'nobody-serves-this', {}, { timeoutMs: 20_000 });
+    const started = Date.now();
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    await requester.close();
+    await expect(waiting).rejects.toMatchObject({ code: 'dependency_unavailable' });
+    expect(Date.now() - started).toBeLessThan(10_000);
+    expect(await admin.listTopics()).not.toContain(requester.replyTopic);
+    expect(requester.health()).toEqual({ up: false, detail: 'kafka bus is stopped' });
+  }, 30_000);
+
+  it('leaves an event interrupted by close uncommitted, for the next member of its group', async () => {
+    const seenByFirst: number[] = [];
+    const first = newBus({ retry: { attempts: 3, initialBackoffMs: 1_500, maxBackoffMs: 1_500 } });
+    first.subscribe(topics.events, group('handover'), async (message) => {
+      seenByFirst.push(message.attempt);
+      throw new Error('not now');
+    });
+    await first.start();
+    const id = randomUUID();
+    await first.publish(topics.events, { id, type: 'handover', key: 'handover', payload: { n: 1 } });
+    await until(() => seenByFirst.length === 1, 'the first delivery');
+    await first.close();
+    expect(seenByFirst).toEqual([1]);
+
+    const second = newBus();
+    const seenBySecond: Array<{ id: string; attempt: number }> = [];
+    second.subscribe(topics.events, group('handover'), async (message) => {
+      seenBySecond.push({ id: message.id, attempt: message.attempt });
+    });
+    await second.start();
+    await until(() => seenBySecond.some((m) => m.id === id), 'the redelivery to the next member');
+    expect(seenBySecond.filter((m) => m.id === id)).toEqual([{ id, attempt: 1 }]);
+  }, 60_000);
+
+  it('shares a serving group between instances, each starting ready to serve', async () => {
+    const servers = ['one', 'two'].map((name) => {
+      const server = newBus();
+      server.serve(topics.requests, group('shared'), { whoami: async () => name });
+      return server;
+    });
+    await servers[0].start();
+    await servers[1].start(); // joining makes the first one rebalance; start waits for the new assignment
+    const client = newBus();
+    await client.start();
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, n) => client.request<string>(topics.requests, 'whoami', {}, { key: `key-${n}` })));
+    expect(new Set(answers)).toEqual(new Set(['one', 'two']));
+  }, 60_000);
+
+  it('skips a request whose requester stopped waiting, and answers the next one', async () => {
+    const handled: string[] = [];
+    const server = newBus();
+    server.serve(topics.requests, group('deadline'), {
+      note: async (message) => {
+        handled.push((message.payload as { which: string }).which);
+        return 'noted';
+      },
+    });
+    await server.start();
+    await raw.send({
+      topic: topics.requests,
+      messages: [
+        {
+          key: 'same-key',
+          value: JSON.stringify({ which: 'expired' }),
+          headers: { 'message-id': randomUUID(), 'message-type': 'note', 'correlation-id': randomUUID(), 'reply-to': 'replies.gone', 'request-deadline': String(Date.now() - 1_000) },
+        },
+      ],
+    });
+    const client = newBus();
+    await client.start();
+    await expect(client.request(topics.requests, 'note', { which: 'current' }, { key: 'same-key' })).resolves.toBe('noted');
+    expect(handled).toEqual(['current']);
+  }, 60_000);
+
+  it('dead-letters a record it cannot read at once, keeping its bytes', async () => {
+    const handled: string[] = [];
+    const consumerBus = newBus();
+    consumerBus.subscribe(topics.events, group('garbage'), async (message) => {
+      handled.push(message.id);
+    });
+    await consumerBus.start();
+    const id = randomUUID();
+    await raw.send({ topic: topics.events, messages: [{ key: 'garbage', value: '{not json', headers: { 'message-id': id, 'message-type': 'garbage' } }] });
+    const after = randomUUID();
+    await consumerBus.publish(topics.events, { id: after, type: 'fine', key: 'garbage', payload: {} });
+    await until(() => handled.includes(after), 'the event behind the unreadable one');
+    expect(handled).not.toContain(id);
+
+    const reader = kafka.consumer({ groupId: group(`dlq-${randomUUID().slice(0, 8)}`), maxWaitTimeInMs: 100 });
+    await reader.connect();
+    await reader.subscribe({ topics: [deadLetterTopic(topics.events)], fromBeginning: true });
+    const dead = await withTimeout(
+      new Promise<{ value: string; headers: Record<string, string> }>((resolve) => {
+        void reader.run({
+          eachMessage: async ({ message }) => {
+            const headers = headersFromKafka(message.headers);
+            if (headers['message-id'] === id) resolve({ value: message.value?.toString('utf8') ?? '', headers });
+          },
+        });
+      }),
+      15_000,
+      () => new Error('the unreadable record did not reach the dead-letter topic'),
+    ).finally(() => reader.disconnect());
+    expect(dead.value).toBe('{not json');
+    expect(dead.headers).toMatchObject({ 'message-type': 'garbage', attempts: '1' });
+    expect(dead.headers.error).toContain('SyntaxError');
+  }, 60_000);
+});

@@ -1,0 +1,640 @@
+import { randomUUID } from 'node:crypto';
+import type * as tls from 'node:tls';
+import { DomainError, ErrorCode } from '@mission/contracts';
+import { optionalTenant } from '@mission/tenant-context';
+import {
+  Admin,
+  Consumer,
+  EachMessagePayload,
+  ITopicMetadata,
+  Kafka,
+  KafkaJSError,
+  logCreator,
+  logLevel,
+  Message,
+  Partitioners,
+  Producer,
+} from 'kafkajs';
+import {
+  BusHealth,
+  deadLetterTopic,
+  DEFAULT_REQUEST_TIMEOUT_MS,
+  DEFAULT_RETRY_POLICY,
+  EventHandler,
+  Headers,
+  IncomingMessage,
+  MessageBus,
+  OutgoingMessage,
+  RequestHandler,
+  RequestOptions,
+  RetryPolicy,
+} from '../bus';
+import {
+  answer,
+  BusLogger,
+  consoleBusLogger,
+  defaultRequestKey,
+  deliverWithRetries,
+  describe,
+  deserialize,
+  outgoingHeaders,
+  ReplyEnvelope,
+  requestTimedOut,
+  serialize,
+  unwrapReply,
+} from '../delivery';
+import {
+  busLogEntry,
+  deadLetterHeaders,
+  headersFromKafka,
+  incomingFromKafka,
+  isUnknownTopicError,
+  mergeTopicSpecs,
+  partitionConcurrency,
+  replyTopicName,
+  REQUEST_DEADLINE_HEADER,
+  requestExpired,
+  TopicSpec,
+  whileBeating,
+  withTimeout,
+} from './kafka-mapping';
+
+export { REQUEST_DEADLINE_HEADER } from './kafka-mapping';
+export type { TopicSpec } from './kafka-mapping';
+
+export interface KafkaBusOptions {
+  readonly brokers: string[];
+  readonly clientId: string;
+  readonly ssl?: tls.ConnectionOptions | boolean;
+  /** Topics ensured at start (created when missing, never altered). */
+  readonly topics?: ReadonlyArray<TopicSpec>;
+  readonly retry?: RetryPolicy;
+  readonly requestTimeoutMs?: number;
+  readonly logger?: BusLogger;
+  /** Names this process's reply topic and group; a random id when absent. */
+  readonly instanceId?: string;
+  /** Longest wait for the broker to acknowledge a publish, reply or dead letter (default 30 s). */
+  readonly sendTimeoutMs?: number;
+}
+
+/** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
+export const KAFKA_CONSUMER_TIMEOUTS = { sessionTimeout: 15_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 } as const;
+/** Fetches return after at most this long when there is nothing to read. */
+export const KAFKA_MAX_WAIT_MS = 100;
+const START_TIMEOUT_MS = 60_000;
+const TOPIC_TIMEOUT_MS = 15_000;
+const CLEANUP_TIMEOUT_MS = 3_000;
+const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+/** How long a reply topic that turned out not to exist is skipped (its requester has closed). */
+const MISSING_REPLY_TOPIC_TTL_MS = 60_000;
+
+/** Thrown from a consumer callback so kafkajs neither commits the offset nor logs it as a failure. */
+class DeliveryInterrupted extends KafkaJSError {
+  constructor(topic: string, partition: number, offset: string) {
+    super(`Bus is closing: ${topic}[${partition}]@${offset} is left for redelivery`, { retriable: true });
+    Object.defineProperty(this, 'name', { value: 'DeliveryInterrupted' });
+  }
+}
+
+/** Routes kafkajs's own logging to a BusLogger, WARN and above, as structured entries. */
+export function kafkaLogCreator(logger: BusLogger): logCreator {
+  return () => (entry) => {
+    const mapped = busLogEntry(entry);
+    if (mapped) logger[mapped.level](mapped.message, mapped.context);
+  };
+}
+
+function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger): Kafka {
+  if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
+  return new Kafka({ brokers, clientId, ssl, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until every partition of `names` has a leader; returns their metadata. */
+async function waitForLeaders(admin: Admin, names: string[], timeoutMs: number): Promise<ITopicMetadata[]> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no metadata yet';
+  for (;;) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: names });
+      const ready = names.every((name) => {
+        const topic = topics.find((t) => t.name === name);
+        return topic !== undefined && topic.partitions.length > 0 && topic.partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0);
+      });
+      if (ready) return topics;
+      last = 'a partition has no leader yet';
+    } catch (error) {
+      last = describe(error);
+    }
+    if (Date.now() > deadline) throw new Error(`Topics ${names.join(', ')} not ready within ${timeoutMs} ms: ${last}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Creates the topics that are missing and waits until every listed topic has its leaders.
+ * "Already exists" is fine (another instance won the race); existing topics are never altered.
+ */
+async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicSpec>, logger: BusLogger): Promise<Map<string, number>> {
+  const topics = mergeTopicSpecs(specs);
+  if (topics.length === 0) return new Map();
+  const existing = new Set(await admin.listTopics());
+  const missing = topics.filter((topic) => !existing.has(topic.name));
+  if (missing.length > 0) {
+    // Returns false without waiting for leaders when any topic already existed: waitForLeaders below covers that.
+    await admin.createTopics({
+      topics: missing.map((topic) => ({ topic: topic.name, numPartitions: topic.partitions })),
+      waitForLeaders: true,
+      timeout: TOPIC_TIMEOUT_MS,
+    });
+  }
+  const metadata = await waitForLeaders(
+    admin,
+    topics.map((topic) => topic.name),
+    TOPIC_TIMEOUT_MS,
+  );
+  const partitions = new Map(metadata.map((topic) => [topic.name, topic.partitions.length]));
+  for (const topic of topics) {
+    const actual = partitions.get(topic.name) ?? 0;
+    if (actual < topic.partitions) {
+      logger.warn('Topic has fewer partitions than configured; left as is', { topic: topic.name, configured: topic.partitions, actual });
+    }
+  }
+  return partitions;
+}
+
+/** Creates missing topics (with leaders elected) for tooling, tests and deploy scripts. */
+export async function ensureTopics(
+  brokers: string[],
+  topics: ReadonlyArray<TopicSpec>,
+  ssl?: tls.ConnectionOptions | boolean,
+  logger: BusLogger = consoleBusLogger,
+): Promise<void> {
+  const admin = kafkaClient(brokers, 'ensure-topics', ssl, logger).admin();
+  await admin.connect();
+  try {
+    await ensureTopicsWith(admin, topics, logger);
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+interface PendingRequest {
+  readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+type ConsumerStatus = 'joining' | 'up' | 'crashed' | 'disconnected';
+
+interface ConsumerEntry {
+  readonly name: string;
+  readonly consumer: Consumer;
+  readonly isReplyConsumer: boolean;
+  status: ConsumerStatus;
+  detail?: string;
+}
+
+interface ConsumerPlan {
+  readonly name: string;
+  readonly groupId: string;
+  readonly topics: string[];
+  readonly isReplyConsumer: boolean;
+  readonly concurrency: number;
+  readonly eachMessage: (payload: EachMessagePayload) => Promise<void>;
+}
+
+type Registration =
+  | { readonly kind: 'serve'; readonly group: string; readonly topic: string; readonly handlers: Readonly<Record<string, RequestHandler>> }
+  | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly handler: EventHandler };
+
+/**
+ * The MessageBus on Kafka (kafkajs). One consumer per serving group, one per subscription and
+ * one for this instance's own reply topic; one idempotent producer for everything sent.
+ */
+export class KafkaBus implements MessageBus {
+  readonly replyTopic: string;
+  private readonly kafka: Kafka;
+  private readonly producer: Producer;
+  private readonly registrations: Registration[] = [];
+  private readonly consumers: ConsumerEntry[] = [];
+  private readonly pending = new Map<string, PendingRequest>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private readonly missingReplyTopics = new Map<string, number>();
+  private readonly retry: RetryPolicy;
+  private readonly requestTimeoutMs: number;
+  private readonly sendTimeoutMs: number;
+  private readonly logger: BusLogger;
+  private readonly replyGroup: string;
+  private producerConnected = false;
+  private state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new';
+  private starting?: Promise<void>;
+  private closing?: Promise<void>;
+  /** Settles when start() does: consumers hold their first message until the whole bus is up. */
+  private readonly ready: Promise<void>;
+  private markReady!: (error?: unknown) => void;
+
+  constructor(private readonly options: KafkaBusOptions) {
+    this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
+    this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
+    this.logger = options.logger ?? consoleBusLogger;
+    this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
+    this.replyGroup = this.replyTopic;
+    this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger);
+    this.producer = this.kafka.producer({
+      idempotent: true,
+      // murmur2 on the key, as the Java client: one key always lands on one partition.
+      createPartitioner: Partitioners.DefaultPartitioner,
+      allowAutoTopicCreation: false,
+    });
+    this.producer.on(this.producer.events.CONNECT, () => (this.producerConnected = true));
+    this.producer.on(this.producer.events.DISCONNECT, () => (this.producerConnected = false));
+    this.ready = new Promise<void>((resolve, reject) => {
+      this.markReady = (error) => (error === undefined ? resolve() : reject(error));
+    });
+    this.ready.catch(() => undefined);
+  }
+
+  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>): void {
+    this.assertNotStarted();
+    this.assertGroupUsable('serve', topic, group);
+    this.registrations.push({ kind: 'serve', group, topic, handlers });
+  }
+
+  subscribe(topic: string, group: string, handler: EventHandler): void {
+    this.assertNotStarted();
+    this.assertGroupUsable('subscribe', topic, group);
+    this.registrations.push({ kind: 'subscribe', group, topic, handler });
+  }
+
+  async start(): Promise<void> {
+    this.assertNotStarted();
+    if (optionalTenant()) throw new Error('Start the bus outside any tenant context: its consumers would inherit that tenant');
+    this.state = 'starting';
+    this.starting = this.startAll().then(
+      () => {
+        this.state = 'started';
+        this.markReady();
+      },
+      async (error: unknown) => {
+        this.markReady(error);
+        this.state = 'stopping';
+        await this.shutdown();
+        this.state = 'stopped';
+        throw error;
+      },
+    );
+    return this.starting;
+  }
+
+  async request<R>(topic: string, type: string, payload: unknown, options: RequestOptions = {}): Promise<R> {
+    this.assertRunning();
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+    const id = randomUUID();
+    const headers = outgoingHeaders(type, id, {
+      [Headers.replyTo]: this.replyTopic,
+      [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs),
+    });
+    const key = options.key ?? defaultRequestKey();
+    const reply = await new Promise<unknown>((resolve, reject) => {
+      const settle = (): boolean => {
+        clearTimeout(timer);
+        return this.pending.delete(id);
+      };
+      const timer = setTimeout(() => {
+        if (settle()) reject(requestTimedOut(topic, type, timeoutMs));
+      }, timeoutMs);
+      this.pending.set(id, {
+        resolve: (value) => settle() && resolve(value),
+        reject: (error) => settle() && reject(error),
+      });
+      this.send(topic, [{ key, value: serialize(payload), headers }]).catch((error: unknown) => {
+        this.logger.error('Request could not be sent', { topic, type, id, error: describe(error) });
+        this.pending.get(id)?.reject(new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`));
+      });
+    });
+    return unwrapReply<R>(reply);
+  }
+
+  async publish(topic: string, message: OutgoingMessage): Promise<void> {
+    this.assertRunning();
+    const id = message.id ?? randomUUID();
+    const headers = outgoingHeaders(message.type, id, message.headers);
+    try {
+      await this.send(topic, [{ key: message.key, value: serialize(message.payload), headers }]);
+    } catch (error) {
+      this.logger.error('Event could not be published', { topic, type: message.type, id, error: describe(error) });
+      throw new DomainError(ErrorCode.DependencyUnavailable, `Could not publish ${message.type} to ${topic}`);
+    }
+  }
+
+  close(): Promise<void> {
+    this.closing ??= this.closeOnce();
+    return this.closing;
+  }
+
+  health(): BusHealth {
+    if (this.state !== 'started') return { up: false, detail: `kafka bus is ${this.state}` };
+    const problems: string[] = [];
+    if (!this.producerConnected) problems.push('producer disconnected');
+    for (const entry of this.consumers) {
+      if (entry.status !== 'up') problems.push(`${entry.name} ${entry.status}${entry.detail ? ` (${entry.detail})` : ''}`);
+    }
+    return problems.length === 0 ? { up: true } : { up: false, detail: problems.join('; ') };
+  }
+
+  // --- start and stop -------------------------------------------------------------------
+
+  private async startAll(): Promise<void> {
+    const configured = this.options.topics ?? [];
+    const partitionsOf = new Map(mergeTopicSpecs(configured).map((topic) => [topic.name, topic.partitions]));
+    const subscribed = [...new Set(this.registrations.filter((r) => r.kind === 'subscribe').map((r) => r.topic))];
+    const consumed = [...new Set(this.registrations.map((r) => r.topic))];
+
+    const admin = this.kafka.admin();
+    await admin.connect();
+    let partitions: Map<string, number>;
+    try {
+      partitions = await ensureTopicsWith(
+        admin,
+        [
+          ...configured,
+          ...subscribed.map((topic) => ({ name: deadLetterTopic(topic), partitions: partitionsOf.get(topic) ?? 1 })),
+          { name: this.replyTopic, partitions: 1 },
+        ],
+        this.logger,
+      );
+      const unknown = consumed.filter((topic) => !partitions.has(topic));
+      if (unknown.length > 0) {
+        const existing = new Set(await admin.listTopics());
+        const missing = unknown.filter((topic) => !existing.has(topic));
+        if (missing.length > 0) throw new Error(`Topics ${missing.join(', ')} do not exist; list them in the bus options' topics`);
+        for (const topic of await waitForLeaders(admin, unknown, TOPIC_TIMEOUT_MS)) partitions.set(topic.name, topic.partitions.length);
+      }
+    } finally {
+      await admin.disconnect();
+    }
+
+    await this.producer.connect();
+
+    const plans: ConsumerPlan[] = [{
+      name: 'reply consumer',
+      groupId: this.replyGroup,
+      topics: [this.replyTopic],
+      isReplyConsumer: true,
+      concurrency: 1,
+      eachMessage: (payload) => this.onReply(payload),
+    }];
+    for (const [group, registrations] of this.groups('serve')) {
+      const handlers = new Map(registrations.map((r) => [r.topic, r.handlers]));
+      plans.push({
+        name: `serve ${group}`,
+        groupId: group,
+        topics: [...handlers.keys()],
+        isReplyConsumer: false,
+        concurrency: partitionConcurrency(Math.max(...[...handlers.keys()].map((topic) => partitions.get(topic) ?? 1))),
+        eachMessage: (payload) => this.onRequest(payload, handlers),
+      });
+    }
+    for (const [group, registrations] of this.groups('subscribe')) {
+      const handlers = new Map(registrations.map((r) => [r.topic, r.handler]));
+      plans.push({
+        name: `subscribe ${group}`,
+        groupId: group,
+        topics: [...handlers.keys()],
+        isReplyConsumer: false,
+        concurrency: partitionConcurrency(Math.max(...[...handlers.keys()].map((topic) => partitions.get(topic) ?? 1))),
+        eachMessage: (payload) => this.onEvent(payload, group, handlers),
+      });
+    }
+    await Promise.all(plans.map((plan) => this.startConsumer(plan)));
+  }
+
+  /** Registrations of one kind by group: a group reads all its topics through one consumer. */
+  private groups<K extends Registration['kind']>(kind: K): Map<string, Array<Extract<Registration, { kind: K }>>> {
+    const groups = new Map<string, Array<Extract<Registration, { kind: K }>>>();
+    for (const registration of this.registrations) {
+      if (registration.kind !== kind) continue;
+      const typed = registration as Extract<Registration, { kind: K }>;
+      groups.set(typed.group, [...(groups.get(typed.group) ?? []), typed]);
+    }
+    return groups;
+  }
+
+  /** Connects, subscribes and runs one consumer; resolves once it has joined its group. */
+  private async startConsumer(plan: ConsumerPlan): Promise<void> {
+    const consumer = this.kafka.consumer({
+      groupId: plan.groupId,
+      ...KAFKA_CONSUMER_TIMEOUTS,
+      maxWaitTimeInMs: KAFKA_MAX_WAIT_MS,
+      allowAutoTopicCreation: false,
+    });
+    const entry: ConsumerEntry = { name: plan.name, consumer, isReplyConsumer: plan.isReplyConsumer, status: 'joining' };
+    this.consumers.push(entry);
+    const joined = new Promise<void>((resolve, reject) => {
+      consumer.on(consumer.events.GROUP_JOIN, () => {
+        entry.status = 'up';
+        entry.detail = undefined;
+        resolve();
+      });
+      consumer.on(consumer.events.CRASH, (event) => {
+        entry.status = 'crashed';
+        entry.detail = describe(event.payload.error);
+        if (!event.payload.restart) {
+          this.logger.error('Consumer stopped for good', { consumer: plan.name, group: plan.groupId, error: entry.detail });
+          reject(event.payload.error);
+        }
+      });
+      consumer.on(consumer.events.DISCONNECT, () => {
+        entry.status = 'disconnected';
+      });
+    });
+    joined.catch(() => undefined);
+    await consumer.connect();
+    await consumer.subscribe({ topics: plan.topics, fromBeginning: true });
+    await consumer.run({ partitionsConsumedConcurrently: plan.concurrency, eachMessage: plan.eachMessage });
+    await withTimeout(joined, START_TIMEOUT_MS, () => new Error(`${plan.name} did not join group ${plan.groupId} within ${START_TIMEOUT_MS} ms`));
+  }
+
+  private async closeOnce(): Promise<void> {
+    if (this.state === 'new') {
+      this.state = 'stopped';
+      return;
+    }
+    await this.starting?.catch(() => undefined);
+    if (this.state === 'stopped') return;
+    this.state = 'stopping';
+    await this.shutdown();
+    this.state = 'stopped';
+  }
+
+  /** Stops taking messages, lets the ones in flight finish, then disconnects and cleans up. */
+  private async shutdown(): Promise<void> {
+    const disconnect = async (entries: ConsumerEntry[]): Promise<void> => {
+      await Promise.allSettled(entries.map((entry) => entry.consumer.disconnect()));
+    };
+    // Handlers in flight may still await replies to their own requests: the reply consumer goes last.
+    await disconnect(this.consumers.filter((entry) => !entry.isReplyConsumer));
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await disconnect(this.consumers.filter((entry) => entry.isReplyConsumer));
+    for (const pending of [...this.pending.values()]) {
+      pending.reject(new DomainError(ErrorCode.DependencyUnavailable, 'The message bus closed before the answer arrived'));
+    }
+    await this.producer.disconnect().catch((error: unknown) => this.logger.warn('Producer did not disconnect cleanly', { error: describe(error) }));
+    await this.removeReplyTopic();
+  }
+
+  /** Best effort: a left-over reply topic or group only costs the broker a little space. */
+  private async removeReplyTopic(): Promise<void> {
+    const admin = this.kafka.admin();
+    const cleanup = async (): Promise<void> => {
+      await admin.connect();
+      await admin.deleteTopics({ topics: [this.replyTopic], timeout: CLEANUP_TIMEOUT_MS });
+      await admin.deleteGroups([this.replyGroup]).catch(() => undefined);
+    };
+    try {
+      await withTimeout(cleanup(), CLEANUP_TIMEOUT_MS, () => new Error(`timed out after ${CLEANUP_TIMEOUT_MS} ms`));
+    } catch (error) {
+      this.logger.warn('Reply topic not removed', { topic: this.replyTopic, error: describe(error) });
+    } finally {
+      await admin.disconnect().catch(() => undefined);
+    }
+  }
+
+  // --- consumer callbacks ---------------------------------------------------------------
+
+  private async onReply({ message }: EachMessagePayload): Promise<void> {
+    const headers = headersFromKafka(message.headers);
+    const pending = this.pending.get(headers[Headers.correlationId] ?? '');
+    if (!pending) return; // the requester gave up already
+    let reply: unknown;
+    try {
+      reply = deserialize(message.value);
+    } catch (error) {
+      this.logger.error('Unreadable reply', { correlationId: headers[Headers.correlationId], error: describe(error) });
+      reply = undefined; // unwrapReply turns it into internal_error
+    }
+    pending.resolve(reply);
+  }
+
+  private async onRequest(payload: EachMessagePayload, handlersByTopic: ReadonlyMap<string, Readonly<Record<string, RequestHandler>>>): Promise<void> {
+    const { topic, partition, message, heartbeat } = payload;
+    await this.admit(topic, partition, message.offset);
+    await this.track(async () => {
+      const headers = headersFromKafka(message.headers);
+      const replyTo = headers[Headers.replyTo];
+      const correlationId = headers[Headers.correlationId];
+      if (requestExpired(headers)) {
+        this.logger.warn('Request skipped: its requester stopped waiting', { topic, type: headers[Headers.messageType], id: headers[Headers.messageId] });
+        return;
+      }
+      let reply: ReplyEnvelope;
+      try {
+        const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message), attempt: 1 };
+        const handler = handlersByTopic.get(topic)?.[request.type];
+        reply = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () => answer(request, handler, this.logger));
+      } catch (error) {
+        this.logger.error('Unreadable request', { topic, partition, offset: message.offset, error: describe(error) });
+        reply = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
+      }
+      if (!replyTo || !correlationId) {
+        this.logger.warn('Request without reply-to or correlation-id: answer dropped', { topic, type: headers[Headers.messageType] });
+        return;
+      }
+      await this.sendReply(replyTo, message.key, correlationId, reply);
+    });
+  }
+
+  private async onEvent(payload: EachMessagePayload, group: string, handlersByTopic: ReadonlyMap<string, EventHandler>): Promise<void> {
+    const { topic, partition, message, heartbeat } = payload;
+    await this.admit(topic, partition, message.offset);
+    const handler = handlersByTopic.get(topic);
+    if (!handler) throw new Error(`Group ${group} got a message of ${topic}, which it does not subscribe to`);
+    await this.track(async () => {
+      let event: Omit<IncomingMessage, 'attempt'>;
+      try {
+        event = incomingFromKafka(topic, partition, message);
+      } catch (error) {
+        await this.deadLetter(topic, group, message, error, 1);
+        return;
+      }
+      const delivery = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () =>
+        deliverWithRetries(event, handler, this.retry, () => this.isStopping(), heartbeat),
+      );
+      if (delivery.outcome === 'interrupted') throw new DeliveryInterrupted(topic, partition, message.offset);
+      if (delivery.outcome === 'failed') await this.deadLetter(topic, group, message, delivery.error, delivery.attempts);
+    });
+  }
+
+  /** Holds a message until start() has finished; refuses it (uncommitted) once closing. */
+  private async admit(topic: string, partition: number, offset: string): Promise<void> {
+    await this.ready;
+    if (this.isStopping()) throw new DeliveryInterrupted(topic, partition, offset);
+  }
+
+  private async sendReply(replyTo: string, key: Buffer | null, correlationId: string, reply: ReplyEnvelope): Promise<void> {
+    const missingUntil = this.missingReplyTopics.get(replyTo);
+    if (missingUntil !== undefined && missingUntil > Date.now()) return;
+    this.missingReplyTopics.delete(replyTo);
+    const headers = outgoingHeaders('reply', randomUUID(), { [Headers.correlationId]: correlationId, [Headers.replyStatus]: reply.ok ? 'ok' : 'error' });
+    try {
+      await this.send(replyTo, [{ key, value: serialize(reply), headers }]);
+    } catch (error) {
+      if (isUnknownTopicError(error)) this.missingReplyTopics.set(replyTo, Date.now() + MISSING_REPLY_TOPIC_TTL_MS);
+      this.logger.error('Reply could not be sent', { replyTo, correlationId, error: describe(error) });
+    }
+  }
+
+  /** Parks a message that kept failing in `<topic>.dlq`; if that fails too, the message is redelivered. */
+  private async deadLetter(topic: string, group: string, message: EachMessagePayload['message'], error: unknown, attempts: number): Promise<void> {
+    const headers = headersFromKafka(message.headers);
+    this.logger.error('Message dead-lettered', {
+      topic,
+      group,
+      type: headers[Headers.messageType],
+      id: headers[Headers.messageId],
+      offset: message.offset,
+      attempts,
+      error: describe(error),
+    });
+    await this.send(deadLetterTopic(topic), [{ key: message.key, value: message.value, headers: deadLetterHeaders(headers, error, attempts) }]);
+  }
+
+  private send(topic: string, messages: Message[]): Promise<unknown> {
+    // The idempotent producer retries without end while the broker is away: bound the wait.
+    return withTimeout(
+      this.producer.send({ topic, acks: -1, messages }),
+      this.sendTimeoutMs,
+      () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`),
+    );
+  }
+
+  private track(work: () => Promise<void>): Promise<void> {
+    const promise = work();
+    this.inFlight.add(promise);
+    return promise.finally(() => this.inFlight.delete(promise));
+  }
+
+  private isStopping(): boolean {
+    return this.state === 'stopping' || this.state === 'stopped';
+  }
+
+  private assertGroupUsable(kind: Registration['kind'], topic: string, group: string): void {
+    for (const other of this.registrations) {
+      if (other.group !== group) continue;
+      // One consumer reads all topics of a group (kafkajs's assigner gives every member partitions
+      // of every topic the group reads), so a group either serves or subscribes, each topic once.
+      if (other.kind !== kind) throw new Error(`Group ${group} already ${other.kind === 'serve' ? 'serves' : 'subscribes to'} ${other.topic}: use separate groups to serve and to subscribe`);
+      if (other.topic === topic) throw new Error(`Group ${group} already ${kind === 'serve' ? 'serves' : 'subscribes to'} ${topic}`);
+    }
+  }
+
+  private assertNotStarted(): void {
+    if (this.state !== 'new') throw new Error('Register handlers and start the bus only once, before it runs');
+  }
+
+  private assertRunning(): void {
+    if (this.state !== 'started') throw new DomainError(ErrorCode.DependencyUnavailable, 'The message bus is not running');
+  }
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { tenantHeaders } from '@mission/tenant-context';
+
+/** An event to publish once the transaction that wrote it commits. */
+export interface OutboxEvent {
+  readonly topic: string;
+  readonly type: string;
+  readonly key: string;
+  readonly payload: unknown;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+export interface OutboxPublisher {
+  publish(topic: string, message: { id: string; type: string; key: string; payload: unknown; headers?: Record<string, string> }): Promise<void>;
+}
+
+/** DDL of a service's outbox table, for that service's migrations. */
+export function outboxTableSql(schema: string): string[] {
+  return [
+    `CREATE TABLE "${schema}".outbox (
+      id uuid PRIMARY KEY,
+      topic text NOT NULL,
+      type text NOT NULL,
+      key text NOT NULL,
+      payload jsonb NOT NULL,
+      headers jsonb NOT NULL DEFAULT '{}'::jsonb,
+      created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+      published_at timestamptz
+    )`,
+    `CREATE INDEX outbox_unpublished ON "${schema}".outbox (created_at) WHERE published_at IS NULL`,
+  ];
+}
+
+/**
+ * Writes an event into the outbox inside the caller's transaction. Returns the event id. The
+ * current tenant goes into the stored headers: the relay publishes outside any tenant context.
+ */
+export async function enqueueOutbox(manager: EntityManager, schema: string, event: OutboxEvent): Promise<string> {
+  const id = randomUUID();
+  await manager.query(`INSERT INTO "${schema}".outbox (id, topic, type, key, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)`, [
+    id,
+    event.topic,
+    event.type,
+    event.key,
+    JSON.stringify(event.payload),
+    JSON.stringify({ ...tenantHeaders(), ...event.headers }),
+  ]);
+  return id;
+}
+
+interface OutboxRow {
+  id: string;
+  topic: string;
+  type: string;
+  key: string;
+  payload: unknown;
+  headers: Record<string, string>;
+}
+
+export interface OutboxRelayOptions {
+  readonly pollIntervalMs?: number;
+  readonly batchSize?: number;
+  readonly onError?: (error: unknown) => void;
+}
+
+/**
+ * Publishes committed outbox rows in commit order and marks them published. Rows are claimed
+ * with FOR UPDATE SKIP LOCKED, so several replicas can relay together; a crash between publish
+ * and mark re-publishes the row (at-least-once; consumers are idempotent by message id).
+ */
+export class OutboxRelay {
+  private timer?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private again = false;
+  private stopped = false;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly schema: string,
+    private readonly publisher: OutboxPublisher,
+    private readonly options: OutboxRelayOptions = {},
+  ) {}
+
+  start(): void {
+    this.stopped = false;
+    this.schedule();
+    this.kick();
+  }
+
+  /** Asks for a relay pass now (after a commit that wrote outbox rows). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.running = this.drain()
+      .catch((error: unknown) => this.options.onError?.(error))
+      .finally(() => {
+        this.running = undefined;
+        if (this.again) {
+          this.again = false;
+          this.kick();
+        }
+      });
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearInterval(this.timer);
+    await this.running;
+  }
+
+  /** Unpublished rows, for metrics and readiness. */
+  async backlog(): Promise<number> {
+    const [row] = await this.dataSource.query(`SELECT count(*)::int AS n FROM "${this.schema}".outbox WHERE published_at IS NULL`);
+    return row.n as number;
+  }
+
+  private schedule(): void {
+    this.timer = setInterval(() => this.kick(), this.options.pollIntervalMs ?? 500);
+    this.timer.unref();
+  }
+
+  private async drain(): Promise<void> {
+    const batchSize = this.options.batchSize ?? 100;
+    for (;;) {
+      const published = await this.dataSource.transaction(async (manager) => {
+        const rows: OutboxRow[] = await manager.query(
+          `SELECT id, topic, type, key, payload, headers FROM "${this.schema}".outbox
+           WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+          [batchSize],
+        );
+        for (const row of rows) {
+          await this.publisher.publish(row.topic, { id: row.id, type: row.type, key: row.key, payload: row.payload, headers: row.headers });
+        }
+        if (rows.length > 0) {
+          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
+        }
+        return rows.length;
+      });
+      if (published < batchSize || this.stopped) return;
+    }
+  }
+}

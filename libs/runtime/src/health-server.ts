@@ -1,0 +1,37 @@
+import http from 'node:http';
+
+export interface Readiness {
+  readonly up: boolean;
+  readonly details: Record<string, unknown>;
+}
+
+/**
+ * A tiny HTTP server for a service without an HTTP API of its own: `/health/live` answers while
+ * the process runs, `/health/ready` while its dependencies answer and it is not draining.
+ */
+export async function startHealthServer(host: string, port: number, ready: () => Promise<Readiness>): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    const send = (status: number, body: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
+      res.end(JSON.stringify(body));
+    };
+    if (req.method !== 'GET') return send(405, { status: 'method not allowed' });
+    if (req.url === '/health/live') return send(200, { status: 'up' });
+    if (req.url === '/health/ready') {
+      ready()
+        .then((readiness) => send(readiness.up ? 200 : 503, { status: readiness.up ? 'up' : 'down', details: readiness.details }))
+        .catch(() => send(503, { status: 'down' }));
+      return;
+    }
+    send(404, { status: 'not found' });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => resolve());
+  });
+  const address = server.address();
+  return {
+    port: typeof address === 'object' && address ? address.port : port,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
+}

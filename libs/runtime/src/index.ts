@@ -1,0 +1,4 @@
+export * from './logger';
+export * from './health-server';
+export * from './shutdown';
+export * from './service-main';

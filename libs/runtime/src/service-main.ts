@@ -1,0 +1,73 @@
+import { z } from 'zod';
+import { ConfigError, env, loadConfig } from '@mission/config';
+import { Topics, TOPIC_PARTITIONS } from '@mission/contracts';
+import { KafkaBus, MessageBus } from '@mission/messaging';
+import { startHealthServer } from './health-server';
+import { contextLogger, createLogger, Logger } from './logger';
+import { onShutdownSignal } from './shutdown';
+
+/** Environment of a back-end service running as its own process. */
+export const ServiceConfigSchema = z.object({
+  HOST: z.string().default('0.0.0.0'),
+  HEALTH_PORT: env.port(8080),
+  KAFKA_BROKERS: env.hostPorts(),
+  DATABASE_URL: env.url(['postgres', 'postgresql']).optional(),
+  LOG_LEVEL: env.logLevel(),
+});
+export type ServiceConfig = z.output<typeof ServiceConfigSchema>;
+
+export interface ServiceHandle {
+  afterBusStart?(): Promise<void>;
+  ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
+  stop(): Promise<void>;
+}
+
+export interface ServiceDefinition {
+  readonly name: string;
+  readonly needsDatabase: boolean;
+  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string } }): Promise<ServiceHandle>;
+}
+
+/** Every topic of the platform, so any process can create what is missing before it consumes. */
+export function platformTopics(): Array<{ name: string; partitions: number }> {
+  return Object.values(Topics).map((name) => ({ name, partitions: TOPIC_PARTITIONS[name] }));
+}
+
+/**
+ * The entry point of a back-end service running as its own process (a container in production):
+ * validated config, Kafka, health endpoints for the orchestrator, graceful shutdown that drains
+ * in-flight messages before closing the database.
+ */
+export function runService(definition: ServiceDefinition): void {
+  const boot = async (): Promise<void> => {
+    const config = loadConfig(ServiceConfigSchema);
+    if (definition.needsDatabase && !config.DATABASE_URL) throw new ConfigError(['DATABASE_URL: required']);
+    const logger = createLogger(definition.name, config.LOG_LEVEL);
+    const bus = new KafkaBus({
+      brokers: config.KAFKA_BROKERS,
+      clientId: definition.name,
+      topics: platformTopics(),
+      logger: contextLogger(logger.child({ component: 'bus' })),
+    });
+    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' } });
+    await bus.start();
+    await handle.afterBusStart?.();
+    let draining = false;
+    const health = await startHealthServer(config.HOST, config.HEALTH_PORT, async () => {
+      const service = await handle.ready();
+      const busHealth = bus.health();
+      return { up: !draining && service.up && busHealth.up, details: { ...service.details, bus: busHealth, draining } };
+    });
+    logger.info({ healthPort: health.port }, 'Service started');
+    onShutdownSignal(logger, async () => {
+      draining = true;
+      await bus.close();
+      await handle.stop();
+      await health.close();
+    });
+  };
+  boot().catch((error: unknown) => {
+    process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `${definition.name} failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,15 @@
+/** Who is calling, as established from a verified access token. */
+export interface Authenticated {
+  readonly subject: string;
+  readonly clientId: string;
+  readonly scopes: ReadonlySet<string>;
+  /** Absent for the platform operator. */
+  readonly tenantId?: string;
+  readonly tokenId: string;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    auth?: Authenticated;
+  }
+}

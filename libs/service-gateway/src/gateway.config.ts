@@ -1,0 +1,15 @@
+import { z } from 'zod';
+import { env } from '@mission/config';
+
+/** Environment of the gateway when it runs as its own process. */
+export const GatewayConfigSchema = z.object({
+  PORT: env.port(3000),
+  HOST: z.string().default('0.0.0.0'),
+  PUBLIC_URL: env.url(['http', 'https']),
+  IDP_ISSUER: env.url(['http', 'https']),
+  IDP_JWKS_URI: env.url(['http', 'https']).optional(),
+  KAFKA_BROKERS: env.hostPorts(),
+  TRUST_PROXY: z.stringbool().default(false),
+  LOG_LEVEL: env.logLevel(),
+});
+export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

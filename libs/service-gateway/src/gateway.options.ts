@@ -1,0 +1,20 @@
+import type { Logger } from '@mission/runtime';
+import type { MessageBus } from '@mission/messaging';
+
+export interface GatewayOptions {
+  /** The gateway's public base URL: the OAuth resource identifier and the tokens' audience. */
+  readonly publicUrl: string;
+  /** The only issuer whose tokens are accepted. */
+  readonly issuer: string;
+  /** JWKS location; discovered from the issuer's metadata when absent. */
+  readonly jwksUri?: string;
+  /** Started by the caller. */
+  readonly bus: MessageBus;
+  readonly logger: Logger;
+  readonly trustProxy?: boolean;
+  /** Extra readiness checks of the process the gateway runs in (e.g. the embedded services). */
+  readonly readiness?: () => Promise<Record<string, { up: boolean; [detail: string]: unknown }>>;
+}
+
+export const GATEWAY_OPTIONS = Symbol('GATEWAY_OPTIONS');
+export const BUS = Symbol('BUS');

@@ -1,0 +1,34 @@
+import { Controller, Get, Header, Inject, Res } from '@nestjs/common';
+import type { FastifyReply } from 'fastify';
+import { Public } from '../auth/auth.decorators';
+import { TokenVerifier } from '../auth/token-verifier';
+import { BUS, GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import type { MessageBus } from '@mission/messaging';
+
+@Controller('health')
+@Public()
+export class HealthController {
+  constructor(
+    @Inject(BUS) private readonly bus: MessageBus,
+    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
+    private readonly verifier: TokenVerifier,
+  ) {}
+
+  @Get('live')
+  @Header('Cache-Control', 'no-store')
+  live(): { status: 'up' } {
+    return { status: 'up' };
+  }
+
+  @Get('ready')
+  @Header('Cache-Control', 'no-store')
+  async ready(@Res({ passthrough: true }) reply: FastifyReply): Promise<{ status: 'up' | 'down'; details: Record<string, unknown> }> {
+    const bus = this.bus.health();
+    const identity = await this.verifier.reachable();
+    const extra = (await this.options.readiness?.()) ?? {};
+    const details: Record<string, { up: boolean }> = { bus, identityProvider: { up: identity }, ...extra };
+    const up = Object.values(details).every((check) => check.up);
+    void reply.status(up ? 200 : 503);
+    return { status: up ? 'up' : 'down', details };
+  }
+}

@@ -1,0 +1,67 @@
+import { NotFoundException } from '@nestjs/common';
+import { DomainError, ErrorCode } from '@mission/contracts';
+import { mapError } from './error-mapping';
+import { HttpProblemError } from './http-problem.error';
+import { PROBLEM_KINDS, problemFor } from './problem';
+
+describe('mapError', () => {
+  it('keeps a domain error code, message and field errors', () => {
+    const mapped = mapError(new DomainError(ErrorCode.ValidationFailed, 'Mission is invalid', [{ field: 'title', message: 'too short' }]));
+    expect(mapped).toMatchObject({ code: ErrorCode.ValidationFailed, detail: 'Mission is invalid', errors: [{ field: 'title', message: 'too short' }], unexpected: false });
+  });
+
+  it('carries the headers of an HTTP problem', () => {
+    const mapped = mapError(new HttpProblemError(ErrorCode.Unauthorized, 'no token', { 'WWW-Authenticate': 'Bearer realm="x"' }));
+    expect(mapped.headers).toEqual({ 'WWW-Authenticate': 'Bearer realm="x"' });
+  });
+
+  it('adds Retry-After to a dependency failure', () => {
+    expect(mapError(new DomainError(ErrorCode.DependencyUnavailable, 'bus down')).headers).toEqual({ 'Retry-After': '5' });
+  });
+
+  it.each([
+    ['FST_ERR_CTP_BODY_TOO_LARGE', ErrorCode.PayloadTooLarge],
+    ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ErrorCode.UnsupportedMediaType],
+    ['FST_ERR_CTP_EMPTY_JSON_BODY', ErrorCode.MalformedJson],
+  ])('maps Fastify %s', (code, expected) => {
+    expect(mapError(Object.assign(new Error('x'), { code })).code).toBe(expected);
+  });
+
+  it('maps the JSON parser syntax error to malformed_json', () => {
+    expect(mapError(Object.assign(new SyntaxError('Unexpected end'), { statusCode: 400 })).code).toBe(ErrorCode.MalformedJson);
+  });
+
+  it('maps an unknown route to not_found', () => {
+    expect(mapError(new NotFoundException('Cannot GET /x')).code).toBe(ErrorCode.NotFound);
+  });
+
+  it('never reveals an unexpected error, and flags it for the log', () => {
+    const mapped = mapError(new Error('connect ECONNREFUSED 10.0.0.7:5432 at pg/lib/client.js:132'));
+    expect(mapped).toEqual({ code: ErrorCode.Internal, detail: 'An unexpected error occurred', headers: {}, unexpected: true });
+  });
+
+  it('hides the message of an internal domain error', () => {
+    expect(mapError(new DomainError(ErrorCode.Internal, 'table mission.missions missing')).detail).toBe('An unexpected error occurred');
+  });
+});
+
+describe('problemFor', () => {
+  it('builds RFC 9457 problem details with our extensions', () => {
+    const problem = problemFor(ErrorCode.RateLimited, 'Slow down', { instance: '/api/missions', requestId: 'r1', typeBase: 'http://h/api/docs/problems' });
+    expect(problem).toEqual({
+      type: 'http://h/api/docs/problems#quota-exceeded',
+      title: 'Too many requests',
+      status: 429,
+      detail: 'Slow down',
+      instance: '/api/missions',
+      code: 'rate_limited',
+      requestId: 'r1',
+    });
+  });
+
+  it('gives every error code a distinct slug and an error status', () => {
+    const kinds = Object.values(PROBLEM_KINDS);
+    expect(new Set(kinds.map((k) => k.slug)).size).toBe(kinds.length);
+    expect(kinds.every((k) => k.status >= 400 && k.status < 600)).toBe(true);
+  });
+});

@@ -1,0 +1,18 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Logger } from '@mission/runtime';
+import { mapError } from './error-mapping';
+import { PROBLEM_CONTENT_TYPE, problemFor } from './problem';
+
+/**
+ * Writes any error as problem+json. Shared by the Nest exception filter and Fastify's own error
+ * handler (body parsing fails before Nest sees the request), so both speak the same format.
+ */
+export function sendProblem(error: unknown, request: FastifyRequest, reply: FastifyReply, logger: Logger, typeBase: string): void {
+  const mapped = mapError(error);
+  if (mapped.unexpected) logger.error({ err: error, requestId: request.id, url: request.url }, 'Unhandled error');
+  const problem = problemFor(mapped.code, mapped.detail, { instance: request.url.split('?')[0] ?? '/', requestId: String(request.id), typeBase }, mapped.errors);
+  void reply
+    .status(problem.status)
+    .headers({ ...mapped.headers, 'content-type': PROBLEM_CONTENT_TYPE, 'cache-control': 'no-store' })
+    .send(JSON.stringify(problem));
+}

@@ -1,0 +1,3 @@
+export * from './gateway';
+export * from './gateway.options';
+export * from './gateway.config';

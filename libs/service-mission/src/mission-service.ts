@@ -1,0 +1,63 @@
+import { DataSource } from 'typeorm';
+import { Topics } from '@mission/contracts';
+import { MessageBus } from '@mission/messaging';
+import { openServiceDatabase, OutboxRelay, pingDatabase } from '@mission/persistence';
+import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
+import { MissionEntity } from './missions/mission.entity';
+import { MissionRunner, RunnerLogger } from './missions/mission-runner';
+import { missionRequestHandlers } from './missions/missions.handlers';
+import { MissionsRepository } from './missions/missions.repository';
+import { MISSION_SCHEMA, MissionsService } from './missions/missions.service';
+
+export const MISSION_SERVICE_GROUP = 'mission-service';
+export const MISSION_RUNNER_GROUP = 'mission-runner';
+
+export interface MissionServiceOptions {
+  readonly databaseUrl: string;
+  /** Not started yet: the service registers its handlers, the caller starts the bus. */
+  readonly bus: MessageBus;
+  readonly logger: RunnerLogger;
+}
+
+export interface MissionServiceHandle {
+  /** Call once the bus has started: starts the outbox relay and resumes unfinished missions. */
+  afterBusStart(): Promise<void>;
+  ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
+  stop(): Promise<void>;
+}
+
+export async function startMissionService(options: MissionServiceOptions): Promise<MissionServiceHandle> {
+  const dataSource: DataSource = await openServiceDatabase({
+    url: options.databaseUrl,
+    schema: MISSION_SCHEMA,
+    entities: [MissionEntity],
+    migrations: [CreateMissions1763769600000],
+    applicationName: 'mission-service',
+  });
+  const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
+    onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
+  });
+  const repository = new MissionsRepository(dataSource);
+  const missions = new MissionsService(dataSource, repository, () => relay.kick());
+  const runner = new MissionRunner(dataSource, repository, options.bus, options.logger);
+
+  options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
+  options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onEvent(message));
+
+  return {
+    afterBusStart: async () => {
+      relay.start();
+      void runner.resumeUnfinished().then((count) => {
+        if (count > 0) options.logger.info('Resumed unfinished missions', { count });
+      });
+    },
+    ready: async () => {
+      const database = await pingDatabase(dataSource);
+      return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
+    },
+    stop: async () => {
+      await relay.stop();
+      await dataSource.destroy();
+    },
+  };
+}

@@ -1,0 +1,11 @@
+import { MessageTypes, MissionIdSchema, parseOrThrow } from '@mission/contracts';
+import { RequestHandler } from '@mission/messaging';
+import { MissionsService } from './missions.service';
+
+/** Bus requests → MissionsService calls. The tenant comes from the message, restored by the bus. */
+export function missionRequestHandlers(missions: MissionsService): Record<string, RequestHandler> {
+  return {
+    [MessageTypes.missionSubmit]: (message) => missions.submit(message.payload),
+    [MessageTypes.missionGet]: (message) => missions.get(parseOrThrow(MissionIdSchema, message.payload).id),
+  };
+}

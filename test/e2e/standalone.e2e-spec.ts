@@ -1,0 +1,32 @@
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort } from '@mission/persistence';
+import { describeGatewayScenarios } from '../support/gateway-scenarios';
+import { startProcess, waitUntilReady } from '../support/processes';
+
+describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bus)', async () => {
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-e2e-'));
+  const [port, idpPort] = [await freePort(), await freePort()];
+  const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir };
+  for (const name of ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER']) env[name] = '';
+  const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', env);
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone]);
+
+  const credentialsFile = path.join(dataDir, 'admin-client.json');
+  expect((await stat(credentialsFile)).mode & 0o777).toBe(0o600);
+  const admin = JSON.parse(await readFile(credentialsFile, 'utf8')) as { clientId: string; clientSecret: string };
+  expect(standalone.output()).toContain(admin.clientSecret);
+
+  return {
+    gatewayUrl,
+    issuer: `http://127.0.0.1:${idpPort}`,
+    admin,
+    teardown: async () => {
+      const code = await standalone.stop();
+      expect(code).toBe(0);
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+});

@@ -1,0 +1,249 @@
+import { randomUUID } from 'node:crypto';
+import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { call, clientCredentialsToken, waitForMission } from './api-client';
+
+export interface Deployment {
+  readonly gatewayUrl: string;
+  readonly issuer: string;
+  readonly admin: { readonly clientId: string; readonly clientSecret: string };
+  teardown(): Promise<void>;
+}
+
+interface Tenant {
+  readonly id: string;
+  readonly token: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+}
+
+function expectProblem(response: { status: number; headers: Headers; body: any }, status: number, code: string): void {
+  expect({ status: response.status, code: response.body?.code }).toEqual({ status, code });
+  expect(response.headers.get('content-type')).toContain('application/problem+json');
+  expect(response.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), instance: expect.any(String) });
+  expect(response.body.type).toMatch(/^https?:\/\/.+#/);
+  expect(response.body.requestId).toBe(response.headers.get('x-request-id'));
+  expect(JSON.stringify(response.body)).not.toMatch(/at .+\.(ts|js):\d+/);
+}
+
+/**
+ * What a client sees through the gateway, whatever the wiring: the same scenarios run against
+ * the all-in-one process (npm test) and against separate processes on Kafka (integration).
+ */
+export function describeGatewayScenarios(name: string, deploy: () => Promise<Deployment>): void {
+  describe(`Gateway end to end: ${name}`, () => {
+    let deployment: Deployment;
+    let adminToken: string;
+    let tenantA: Tenant;
+    let tenantB: Tenant;
+
+    async function createTenant(tierName: string): Promise<Tenant> {
+      const created = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: tierName, tier: 'business' } });
+      expect(created.status).toBe(201);
+      const { clientId, clientSecret } = created.body.client;
+      const token = await clientCredentialsToken(deployment.issuer, clientId, clientSecret);
+      return { id: created.body.id, token: token.access_token, clientId, clientSecret };
+    }
+
+    beforeAll(async () => {
+      deployment = await deploy();
+      adminToken = (await clientCredentialsToken(deployment.issuer, deployment.admin.clientId, deployment.admin.clientSecret)).access_token;
+      tenantA = await createTenant('Tenant A');
+      tenantB = await createTenant('Tenant B');
+    }, 180_000);
+
+    afterAll(async () => {
+      await deployment?.teardown();
+    }, 60_000);
+
+    describe('operator API', () => {
+      it('creates a tenant with a client holding all six tenant scopes and shows it again without the secret', async () => {
+        const created = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', {
+          token: adminToken,
+          body: { name: 'Acme', tier: 'enterprise', rpm: 12_000 },
+        });
+        expect(created.status).toBe(201);
+        expect(created.body).toMatchObject({ id: expect.any(String), name: 'Acme', tier: 'enterprise', rpm: 12_000 });
+        expect(created.body.client.scopes.sort()).toEqual(['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write']);
+        const shown = await call(deployment.gatewayUrl, 'GET', `/admin/tenants/${created.body.id}`, { token: adminToken });
+        expect(shown.status).toBe(200);
+        expect(shown.body).toMatchObject({ id: created.body.id, name: 'Acme', tier: 'enterprise', rpm: 12_000 });
+        expect(JSON.stringify(shown.body)).not.toContain(created.body.client.clientSecret);
+      });
+
+      it('validates tenants: enterprise needs rpm, unknown tiers and fields are refused', async () => {
+        const noRpm = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'X', tier: 'enterprise' } });
+        expectProblem(noRpm, 400, 'validation_failed');
+        expect(noRpm.body.errors).toEqual([{ field: 'rpm', message: expect.any(String) }]);
+        const badTier = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'X', tier: 'gold', extra: 1 } });
+        expectProblem(badTier, 400, 'validation_failed');
+        expect(badTier.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['extra', 'tier']);
+      });
+
+      it('keeps tenant tokens out of /admin', async () => {
+        const response = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', { token: tenantA.token, body: { name: 'X', tier: 'starter' } });
+        expectProblem(response, 403, 'insufficient_scope');
+        expect(response.headers.get('www-authenticate')).toContain('scope="platform:admin"');
+      });
+
+      it('keeps the operator token out of tenant APIs', async () => {
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: adminToken });
+        expectProblem(response, 403, 'insufficient_scope');
+      });
+    });
+
+    describe('authentication', () => {
+      it('publishes protected-resource metadata that leads to the issuer', async () => {
+        const response = await call(deployment.gatewayUrl, 'GET', '/.well-known/oauth-protected-resource');
+        expect(response.status).toBe(200);
+        expect(response.body).toMatchObject({ resource: deployment.gatewayUrl, authorization_servers: [deployment.issuer], bearer_methods_supported: ['header'] });
+        const discovery = await (await fetch(`${deployment.issuer}/.well-known/openid-configuration`)).json();
+        expect(discovery).toMatchObject({ issuer: deployment.issuer, token_endpoint: expect.any(String), jwks_uri: expect.any(String) });
+      });
+
+      it('answers a request without a token with 401 and a challenge carrying no error code', async () => {
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`);
+        expectProblem(response, 401, 'unauthorized');
+        const challenge = response.headers.get('www-authenticate') ?? '';
+        expect(challenge).toBe(`Bearer realm="mission-service", resource_metadata="${deployment.gatewayUrl}/.well-known/oauth-protected-resource"`);
+      });
+
+      it.each([
+        ['a garbage token', 'Bearer not.a.jwt'],
+        ['another scheme', 'Basic dXNlcjpwYXNz'],
+        ['a token in the wrong place', 'Bearer'],
+      ])('answers %s with 401 invalid_token', async (_label, authorization) => {
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { headers: { authorization } });
+        expectProblem(response, 401, 'unauthorized');
+        expect(response.headers.get('www-authenticate')).toContain('error="invalid_token"');
+        expect(response.headers.get('www-authenticate')).toContain('resource_metadata=');
+      });
+
+      it('refuses a well-formed token signed by a key the issuer does not publish', async () => {
+        const { privateKey, publicKey } = await generateKeyPair('ES256');
+        const kid = (await exportJWK(publicKey)).kid ?? 'attacker';
+        const forged = await new SignJWT({ scope: 'missions:read', tenant_id: tenantA.id, client_id: 'x' })
+          .setProtectedHeader({ alg: 'ES256', kid })
+          .setIssuer(deployment.issuer)
+          .setAudience(deployment.gatewayUrl)
+          .setSubject('x')
+          .setJti(randomUUID())
+          .setIssuedAt()
+          .setExpirationTime('1h')
+          .sign(privateKey);
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: forged });
+        expectProblem(response, 401, 'unauthorized');
+      });
+
+      it('refuses an unsigned token', async () => {
+        const encode = (value: object): string => Buffer.from(JSON.stringify(value)).toString('base64url');
+        const now = Math.floor(Date.now() / 1000);
+        const unsigned = `${encode({ alg: 'none' })}.${encode({ iss: deployment.issuer, aud: deployment.gatewayUrl, sub: 'x', jti: 'j', iat: now, exp: now + 60, tenant_id: tenantA.id, scope: 'missions:read' })}.`;
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: unsigned });
+        expectProblem(response, 401, 'unauthorized');
+      });
+
+      it('issues tenant tokens that expire in one hour and carry the tenant', async () => {
+        const token = await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret);
+        expect(token.expires_in).toBe(3600);
+        const claims = JSON.parse(Buffer.from(token.access_token.split('.')[1] ?? '', 'base64url').toString('utf8'));
+        expect(claims).toMatchObject({ iss: deployment.issuer, aud: deployment.gatewayUrl, tenant_id: tenantA.id, client_id: tenantA.clientId });
+        expect(claims.exp - claims.iat).toBe(3600);
+      });
+
+      it('answers 403 insufficient_scope naming the scope a narrower token lacks', async () => {
+        const readOnly = await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'missions:read');
+        const response = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: readOnly.access_token, body: { title: 'T', objective: 'O' } });
+        expectProblem(response, 403, 'insufficient_scope');
+        expect(response.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
+        expect(response.headers.get('www-authenticate')).toContain('scope="missions:write"');
+      });
+    });
+
+    describe('missions', () => {
+      it('accepts a mission with 202 and a Location, runs the default Brain step and succeeds', async () => {
+        const submitted = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
+          token: tenantA.token,
+          body: { title: 'First mission', objective: 'Summarise what we know about microwave dielectrics', metadata: { team: 'rf' } },
+        });
+        expect(submitted.status).toBe(202);
+        expect(submitted.headers.get('location')).toBe(`/api/missions/${submitted.body.id}`);
+        expect(submitted.body).toMatchObject({ title: 'First mission', status: 'queued', metadata: { team: 'rf' } });
+        expect(submitted.body.steps).toEqual([{ index: 0, type: 'brain.query', status: 'pending' }]);
+
+        const done = await waitForMission(deployment.gatewayUrl, tenantA.token, submitted.body.id);
+        expect(done).toMatchObject({
+          id: submitted.body.id,
+          status: 'succeeded',
+          objective: 'Summarise what we know about microwave dielectrics',
+          steps: [{ index: 0, type: 'brain.query', status: 'succeeded', output: { results: expect.any(Array) } }],
+          result: { steps: [{ results: expect.any(Array) }] },
+        });
+        expect(Date.parse(done.completedAt)).toBeGreaterThanOrEqual(Date.parse(done.createdAt));
+        expect(done.error).toBeUndefined();
+      });
+
+      it('runs several Brain steps in order', async () => {
+        const submitted = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
+          token: tenantA.token,
+          body: { title: 'Two queries', objective: 'O', steps: [{ type: 'brain.query', query: 'first', k: 2 }, { type: 'brain.query', query: 'second' }] },
+        });
+        expect(submitted.status).toBe(202);
+        const done = await waitForMission(deployment.gatewayUrl, tenantA.token, submitted.body.id);
+        expect(done.status).toBe('succeeded');
+        expect(done.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'succeeded']);
+        expect(done.result.steps).toHaveLength(2);
+      });
+
+      it('hides a mission from every other tenant behind the same 404 as a missing one', async () => {
+        const submitted = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title: 'Private', objective: 'O' } });
+        const fromB = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantB.token });
+        const missing = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: tenantB.token });
+        const malformed = await call(deployment.gatewayUrl, 'GET', `/api/missions/not-a-uuid'%20OR%201=1`, { token: tenantB.token });
+        for (const response of [fromB, missing, malformed]) expectProblem(response, 404, 'not_found');
+        expect(fromB.body.detail).toBe(missing.body.detail);
+        const fromA = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantA.token });
+        expect(fromA.status).toBe(200);
+      });
+
+      it('lists every invalid field with 400', async () => {
+        const response = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
+          token: tenantA.token,
+          body: { title: '', objective: 'O', steps: [{ type: 'brain.query', k: 99 }], surprise: true },
+        });
+        expectProblem(response, 400, 'validation_failed');
+        expect(response.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['steps.0.k', 'surprise', 'title']);
+      });
+
+      it('answers malformed JSON with 400, a non-JSON body with 415 and an oversized body with 413', async () => {
+        const malformed = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, rawBody: '{"title": "T",' });
+        expectProblem(malformed, 400, 'malformed_json');
+        const text = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, rawBody: 'title=T', contentType: 'text/plain' });
+        expectProblem(text, 415, 'unsupported_media_type');
+        const huge = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
+          token: tenantA.token,
+          body: { title: 'T', objective: 'O', input: { blob: 'x'.repeat(1024 * 1024 + 1) } },
+        });
+        expectProblem(huge, 413, 'payload_too_large');
+      });
+
+      it('echoes a sane X-Request-Id and replaces an unsafe one', async () => {
+        const sane = await call(deployment.gatewayUrl, 'GET', '/health/live', { headers: { 'x-request-id': 'client-req-42' } });
+        expect(sane.headers.get('x-request-id')).toBe('client-req-42');
+        const unsafe = await call(deployment.gatewayUrl, 'GET', '/health/live', { headers: { 'x-request-id': 'bad id\twith spaces' } });
+        expect(unsafe.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
+        const missing = await call(deployment.gatewayUrl, 'GET', '/no/such/route');
+        expectProblem(missing, 404, 'not_found');
+      });
+    });
+
+    describe('operations', () => {
+      it('reports liveness and readiness with details', async () => {
+        expect((await call(deployment.gatewayUrl, 'GET', '/health/live')).status).toBe(200);
+        const ready = await call(deployment.gatewayUrl, 'GET', '/health/ready');
+        expect(ready.status).toBe(200);
+        expect(ready.body.status).toBe('up');
+        expect(ready.body.details.bus.up).toBe(true);
+      });
+    });
+  });
+}

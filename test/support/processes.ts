@@ -1,0 +1,60 @@
+import { ChildProcess, spawn } from 'node:child_process';
+import path from 'node:path';
+
+export const REPO_ROOT = path.join(__dirname, '..', '..');
+
+export interface RunningProcess {
+  readonly name: string;
+  readonly child: ChildProcess;
+  /** Everything the process printed so far (for failure messages). */
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+/** Starts a TypeScript entry point of this repository as its own Node process. */
+export function startProcess(name: string, entry: string, env: Record<string, string>): RunningProcess {
+  const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  const keep = (chunk: Buffer): void => {
+    output = (output + chunk.toString('utf8')).slice(-20_000);
+  };
+  child.stdout?.on('data', keep);
+  child.stderr?.on('data', keep);
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return {
+    name,
+    child,
+    output: () => output,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const code = await exited;
+      clearTimeout(timer);
+      return code;
+    },
+  };
+}
+
+/** Polls `url` until it answers 200, or fails with the process output. */
+export async function waitUntilReady(url: string, processes: readonly RunningProcess[], timeoutMs = 90_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    for (const running of processes) {
+      if (running.child.exitCode !== null) throw new Error(`${running.name} exited with ${running.child.exitCode}:\n${running.output()}`);
+    }
+    try {
+      const response = await fetch(url, { signal: AbortSignal.timeout(2_000) });
+      if (response.status === 200) return;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`Not ready after ${timeoutMs} ms: ${url}\n${processes.map((p) => `--- ${p.name}\n${p.output()}`).join('\n')}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
