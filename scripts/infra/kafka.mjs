@@ -28,6 +28,7 @@ const POM = path.join(TOOLS_DIR, 'pom.xml');
 const HOST = '127.0.0.1';
 const NODE_ID = 1;
 const STOP_GRACE_MS = 30_000;
+const FETCH_LOCK_WAIT_MS = 10 * 60_000;
 const LOG_TAIL_LINES = 60;
 
 const defaultLog = (message) => process.stderr.write(`[kafka] ${message}\n`);
@@ -125,37 +126,32 @@ export async function fetchKafka(opts = {}) {
 async function fetchLibs(cfg) {
   const pomHash = sha256(fs.readFileSync(POM));
   if (isFetched(cfg, pomHash)) return cfg.libsDir;
+  // Brokers of other state dirs may fetch the same version at the same time.
+  return withLock(`${cfg.versionDir}.lock`, FETCH_LOCK_WAIT_MS, cfg.log, () => fetchLocked(cfg, pomHash));
+}
 
+async function fetchLocked(cfg, pomHash) {
+  if (isFetched(cfg, pomHash)) return cfg.libsDir;
   await requireCommand('mvn', ['-v'], 'Maven (mvn) is required to fetch the Kafka broker; install it (apt-get install maven)');
+  await fsp.rm(cfg.fetchMarker, { force: true });
+  await fsp.rm(cfg.libsDir, { recursive: true, force: true });
   await fsp.mkdir(cfg.versionDir, { recursive: true });
-  const tmpDir = `${cfg.libsDir}.tmp-${process.pid}`;
-  await fsp.rm(tmpDir, { recursive: true, force: true });
 
+  // -U: retry artifacts whose earlier download failed instead of trusting Maven's cached failure.
   const args = [
-    '-q', '-B', '-f', POM, 'dependency:copy-dependencies',
-    '-DincludeScope=runtime', `-DoutputDirectory=${tmpDir}`, `-Dkafka.version=${cfg.version}`,
+    '-q', '-B', '-U', '-f', POM, 'dependency:copy-dependencies',
+    '-DincludeScope=runtime', `-DoutputDirectory=${cfg.libsDir}`, `-Dkafka.version=${cfg.version}`,
   ];
   if (cfg.legacyLogging) args.push('-Dreload4j');
   cfg.log(`fetching Kafka ${cfg.version} from Maven Central into ${cfg.libsDir}`);
   const started = Date.now();
   const { code, output } = await run('mvn', args);
-  const brokerJar = path.join(tmpDir, `kafka_2.13-${cfg.version}.jar`);
-  if (code !== 0 || !fs.existsSync(brokerJar)) {
-    await fsp.rm(tmpDir, { recursive: true, force: true });
+  if (code !== 0 || !fs.existsSync(path.join(cfg.libsDir, `kafka_2.13-${cfg.version}.jar`))) {
+    await fsp.rm(cfg.libsDir, { recursive: true, force: true });
     throw new Error(
       `mvn failed to fetch Kafka ${cfg.version} (exit ${code}).\n` +
         `Command: mvn ${args.join(' ')}\n${tail(output, 30)}`,
     );
-  }
-
-  await fsp.rm(cfg.fetchMarker, { force: true });
-  await fsp.rm(cfg.libsDir, { recursive: true, force: true });
-  try {
-    await fsp.rename(tmpDir, cfg.libsDir);
-  } catch (err) {
-    // A concurrent fetch of the same version finished first; its result is as good as ours.
-    await fsp.rm(tmpDir, { recursive: true, force: true });
-    if (!fs.existsSync(path.join(cfg.libsDir, `kafka_2.13-${cfg.version}.jar`))) throw err;
   }
   const jars = fs.readdirSync(cfg.libsDir).filter((f) => f.endsWith('.jar')).sort();
   await fsp.writeFile(
@@ -181,7 +177,7 @@ function isFetched(cfg, pomHash) {
 
 export async function startKafka(opts = {}) {
   const cfg = resolveConfig(opts);
-  return withLock(cfg, async () => {
+  return withStateLock(cfg, async () => {
     if (opts.fresh) {
       await stopLocked(cfg);
       await fsp.rm(cfg.stateDir, { recursive: true, force: true });
@@ -252,7 +248,7 @@ export async function startKafka(opts = {}) {
 
 export async function stopKafka(opts = {}) {
   const cfg = resolveConfig(opts);
-  return withLock(cfg, () => stopLocked(cfg));
+  return withStateLock(cfg, () => stopLocked(cfg));
 }
 
 export async function kafkaStatus(opts = {}) {
@@ -263,9 +259,9 @@ export async function kafkaStatus(opts = {}) {
   }
   const brokers = `${HOST}:${existing.port}`;
   try {
-    const probe = await probeBroker(HOST, existing.port, 3000);
+    const probe = await probeBroker(HOST, existing.port, { timeoutMs: 3000 });
     if (probe.ready) return { running: true, pid: existing.pid, brokers, version: existing.version };
-    return { running: false, pid: existing.pid, brokers, reason: 'broker is up but not registered yet' };
+    return { running: false, pid: existing.pid, brokers, reason: probe.detail };
   } catch (err) {
     return { running: false, pid: existing.pid, brokers, reason: `broker not reachable: ${err.message}` };
   }
@@ -335,9 +331,9 @@ async function waitUntilReady(cfg, pid, deadline) {
       throw new Error(`Kafka broker (pid ${pid}) exited during startup. Last lines of ${cfg.logFile}:\n${logTail(cfg)}`);
     }
     try {
-      const probe = await probeBroker(HOST, cfg.port, 2000);
+      const probe = await probeBroker(HOST, cfg.port, { timeoutMs: 2000, coordinators: true });
       if (probe.ready) return;
-      lastError = `metadata lists brokers [${probe.nodeIds.join(', ')}], waiting for node ${NODE_ID}`;
+      lastError = probe.detail;
     } catch (err) {
       lastError = err.message;
     }
@@ -353,36 +349,46 @@ async function waitUntilReady(cfg, pid, deadline) {
 // Readiness probe: a minimal Kafka protocol client. The broker binds its port
 // before it can serve requests, so a TCP connect alone proves little; a
 // Metadata response that lists this node means it is registered and unfenced.
+// With `coordinators`, it also waits until the broker hands out producer ids and
+// a group coordinator (creating __consumer_offsets on a fresh broker): right
+// after a (re)start both answer "coordinator is loading" for a while, which
+// clients retry but log as errors.
 
-export async function probeBroker(host, port, timeoutMs = 2000) {
+const API = { metadata: 3, findCoordinator: 10, apiVersions: 18, initProducerId: 22 };
+
+export async function probeBroker(host, port, { timeoutMs = 2000, coordinators = false } = {}) {
   const socket = await connect(host, port, timeoutMs);
   try {
     const next = frameReader(socket);
     let correlationId = 0;
     const call = async (apiKey, apiVersion, body) => {
       const id = ++correlationId;
-      socket.write(encodeRequest(apiKey, apiVersion, id, body));
+      socket.write(encodeRequest(apiKey, apiVersion, id, Buffer.concat(body)));
       const reader = new Reader(await next());
       if (reader.int32() !== id) throw new Error('unexpected correlation id');
       return reader;
     };
 
-    // ApiVersions v0 (key 18): every broker version answers it.
-    const versions = await call(18, 0, Buffer.alloc(0));
+    // ApiVersions v0: every broker version answers it.
+    const versions = await call(API.apiVersions, 0, []);
     const errorCode = versions.int16();
     if (errorCode !== 0) throw new Error(`ApiVersions error ${errorCode}`);
-    let metadataRange;
+    const ranges = new Map();
     for (let i = versions.int32(); i > 0; i--) {
-      const [key, min, max] = [versions.int16(), versions.int16(), versions.int16()];
-      if (key === 3) metadataRange = [min, max];
+      ranges.set(versions.int16(), [versions.int16(), versions.int16()]);
     }
-    // Metadata v4..v8 share one non-flexible layout for the parts read here.
-    const metadataVersion = metadataRange && Math.max(4, metadataRange[0]);
-    if (!metadataVersion || metadataVersion > Math.min(8, metadataRange[1])) {
-      throw new Error(`broker supports no Metadata version in 4..8 (has ${metadataRange?.join('..')})`);
-    }
-    // Metadata request: an empty topic list, allow_auto_topic_creation=false.
-    const metadata = await call(3, metadataVersion, Buffer.from([0, 0, 0, 0, 0]));
+    // Only the pre-"flexible" versions of each request are encoded here.
+    const pick = (apiKey, lowest, highest) => {
+      const [min, max] = ranges.get(apiKey) ?? [1, 0];
+      const version = Math.max(lowest, min);
+      if (version > Math.min(highest, max)) {
+        throw new Error(`broker supports no version ${lowest}..${highest} of API ${apiKey} (has ${min}..${max})`);
+      }
+      return version;
+    };
+
+    // Metadata for no topics, allow_auto_topic_creation=false.
+    const metadata = await call(API.metadata, pick(API.metadata, 4, 8), [int32(0), Buffer.from([0])]);
     metadata.int32(); // throttle_time_ms
     const nodeIds = [];
     for (let i = metadata.int32(); i > 0; i--) {
@@ -391,23 +397,57 @@ export async function probeBroker(host, port, timeoutMs = 2000) {
       metadata.int32(); // port
       metadata.string(); // rack
     }
-    return { ready: nodeIds.includes(NODE_ID), nodeIds };
+    if (!nodeIds.includes(NODE_ID)) {
+      return { ready: false, detail: `metadata lists brokers [${nodeIds.join(', ')}], waiting for node ${NODE_ID}` };
+    }
+    if (!coordinators) return { ready: true };
+
+    // InitProducerId without a transactional id, as idempotent producers send it.
+    const producerId = await call(API.initProducerId, pick(API.initProducerId, 0, 1), [int16(-1), int32(60_000)]);
+    producerId.int32(); // throttle_time_ms
+    const producerError = producerId.int16();
+    if (producerError !== 0) return { ready: false, detail: `InitProducerId error ${producerError}` };
+
+    // FindCoordinator for a consumer group (key_type 0).
+    const coordinator = await call(API.findCoordinator, pick(API.findCoordinator, 1, 2), [
+      kafkaString('mission-service-infra-probe'),
+      Buffer.from([0]),
+    ]);
+    coordinator.int32(); // throttle_time_ms
+    const coordinatorError = coordinator.int16();
+    if (coordinatorError !== 0) return { ready: false, detail: `FindCoordinator error ${coordinatorError}` };
+    return { ready: true };
   } finally {
     socket.destroy();
   }
 }
 
+function int16(value) {
+  const buf = Buffer.alloc(2);
+  buf.writeInt16BE(value);
+  return buf;
+}
+
+function int32(value) {
+  const buf = Buffer.alloc(4);
+  buf.writeInt32BE(value);
+  return buf;
+}
+
+function kafkaString(value) {
+  const bytes = Buffer.from(value);
+  return Buffer.concat([int16(bytes.length), bytes]);
+}
+
+// Request header v1: api_key, api_version, correlation_id, client_id.
 function encodeRequest(apiKey, apiVersion, correlationId, body) {
-  const clientId = Buffer.from('mission-service-infra');
-  const header = Buffer.alloc(10 + clientId.length);
-  header.writeInt16BE(apiKey, 0);
-  header.writeInt16BE(apiVersion, 2);
-  header.writeInt32BE(correlationId, 4);
-  header.writeInt16BE(clientId.length, 8);
-  clientId.copy(header, 10);
-  const size = Buffer.alloc(4);
-  size.writeInt32BE(header.length + body.length);
-  return Buffer.concat([size, header, body]);
+  const header = Buffer.concat([
+    int16(apiKey),
+    int16(apiVersion),
+    int32(correlationId),
+    kafkaString('mission-service-infra'),
+  ]);
+  return Buffer.concat([int32(header.length + body.length), header, body]);
 }
 
 class Reader {
@@ -550,28 +590,34 @@ async function waitForExit(pid, timeoutMs) {
 }
 
 // Serialises start/stop on one state dir, e.g. test runners starting in parallel.
-async function withLock(cfg, fn) {
-  await fsp.mkdir(path.dirname(cfg.lockDir), { recursive: true });
-  const ownerFile = path.join(cfg.lockDir, 'owner');
-  const deadline = Date.now() + cfg.timeoutMs + STOP_GRACE_MS + 30_000;
+function withStateLock(cfg, fn) {
+  const waitMs = FETCH_LOCK_WAIT_MS + cfg.timeoutMs + STOP_GRACE_MS;
+  return withLock(cfg.lockDir, waitMs, cfg.log, fn);
+}
+
+// A directory as an inter-process lock; a lock whose owner process died is taken over.
+async function withLock(lockDir, waitMs, log, fn) {
+  await fsp.mkdir(path.dirname(lockDir), { recursive: true });
+  const ownerFile = path.join(lockDir, 'owner');
+  const deadline = Date.now() + waitMs;
   let announced = false;
   for (;;) {
     try {
-      fs.mkdirSync(cfg.lockDir);
+      fs.mkdirSync(lockDir);
       fs.writeFileSync(ownerFile, String(process.pid));
       break;
     } catch (err) {
       if (err.code !== 'EEXIST') throw err;
     }
     const owner = Number(readText(ownerFile));
-    const ageMs = Date.now() - (fs.statSync(cfg.lockDir, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+    const ageMs = Date.now() - (fs.statSync(lockDir, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
     if ((owner && !isAlive(owner)) || (!owner && ageMs > 10_000)) {
-      fs.rmSync(cfg.lockDir, { recursive: true, force: true });
+      fs.rmSync(lockDir, { recursive: true, force: true });
       continue;
     }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${cfg.lockDir} (held by pid ${owner})`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${lockDir} (held by pid ${owner})`);
     if (!announced) {
-      cfg.log(`waiting for another start/stop (pid ${owner}) to finish`);
+      log(`waiting for pid ${owner} to release ${lockDir}`);
       announced = true;
     }
     await sleep(200);
@@ -579,7 +625,7 @@ async function withLock(cfg, fn) {
   try {
     return await fn();
   } finally {
-    fs.rmSync(cfg.lockDir, { recursive: true, force: true });
+    fs.rmSync(lockDir, { recursive: true, force: true });
   }
 }
 
@@ -618,7 +664,9 @@ function readText(file) {
 }
 
 function tail(text, lines) {
-  return text.trimEnd().split('\n').slice(-lines).join('\n');
+  // Debian's mvn wrapper prints colour resets even in batch mode.
+  const plain = text.replace(/\x1b\[[0-9;]*m/g, '');
+  return plain.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
 function logTail(cfg) {
