@@ -2,7 +2,7 @@ import path from 'node:path';
 import { Topics, TOPIC_PARTITIONS } from '@mission/contracts';
 import { createGateway } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
-import { resolveAdminCredentials, startIdp } from '@mission/idp';
+import { resolveAdminCredentials, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/messaging';
 import { startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';

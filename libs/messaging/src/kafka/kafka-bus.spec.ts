@@ -15,6 +15,7 @@ import {
   whileBeating,
   withTimeout,
 } from './kafka-mapping';
+import { CoalescingSender, ProducerHandle, RenewingProducer, unknownTopicError } from './producers';
 
 const record = (headers: Record<string, Buffer | string | Array<Buffer | string> | undefined>, value: string | null = '{"a":1}') => ({
   key: Buffer.from('tenant:aggregate'),
@@ -198,5 +199,146 @@ describe('KafkaBus registration (no broker needed)', () => {
 
   it('names its reply topic after the client and instance', () => {
     expect(new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'gateway', instanceId: 'pod-1' }).replyTopic).toBe('replies.gateway.pod-1');
+  });
+});
+
+/** A stand-in for a kafkajs producer: `broken` topics fail with "unknown topic", like a poisoned producer. */
+class FakeProducer implements ProducerHandle<{ topic: string }> {
+  static created: FakeProducer[] = [];
+  connected = false;
+  sent: string[] = [];
+  constructor(private readonly fails: (topic: string, producer: FakeProducer) => boolean) {
+    FakeProducer.created.push(this);
+  }
+  async connect(): Promise<void> {
+    this.connected = true;
+  }
+  async disconnect(): Promise<void> {
+    this.connected = false;
+  }
+  async send(record: { topic: string }): Promise<unknown> {
+    await new Promise((resolve) => setImmediate(resolve));
+    if (this.fails(record.topic, this)) throw unknownTopicError(record.topic);
+    this.sent.push(record.topic);
+    return [];
+  }
+  isConnected(): boolean {
+    return this.connected;
+  }
+}
+
+describe('RenewingProducer', () => {
+  beforeEach(() => {
+    FakeProducer.created = [];
+  });
+
+  const renewing = (fails: (topic: string, producer: FakeProducer) => boolean, now = () => 0) => {
+    const renewals: unknown[] = [];
+    const producer = new RenewingProducer<{ topic: string }>({
+      create: () => new FakeProducer(fails),
+      topicOf: (record) => record.topic,
+      onRenew: (error) => renewals.push(error),
+      now,
+    });
+    return { producer, renewals };
+  };
+
+  it('replaces a producer that a deleted topic broke, and retries the send on the new one', async () => {
+    // Only the first producer is "poisoned": it fails for every topic.
+    const { producer, renewals } = renewing((_topic, p) => p === FakeProducer.created[0]);
+    await producer.connect();
+    await expect(producer.send({ topic: 'replies.b' })).resolves.toEqual([]);
+    expect(renewals).toHaveLength(1);
+    expect(FakeProducer.created).toHaveLength(2);
+    expect(FakeProducer.created[0].connected).toBe(false);
+    expect(FakeProducer.created[1].sent).toEqual(['replies.b']);
+    expect(producer.isConnected()).toBe(true);
+  });
+
+  it('renews once for concurrent failures', async () => {
+    const { producer, renewals } = renewing((_topic, p) => p === FakeProducer.created[0]);
+    await producer.connect();
+    await Promise.all(['a', 'b', 'c'].map((topic) => producer.send({ topic })));
+    expect(renewals).toHaveLength(1);
+    expect(FakeProducer.created).toHaveLength(2);
+    expect(FakeProducer.created[1].sent.sort()).toEqual(['a', 'b', 'c']);
+  });
+
+  it('remembers a topic that is really missing and fails at once until the memory expires', async () => {
+    let clock = 0;
+    const { producer } = renewing((topic) => topic === 'gone', () => clock);
+    await producer.connect();
+    await expect(producer.send({ topic: 'gone' })).rejects.toMatchObject({ type: 'UNKNOWN_TOPIC_OR_PARTITION' });
+    expect(FakeProducer.created).toHaveLength(2);
+    await expect(producer.send({ topic: 'gone' })).rejects.toThrow('Topic gone does not exist');
+    expect(FakeProducer.created).toHaveLength(2); // no renewal, no round trip
+    await expect(producer.send({ topic: 'fine' })).resolves.toEqual([]);
+    clock = 60_001;
+    await expect(producer.send({ topic: 'gone' })).rejects.toMatchObject({ type: 'UNKNOWN_TOPIC_OR_PARTITION' });
+    expect(FakeProducer.created).toHaveLength(3);
+  });
+
+  it('passes other errors through and refuses to send once disconnected', async () => {
+    const producer = new RenewingProducer<{ topic: string }>({
+      create: () => ({ connect: async () => undefined, disconnect: async () => undefined, isConnected: () => true, send: async () => Promise.reject(new Error('broker down')) }),
+      topicOf: (record) => record.topic,
+    });
+    await producer.connect();
+    await expect(producer.send({ topic: 't' })).rejects.toThrow('broker down');
+    await producer.disconnect();
+    expect(producer.isConnected()).toBe(false);
+    await expect(producer.send({ topic: 't' })).rejects.toThrow('not connected');
+  });
+});
+
+describe('CoalescingSender', () => {
+  it('sends a lone message at once and batches what arrives meanwhile, in order', async () => {
+    const flushed: Array<{ topic: string; messages: number[] }> = [];
+    const release = new Map<string, () => void>();
+    const sender = new CoalescingSender<number>(async (topic, messages) => {
+      flushed.push({ topic, messages });
+      await new Promise<void>((resolve) => release.set(topic, resolve));
+    });
+    const first = sender.send('t', [1]);
+    expect(flushed).toEqual([{ topic: 't', messages: [1] }]);
+    const rest = [sender.send('t', [2]), sender.send('t', [3, 4]), sender.send('u', [9])];
+    // 'u' has its own queue: it does not wait for 't'.
+    expect(flushed).toEqual([
+      { topic: 't', messages: [1] },
+      { topic: 'u', messages: [9] },
+    ]);
+    release.get('t')?.();
+    await first;
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(flushed[2]).toEqual({ topic: 't', messages: [2, 3, 4] });
+    release.get('t')?.();
+    release.get('u')?.();
+    await Promise.all(rest);
+  });
+
+  it('rejects every caller of a failed batch and carries on with the next one', async () => {
+    let calls = 0;
+    const sender = new CoalescingSender<number>(async () => {
+      calls++;
+      await new Promise((resolve) => setImmediate(resolve));
+      if (calls === 2) throw new Error('batch failed');
+    });
+    const first = sender.send('t', [1]);
+    const second = sender.send('t', [2]);
+    const third = sender.send('t', [3]);
+    await expect(first).resolves.toBeUndefined();
+    await expect(second).rejects.toThrow('batch failed');
+    await expect(third).rejects.toThrow('batch failed');
+    await expect(sender.send('t', [4])).resolves.toBeUndefined();
+  });
+
+  it('caps a batch at the maximum message count', async () => {
+    const sizes: number[] = [];
+    const sender = new CoalescingSender<number>(async (_topic, messages) => {
+      sizes.push(messages.length);
+      await new Promise((resolve) => setImmediate(resolve));
+    }, 3);
+    await Promise.all([sender.send('t', [0]), ...Array.from({ length: 7 }, (_, n) => sender.send('t', [n]))]);
+    expect(sizes).toEqual([1, 3, 3, 1]);
   });
 });

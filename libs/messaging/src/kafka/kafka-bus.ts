@@ -13,7 +13,8 @@ import {
   logLevel,
   Message,
   Partitioners,
-  Producer,
+  ProducerConfig,
+  ProducerRecord,
 } from 'kafkajs';
 import {
   BusHealth,
@@ -58,6 +59,7 @@ import {
   whileBeating,
   withTimeout,
 } from './kafka-mapping';
+import { CoalescingSender, ProducerHandle, RenewingProducer } from './producers';
 
 export { REQUEST_DEADLINE_HEADER } from './kafka-mapping';
 export type { TopicSpec } from './kafka-mapping';
@@ -85,8 +87,6 @@ const START_TIMEOUT_MS = 60_000;
 const TOPIC_TIMEOUT_MS = 15_000;
 const CLEANUP_TIMEOUT_MS = 3_000;
 const DEFAULT_SEND_TIMEOUT_MS = 30_000;
-/** How long a reply topic that turned out not to exist is skipped (its requester has closed). */
-const MISSING_REPLY_TOPIC_TTL_MS = 60_000;
 
 /** Thrown from a consumer callback so kafkajs neither commits the offset nor logs it as a failure. */
 class DeliveryInterrupted extends KafkaJSError {
@@ -107,6 +107,20 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
 function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
   return new Kafka({ brokers, clientId, ssl, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+}
+
+/** A kafkajs producer that knows whether it is connected. */
+function producerHandle(kafka: Kafka, config: ProducerConfig): ProducerHandle<ProducerRecord> {
+  const producer = kafka.producer(config);
+  let connected = false;
+  producer.on(producer.events.CONNECT, () => (connected = true));
+  producer.on(producer.events.DISCONNECT, () => (connected = false));
+  return {
+    connect: () => producer.connect(),
+    disconnect: () => producer.disconnect(),
+    send: (record) => producer.send(record),
+    isConnected: () => connected,
+  };
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
@@ -209,24 +223,35 @@ type Registration =
   | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly handler: EventHandler };
 
 /**
- * The MessageBus on Kafka (kafkajs). One consumer per serving group, one per subscription and
- * one for this instance's own reply topic; one idempotent producer for everything sent.
+ * The MessageBus on Kafka (kafkajs), with the in-process adapter's semantics.
+ *
+ * - Consumers: one per serving group, one per subscribing group, and one in a group of its own
+ *   for this instance's reply topic `replies.<clientId>.<instanceId>`. New groups read from the
+ *   beginning; start() resolves once every consumer has its assignment.
+ * - Producers: an idempotent one (acks all, murmur2 by key) for requests, events and dead
+ *   letters, and a plain one for replies. A request carries its deadline; a server skips it
+ *   once the requester has stopped waiting.
+ * - Offsets: a request is committed once handled (its reply goes out alongside), an event once
+ *   handled or dead-lettered; an event interrupted by close() stays uncommitted and is
+ *   redelivered to the group.
  */
 export class KafkaBus implements MessageBus {
   readonly replyTopic: string;
   private readonly kafka: Kafka;
-  private readonly producer: Producer;
+  /** Idempotent: requests, events and dead letters. */
+  private readonly producer: RenewingProducer<ProducerRecord>;
+  private readonly sender: CoalescingSender<Message>;
+  /** Plain (a duplicate reply is harmless) and quick to give up: replies, whose topics come and go. */
+  private readonly replyProducer: RenewingProducer<ProducerRecord>;
   private readonly registrations: Registration[] = [];
   private readonly consumers: ConsumerEntry[] = [];
   private readonly pending = new Map<string, PendingRequest>();
   private readonly inFlight = new Set<Promise<unknown>>();
-  private readonly missingReplyTopics = new Map<string, number>();
   private readonly retry: RetryPolicy;
   private readonly requestTimeoutMs: number;
   private readonly sendTimeoutMs: number;
   private readonly logger: BusLogger;
   private readonly replyGroup: string;
-  private producerConnected = false;
   private state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new';
   private starting?: Promise<void>;
   private closing?: Promise<void>;
@@ -242,14 +267,25 @@ export class KafkaBus implements MessageBus {
     this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
     this.replyGroup = this.replyTopic;
     this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger);
-    this.producer = this.kafka.producer({
-      idempotent: true,
-      // murmur2 on the key, as the Java client: one key always lands on one partition.
-      createPartitioner: Partitioners.DefaultPartitioner,
-      allowAutoTopicCreation: false,
+    const renewed = (error: unknown) => this.logger.warn('Producer renewed after an unknown-topic error', { error: describe(error) });
+    const topicOf = (record: ProducerRecord) => record.topic;
+    this.producer = new RenewingProducer({
+      create: () =>
+        producerHandle(this.kafka, {
+          idempotent: true,
+          // murmur2 on the key, as the Java client: one key always lands on one partition.
+          createPartitioner: Partitioners.DefaultPartitioner,
+          allowAutoTopicCreation: false,
+        }),
+      topicOf,
+      onRenew: renewed,
     });
-    this.producer.on(this.producer.events.CONNECT, () => (this.producerConnected = true));
-    this.producer.on(this.producer.events.DISCONNECT, () => (this.producerConnected = false));
+    this.sender = new CoalescingSender((topic, messages) => this.producer.send({ topic, acks: -1, messages }));
+    this.replyProducer = new RenewingProducer({
+      create: () => producerHandle(this.kafka, { createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false, retry: { retries: 2 } }),
+      topicOf,
+      onRenew: renewed,
+    });
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = (error) => (error === undefined ? resolve() : reject(error));
     });
@@ -337,7 +373,8 @@ export class KafkaBus implements MessageBus {
   health(): BusHealth {
     if (this.state !== 'started') return { up: false, detail: `kafka bus is ${this.state}` };
     const problems: string[] = [];
-    if (!this.producerConnected) problems.push('producer disconnected');
+    if (!this.producer.isConnected()) problems.push('producer disconnected');
+    if (!this.replyProducer.isConnected()) problems.push('reply producer disconnected');
     for (const entry of this.consumers) {
       if (entry.status !== 'up') problems.push(`${entry.name} ${entry.status}${entry.detail ? ` (${entry.detail})` : ''}`);
     }
@@ -376,7 +413,7 @@ export class KafkaBus implements MessageBus {
       await admin.disconnect();
     }
 
-    await this.producer.connect();
+    await Promise.all([this.producer.connect(), this.replyProducer.connect()]);
 
     const plans: ConsumerPlan[] = [{
       name: 'reply consumer',
@@ -481,7 +518,11 @@ export class KafkaBus implements MessageBus {
     for (const pending of [...this.pending.values()]) {
       pending.reject(new DomainError(ErrorCode.DependencyUnavailable, 'The message bus closed before the answer arrived'));
     }
-    await this.producer.disconnect().catch((error: unknown) => this.logger.warn('Producer did not disconnect cleanly', { error: describe(error) }));
+    await Promise.all(
+      [this.producer, this.replyProducer].map((producer) =>
+        producer.disconnect().catch((error: unknown) => this.logger.warn('Producer did not disconnect cleanly', { error: describe(error) })),
+      ),
+    );
     await this.removeReplyTopic();
   }
 
@@ -542,7 +583,10 @@ export class KafkaBus implements MessageBus {
         this.logger.warn('Request without reply-to or correlation-id: answer dropped', { topic, type: headers[Headers.messageType] });
         return;
       }
-      await this.sendReply(replyTo, message.key, correlationId, reply);
+      // Not awaited by the partition: a reply to a requester that has gone (its topic deleted)
+      // takes the producer seconds to give up, and must not hold up the requests behind it.
+      // close() still waits for it.
+      void this.track(() => this.sendReply(replyTo, message.key, correlationId, reply));
     });
   }
 
@@ -574,15 +618,16 @@ export class KafkaBus implements MessageBus {
   }
 
   private async sendReply(replyTo: string, key: Buffer | null, correlationId: string, reply: ReplyEnvelope): Promise<void> {
-    const missingUntil = this.missingReplyTopics.get(replyTo);
-    if (missingUntil !== undefined && missingUntil > Date.now()) return;
-    this.missingReplyTopics.delete(replyTo);
     const headers = outgoingHeaders('reply', randomUUID(), { [Headers.correlationId]: correlationId, [Headers.replyStatus]: reply.ok ? 'ok' : 'error' });
     try {
-      await this.send(replyTo, [{ key, value: serialize(reply), headers }]);
+      await withTimeout(
+        this.replyProducer.send({ topic: replyTo, acks: -1, messages: [{ key, value: serialize(reply), headers }] }),
+        this.sendTimeoutMs,
+        () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
+      );
     } catch (error) {
-      if (isUnknownTopicError(error)) this.missingReplyTopics.set(replyTo, Date.now() + MISSING_REPLY_TOPIC_TTL_MS);
-      this.logger.error('Reply could not be sent', { replyTo, correlationId, error: describe(error) });
+      if (isUnknownTopicError(error)) this.logger.warn('Reply dropped: the requester has gone', { replyTo, correlationId });
+      else this.logger.error('Reply could not be sent', { replyTo, correlationId, error: describe(error) });
     }
   }
 
@@ -604,7 +649,7 @@ export class KafkaBus implements MessageBus {
   private send(topic: string, messages: Message[]): Promise<unknown> {
     // The idempotent producer retries without end while the broker is away: bound the wait.
     return withTimeout(
-      this.producer.send({ topic, acks: -1, messages }),
+      this.sender.send(topic, messages),
       this.sendTimeoutMs,
       () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`),
     );

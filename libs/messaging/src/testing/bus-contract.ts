@@ -208,7 +208,7 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
       expect(dead?.headers['tenant-id']).toBe(tenantB);
       expect(dead?.headers['error']).toContain('always fails');
       expect(dead?.headers['attempts']).toBe(String(fixture.retry.attempts));
-      // The poison message does not block the messages behind it on other keys.
+      // The poison message does not block the messages behind it, even those on its own key.
       const after = randomUUID();
       await client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} });
       await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();

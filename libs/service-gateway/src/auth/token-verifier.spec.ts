@@ -11,7 +11,7 @@ describe('TokenVerifier', () => {
   let server: http.Server;
   let issuer: string;
   const audience = 'https://gateway.example';
-  let published: JWK[] = [];
+  const published: JWK[] = [];
   let jwksFetches = 0;
   let signing: KeyPair & { kid: string };
 

@@ -68,6 +68,7 @@ declare module 'oidc-provider' {
     readonly oidc: OIDCContext;
     readonly method: string;
     readonly path: string;
+    type: string;
     body: unknown;
   }
 
@@ -91,6 +92,7 @@ declare module 'oidc-provider' {
     };
     extraTokenClaims?: (ctx: KoaContextWithOIDC, token: AccessTokenLike) => Promise<Record<string, unknown> | undefined>;
     findAccount?: (ctx: KoaContextWithOIDC, sub: string, token?: unknown) => Promise<undefined>;
+    renderError?: (ctx: KoaContextWithOIDC, out: Record<string, string>, error: Error) => Promise<void>;
     features?: Record<string, Record<string, unknown>>;
     formats?: {
       customizers?: { jwt?: (ctx: KoaContextWithOIDC, token: AccessTokenLike, jwt: JwtStructuredToken) => void | Promise<void> };

@@ -6,7 +6,7 @@ import { TenantsService } from './tenants.service';
 /** Bus requests of the operator API → TenantsService calls. */
 export function tenantRequestHandlers(tenants: TenantsService): Record<string, RequestHandler> {
   return {
-    [MessageTypes.tenantCreate]: (message) => tenants.create(parseOrThrow(CreateTenantSchema, message.payload, 'Tenant')),
-    [MessageTypes.tenantGet]: (message) => tenants.get(parseOrThrow(TenantIdSchema, message.payload).id),
+    [MessageTypes.tenantCreate]: async (message) => tenants.create(parseOrThrow(CreateTenantSchema, message.payload, 'Tenant')),
+    [MessageTypes.tenantGet]: async (message) => tenants.get(parseOrThrow(TenantIdSchema, message.payload).id),
   };
 }

@@ -7,8 +7,6 @@ import { ClientsRepository } from '../clients/clients.repository';
 import { TenantEntity } from './tenant.entity';
 import { TenantsRepository } from './tenants.repository';
 
-export const IDENTITY_SCHEMA = 'identity';
-
 export function toTenantView(tenant: TenantEntity): TenantView {
   return {
     id: tenant.id,

@@ -1,0 +1,44 @@
+import path from 'node:path';
+import { ConfigError, loadConfig } from '@mission/config';
+import { KafkaBus } from '@mission/messaging';
+import { contextLogger, createLogger, onShutdownSignal, platformTopics } from '@mission/runtime';
+import { IdpConfigSchema, startIdp } from '@mission/service-idp';
+
+/** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
+async function main(): Promise<void> {
+  const config = loadConfig(IdpConfigSchema);
+  const logger = createLogger('idp', config.LOG_LEVEL);
+  const bus = new KafkaBus({
+    brokers: config.KAFKA_BROKERS,
+    clientId: 'idp',
+    topics: platformTopics(),
+    logger: contextLogger(logger.child({ component: 'bus' })),
+  });
+  const idp = await startIdp({
+    issuer: config.IDP_ISSUER,
+    host: config.HOST,
+    port: config.PORT,
+    audience: config.GATEWAY_AUDIENCE,
+    databaseUrl: config.DATABASE_URL,
+    bus,
+    dataDir: path.resolve(config.DATA_DIR),
+    adminClient: { clientId: config.ADMIN_CLIENT_ID, clientSecret: config.ADMIN_CLIENT_SECRET },
+    logger: contextLogger(logger),
+  });
+  try {
+    await bus.start();
+  } catch (error) {
+    await idp.stop();
+    throw error;
+  }
+  onShutdownSignal(logger, async () => {
+    // The bus first: its handlers write to the database that idp.stop() closes.
+    await bus.close();
+    await idp.stop();
+  });
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `idp failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,208 @@
+/**
+ * Producer plumbing that kafkajs lacks, kept free of kafkajs types so it is unit-tested alone:
+ * renewing a producer that a deleted topic has broken, and coalescing concurrent sends.
+ */
+import { isUnknownTopicError } from './kafka-mapping';
+
+/** What the adapter needs of a kafkajs producer. */
+export interface ProducerHandle<R> {
+  connect(): Promise<void>;
+  disconnect(): Promise<void>;
+  send(record: R): Promise<unknown>;
+  isConnected(): boolean;
+}
+
+interface Slot<R> {
+  readonly producer: ProducerHandle<R>;
+  inFlight: number;
+  retired: boolean;
+}
+
+export interface RenewingProducerOptions<R> {
+  readonly create: () => ProducerHandle<R>;
+  readonly topicOf: (record: R) => string;
+  /** Called before a broken producer is replaced. */
+  readonly onRenew?: (error: unknown) => void;
+  /** How long a topic found missing (by a fresh producer) fails at once, without a round trip. */
+  readonly missingTopicTtlMs?: number;
+  readonly now?: () => number;
+}
+
+/** The error a send to a topic known to be missing fails with, recognised by isUnknownTopicError. */
+export function unknownTopicError(topic: string): Error {
+  return Object.assign(new Error(`Topic ${topic} does not exist`), { type: 'UNKNOWN_TOPIC_OR_PARTITION' });
+}
+
+/**
+ * A producer that replaces itself when a send fails with "unknown topic".
+ *
+ * kafkajs puts every topic a producer has ever sent to into each later metadata request; once
+ * one of them is deleted (a requester's reply topic, when it shuts down) every refresh fails,
+ * and the producer cannot reach any new topic again (tulios/kafkajs#1146, #1622). A fresh
+ * producer forgets those topics: the failed send is retried once on it, and an "unknown topic"
+ * that survives the retry really is about the topic sent to. That topic then fails at once for
+ * a while, so sends to it neither wait for kafkajs's retries nor renew the producer again.
+ */
+export class RenewingProducer<R> {
+  private slot?: Slot<R>;
+  private renewing?: Promise<void>;
+  private closed = false;
+  private readonly missing = new Map<string, number>();
+  private readonly missingTopicTtlMs: number;
+  private readonly now: () => number;
+
+  constructor(private readonly options: RenewingProducerOptions<R>) {
+    this.missingTopicTtlMs = options.missingTopicTtlMs ?? 60_000;
+    this.now = options.now ?? Date.now;
+  }
+
+  async connect(): Promise<void> {
+    const producer = this.options.create();
+    await producer.connect();
+    this.slot = { producer, inFlight: 0, retired: false };
+  }
+
+  isConnected(): boolean {
+    return !this.closed && this.slot !== undefined && this.slot.producer.isConnected();
+  }
+
+  async send(record: R): Promise<unknown> {
+    const topic = this.options.topicOf(record);
+    const missingUntil = this.missing.get(topic);
+    if (missingUntil !== undefined) {
+      if (missingUntil > this.now()) throw unknownTopicError(topic);
+      this.missing.delete(topic);
+    }
+    const slot = this.current();
+    try {
+      return await this.sendOn(slot, record);
+    } catch (error) {
+      if (!isUnknownTopicError(error) || this.closed) throw error;
+      await this.renew(slot, error);
+      try {
+        return await this.sendOn(this.current(), record);
+      } catch (retryError) {
+        if (isUnknownTopicError(retryError)) this.missing.set(topic, this.now() + this.missingTopicTtlMs);
+        throw retryError;
+      }
+    }
+  }
+
+  /** Disconnects the current producer; replaced ones disconnect once their sends are done. */
+  async disconnect(): Promise<void> {
+    this.closed = true;
+    await this.renewing?.catch(() => undefined);
+    const slot = this.slot;
+    if (slot) await slot.producer.disconnect();
+  }
+
+  private current(): Slot<R> {
+    if (!this.slot || this.closed) throw new Error('The producer is not connected');
+    return this.slot;
+  }
+
+  private async sendOn(slot: Slot<R>, record: R): Promise<unknown> {
+    slot.inFlight++;
+    try {
+      return await slot.producer.send(record);
+    } finally {
+      slot.inFlight--;
+      this.reap(slot);
+    }
+  }
+
+  /** Replaces `failed` with a fresh producer, unless another send did so already. */
+  private async renew(failed: Slot<R>, error: unknown): Promise<void> {
+    if (this.slot !== failed) return this.renewing;
+    this.renewing ??= (async () => {
+      this.options.onRenew?.(error);
+      const producer = this.options.create();
+      await producer.connect();
+      this.slot = { producer, inFlight: 0, retired: false };
+      failed.retired = true;
+      this.reap(failed);
+    })().finally(() => {
+      this.renewing = undefined;
+    });
+    return this.renewing;
+  }
+
+  private reap(slot: Slot<R>): void {
+    if (slot.retired && slot.inFlight === 0) void slot.producer.disconnect().catch(() => undefined);
+  }
+}
+
+interface Waiting<M> {
+  readonly messages: readonly M[];
+  readonly resolve: () => void;
+  readonly reject: (error: unknown) => void;
+}
+
+interface TopicQueue<M> {
+  readonly waiting: Waiting<M>[];
+  busy: boolean;
+}
+
+/**
+ * Sends to one topic one batch at a time; what callers send meanwhile goes out together in the
+ * next batch, in call order. A lone message leaves at once (no linger), while under load one
+ * round trip carries many messages: the idempotent kafkajs producer sends one request at a time
+ * per broker, so without this every concurrent send would wait for all earlier acks.
+ */
+export class CoalescingSender<M> {
+  private readonly queues = new Map<string, TopicQueue<M>>();
+
+  constructor(
+    private readonly flush: (topic: string, messages: M[]) => Promise<unknown>,
+    private readonly maxMessages = 500,
+  ) {}
+
+  send(topic: string, messages: readonly M[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let queue = this.queues.get(topic);
+      if (!queue) {
+        queue = { waiting: [], busy: false };
+        this.queues.set(topic, queue);
+      }
+      queue.waiting.push({ messages, resolve, reject });
+      this.pump(topic, queue);
+    });
+  }
+
+  private pump(topic: string, queue: TopicQueue<M>): void {
+    if (queue.busy) return;
+    if (queue.waiting.length === 0) {
+      this.queues.delete(topic);
+      return;
+    }
+    const batch: Waiting<M>[] = [];
+    let count = 0;
+    while (queue.waiting.length > 0 && (batch.length === 0 || count + queue.waiting[0].messages.length <= this.maxMessages)) {
+      const next = queue.waiting.shift() as Waiting<M>;
+      batch.push(next);
+      count += next.messages.length;
+    }
+    queue.busy = true;
+    const settle = (outcome: (item: Waiting<M>) => void) => () => {
+      for (const item of batch) outcome(item);
+    };
+    let sending: Promise<unknown>;
+    try {
+      sending = this.flush(
+        topic,
+        batch.flatMap((item) => item.messages),
+      );
+    } catch (error) {
+      sending = Promise.reject(error);
+    }
+    sending
+      .then(
+        settle((item) => item.resolve()),
+        (error: unknown) => settle((item) => item.reject(error))(),
+      )
+      .finally(() => {
+        queue.busy = false;
+        this.pump(topic, queue);
+      });
+  }
+}

@@ -1,0 +1,69 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Readiness {
+  readonly up: boolean;
+  readonly details: Record<string, unknown>;
+}
+
+export interface IdpServerOptions {
+  /** Everything that is not a health check: the OAuth endpoints. */
+  readonly handle: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
+  readonly ready: () => Promise<Readiness>;
+  readonly onError: (error: unknown) => void;
+}
+
+const HEALTH_PATHS = new Set(['/health/live', '/health/ready']);
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+/** Health checks are answered here, before the provider, so they never depend on its state. */
+export function createIdpServer(options: IdpServerOptions): http.Server {
+  return http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (HEALTH_PATHS.has(path)) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { status: 'method not allowed' }, { allow: 'GET, HEAD' });
+      if (path === '/health/live') return sendJson(res, 200, { status: 'up' });
+      options
+        .ready()
+        .then((readiness) => sendJson(res, readiness.up ? 200 : 503, { status: readiness.up ? 'up' : 'down', details: readiness.details }))
+        .catch((error: unknown) => {
+          options.onError(error);
+          sendJson(res, 503, { status: 'down' });
+        });
+      return;
+    }
+    options.handle(req, res).catch((error: unknown) => {
+      options.onError(error);
+      if (!res.headersSent) sendJson(res, 500, { error: 'server_error' });
+      else res.destroy();
+    });
+  });
+}
+
+export async function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server.address() as AddressInfo;
+}
+
+/** Stops accepting connections and lets requests in flight finish, cutting them off after `graceMs`. */
+export async function closeServer(server: http.Server, graceMs: number): Promise<void> {
+  if (!server.listening) return;
+  const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+  server.closeIdleConnections();
+  const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+  try {
+    await closed;
+  } finally {
+    clearTimeout(timer);
+  }
+}

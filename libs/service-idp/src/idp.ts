@@ -1,0 +1,135 @@
+import path from 'node:path';
+import { DataSource } from 'typeorm';
+import { Topics } from '@mission/contracts';
+import { MessageBus } from '@mission/messaging';
+import { pingDatabase } from '@mission/persistence';
+import { hashClientSecret } from './clients/client-credentials';
+import { ClientsRepository } from './clients/clients.repository';
+import { closeServer, createIdpServer, listen } from './http/idp-server';
+import { openIdentityDatabase } from './identity-database';
+import { loadIdpKeys } from './keys/idp-keys';
+import { createOidcProvider } from './oidc/provider';
+import { tenantRequestHandlers } from './tenants/tenants.handlers';
+import { TenantsRepository } from './tenants/tenants.repository';
+import { TenantsService } from './tenants/tenants.service';
+
+export const IDP_GROUP = 'idp';
+
+/** Requests in flight get this long to finish when the idp stops. */
+const SHUTDOWN_GRACE_MS = 10_000;
+
+export interface IdpLogger {
+  info(message: string, context?: Record<string, unknown>): void;
+  warn(message: string, context?: Record<string, unknown>): void;
+  error(message: string, context?: Record<string, unknown>): void;
+}
+
+const consoleIdpLogger: IdpLogger = {
+  info: (message, context) => console.log(JSON.stringify({ level: 'info', service: 'idp', msg: message, ...context })),
+  warn: (message, context) => console.warn(JSON.stringify({ level: 'warn', service: 'idp', msg: message, ...context })),
+  error: (message, context) => console.error(JSON.stringify({ level: 'error', service: 'idp', msg: message, ...context })),
+};
+
+export interface IdpOptions {
+  /** Issuer identifier, an origin without path, e.g. http://127.0.0.1:3001. */
+  readonly issuer: string;
+  readonly host: string;
+  /** 0 picks a free port (see IdpHandle.url). */
+  readonly port: number;
+  /** The gateway's resource identifier, e.g. http://127.0.0.1:3000: the audience of every access token. */
+  readonly audience: string;
+  readonly databaseUrl: string;
+  /** Not started yet: the idp registers its handlers, the caller starts the bus. */
+  readonly bus: MessageBus;
+  /** Signing and cookie keys are kept under `<dataDir>/idp`. */
+  readonly dataDir: string;
+  /** The bootstrap operator client (scope platform:admin). Held in memory only, as a hash. */
+  readonly adminClient: { readonly clientId: string; readonly clientSecret: string };
+  readonly logger?: IdpLogger;
+}
+
+export interface IdpHandle {
+  /** Where the idp listens (the issuer may differ, e.g. behind a proxy). */
+  readonly url: string;
+  /** Stops HTTP, then closes the database. Close the bus first: its handlers use the database. */
+  stop(): Promise<void>;
+  ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
+}
+
+function assertIssuer(issuer: string): void {
+  const url = URL.parse(issuer);
+  if (!url || !/^https?:$/.test(url.protocol) || url.pathname !== '/' || url.search || url.hash || issuer.endsWith('/')) {
+    throw new Error(`The issuer must be an http(s) origin without path, query or trailing slash, got ${JSON.stringify(issuer)}`);
+  }
+}
+
+function assertAudience(audience: string): void {
+  const url = URL.parse(audience);
+  if (!url || url.hash) throw new Error(`The audience must be an absolute URI without fragment, got ${JSON.stringify(audience)}`);
+}
+
+function urlOf(host: string, port: number): string {
+  const reachable = host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host;
+  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
+}
+
+/**
+ * Starts the identity provider: the OAuth 2.0 token endpoint with its discovery and JWKS, the
+ * tenant provisioning handlers on the bus, and health checks, on one HTTP server.
+ */
+export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
+  assertIssuer(options.issuer);
+  assertAudience(options.audience);
+  const logger = options.logger ?? consoleIdpLogger;
+
+  const keys = await loadIdpKeys(options.dataDir);
+  if (keys.created.length > 0) logger.info('Generated identity provider keys', { directory: path.join(options.dataDir, 'idp'), files: keys.created });
+
+  const dataSource: DataSource = await openIdentityDatabase(options.databaseUrl);
+  try {
+    const clients = new ClientsRepository(dataSource);
+    const tenants = new TenantsService(dataSource, new TenantsRepository(dataSource), clients);
+    options.bus.serve(Topics.identityRequests, IDP_GROUP, tenantRequestHandlers(tenants));
+
+    const handleOAuth = createOidcProvider({
+      issuer: options.issuer,
+      audience: options.audience,
+      keys,
+      clients,
+      adminClient: { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) },
+      onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
+    });
+
+    let draining = false;
+    const ready = async (): Promise<{ up: boolean; details: Record<string, unknown> }> => {
+      // The token endpoint needs only the database; the bus matters for provisioning and is reported, not required.
+      const database = !draining && (await pingDatabase(dataSource));
+      return { up: !draining && database, details: { database: database ? 'up' : 'down', bus: options.bus.health(), draining } };
+    };
+    const server = createIdpServer({
+      handle: handleOAuth,
+      ready,
+      onError: (error) => logger.error('HTTP request failed', { error: String(error) }),
+    });
+    const address = await listen(server, options.port, options.host);
+    const url = urlOf(options.host, address.port);
+    logger.info('Identity provider listening', { url, issuer: options.issuer, audience: options.audience });
+
+    let stopping: Promise<void> | undefined;
+    return {
+      url,
+      ready,
+      stop: () => {
+        stopping ??= (async () => {
+          draining = true;
+          await closeServer(server, SHUTDOWN_GRACE_MS);
+          await dataSource.destroy();
+        })();
+        return stopping;
+      },
+    };
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
+  }
+}
