@@ -65,6 +65,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       bus,
       dataDir,
       adminClient: { clientId: admin.clientId, clientSecret: admin.clientSecret },
+      logger: contextLogger(logger.child({ component: 'idp' })),
     });
     stops.push(() => idp.stop());
     const missions = await startMissionService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'mission-service' })) });

@@ -6,8 +6,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from '@mission/runtime';
 import { GatewayModule } from './gateway.module';
 import { GatewayOptions } from './gateway.options';
-import { problemTypeBase } from './http/problem.filter';
-import { sendProblem } from './http/problem.responder';
+import { DomainError, ErrorCode } from '@mission/contracts';
 
 /** Bodies above this are refused with 413 before they are parsed. */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -40,13 +39,20 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   const app = await NestFactory.create<NestFastifyApplication>(GatewayModule.forRoot(options), adapter, {
     logger: nestLogger(options.logger),
     abortOnError: false,
+    // JSON parsing is ours (below); Nest's parser would replace it.
+    bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
   });
-  // Body parsing fails before Nest sees the request; answer those in the same format.
-  fastify.setErrorHandler((error, request, reply) => sendProblem(error, request, reply, options.logger, problemTypeBase(options)));
+  // JSON only (anything else is 415), through Fastify's own parser with its prototype-poisoning
+  // checks, its failure turned into our error code: Nest would pass it on as an anonymous 400.
+  const parseJson = fastify.getDefaultJsonParser('error', 'error');
+  fastify.removeAllContentTypeParsers();
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
+    parseJson(request, body as string, (error, value) => (error ? done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined) : done(null, value))),
+  );
   await app.init();
   return app;
 }

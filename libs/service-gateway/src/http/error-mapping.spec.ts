@@ -1,4 +1,4 @@
-import { NotFoundException } from '@nestjs/common';
+import { HttpException, NotFoundException } from '@nestjs/common';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { mapError } from './error-mapping';
 import { HttpProblemError } from './http-problem.error';
@@ -20,15 +20,11 @@ describe('mapError', () => {
   });
 
   it.each([
-    ['FST_ERR_CTP_BODY_TOO_LARGE', ErrorCode.PayloadTooLarge],
-    ['FST_ERR_CTP_INVALID_MEDIA_TYPE', ErrorCode.UnsupportedMediaType],
-    ['FST_ERR_CTP_EMPTY_JSON_BODY', ErrorCode.MalformedJson],
-  ])('maps Fastify %s', (code, expected) => {
-    expect(mapError(Object.assign(new Error('x'), { code })).code).toBe(expected);
-  });
-
-  it('maps the JSON parser syntax error to malformed_json', () => {
-    expect(mapError(Object.assign(new SyntaxError('Unexpected end'), { statusCode: 400 })).code).toBe(ErrorCode.MalformedJson);
+    [413, ErrorCode.PayloadTooLarge],
+    [415, ErrorCode.UnsupportedMediaType],
+    [405, ErrorCode.NotFound],
+  ])('maps an HTTP-stack error with status %s', (status, expected) => {
+    expect(mapError(new HttpException('from fastify', status)).code).toBe(expected);
   });
 
   it('maps an unknown route to not_found', () => {

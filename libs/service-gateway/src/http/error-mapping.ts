@@ -12,14 +12,7 @@ export interface MappedError {
   readonly unexpected: boolean;
 }
 
-const FASTIFY_CODES: Readonly<Record<string, [ErrorCode, string]>> = {
-  FST_ERR_CTP_BODY_TOO_LARGE: [ErrorCode.PayloadTooLarge, 'The request body is too large'],
-  FST_ERR_CTP_INVALID_MEDIA_TYPE: [ErrorCode.UnsupportedMediaType, 'Send the request body as application/json'],
-  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [ErrorCode.MalformedJson, 'Content-Length does not match the body'],
-  FST_ERR_CTP_EMPTY_JSON_BODY: [ErrorCode.MalformedJson, 'The JSON body is empty'],
-  FST_ERR_CTP_INVALID_JSON_BODY: [ErrorCode.MalformedJson, 'The body is not valid JSON'],
-};
-
+/** Errors raised by the HTTP stack itself (Nest hands Fastify's, e.g. 413 and 415, over as HttpException). */
 const STATUS_CODES: Readonly<Record<number, ErrorCode>> = {
   400: ErrorCode.ValidationFailed,
   401: ErrorCode.Unauthorized,
@@ -49,14 +42,6 @@ export function mapError(error: unknown): MappedError {
       headers: withRetryAfter(error.code, headers),
       unexpected: false,
     };
-  }
-  const fastifyCode = (error as { code?: unknown })?.code;
-  if (typeof fastifyCode === 'string' && FASTIFY_CODES[fastifyCode]) {
-    const [code, detail] = FASTIFY_CODES[fastifyCode];
-    return { code, detail, headers: {}, unexpected: false };
-  }
-  if (error instanceof SyntaxError && (error as { statusCode?: number }).statusCode === 400) {
-    return { code: ErrorCode.MalformedJson, detail: 'The body is not valid JSON', headers: {}, unexpected: false };
   }
   const status = error instanceof HttpException ? error.getStatus() : (error as { statusCode?: unknown })?.statusCode;
   if (typeof status === 'number' && status >= 400 && status < 500 && STATUS_CODES[status]) {
