@@ -156,10 +156,11 @@ async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicSpec>, l
   const existing = new Set(await admin.listTopics());
   const missing = topics.filter((topic) => !existing.has(topic.name));
   if (missing.length > 0) {
-    // Returns false without waiting for leaders when any topic already existed: waitForLeaders below covers that.
+    // Leaders are awaited below, not here: kafkajs's own wait fails outright when another process
+    // created one of these topics a moment ago and its metadata has not reached the broker yet.
     await admin.createTopics({
       topics: missing.map((topic) => ({ topic: topic.name, numPartitions: topic.partitions })),
-      waitForLeaders: true,
+      waitForLeaders: false,
       timeout: TOPIC_TIMEOUT_MS,
     });
   }
