@@ -56,9 +56,6 @@ export const SubmitMissionSchema = z.strictObject({
 });
 export type SubmitMissionRequest = z.output<typeof SubmitMissionSchema>;
 
-/** A mission id as the mission service receives it: opaque, so any string (a malformed one is simply not found). */
-export const MissionIdSchema = z.strictObject({ id: z.string().min(1).max(200) });
-
 export interface MissionError {
   readonly code: string;
   readonly message: string;

@@ -5,6 +5,12 @@ function fieldOf(path: readonly PropertyKey[]): string {
   return path.length === 0 ? '(body)' : path.map(String).join('.');
 }
 
+/**
+ * Payload of a "get by id" request. Ids are opaque to clients, so any string is accepted here
+ * and a malformed one is simply not found.
+ */
+export const ResourceIdSchema = z.strictObject({ id: z.string().min(1).max(200) });
+
 export function fieldErrors(error: z.ZodError): FieldError[] {
   return error.issues.flatMap((issue) =>
     issue.code === 'unrecognized_keys'

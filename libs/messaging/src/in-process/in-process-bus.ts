@@ -107,6 +107,7 @@ export interface InProcessBusOptions {
 
 interface PendingRequest {
   readonly resolve: (reply: unknown) => void;
+  readonly reject: (error: unknown) => void;
   readonly timer: NodeJS.Timeout;
 }
 
@@ -196,6 +197,7 @@ export class InProcessBus implements MessageBus {
           this.pending.delete(id);
           resolve(value);
         },
+        reject,
       });
       this.broker.produce(this.wire(topic, type, options.key ?? defaultRequestKey(), payload, outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic })));
     });
@@ -213,7 +215,10 @@ export class InProcessBus implements MessageBus {
     this.state = 'stopping';
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     this.broker.leave(this);
-    for (const pending of this.pending.values()) clearTimeout(pending.timer);
+    for (const pending of this.pending.values()) {
+      clearTimeout(pending.timer);
+      pending.reject(new DomainError(ErrorCode.DependencyUnavailable, 'The message bus closed before the reply arrived'));
+    }
     this.pending.clear();
     this.state = 'stopped';
   }

@@ -214,6 +214,21 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
       await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
     }, timeoutMs * 2);
 
+    it('rejects a request still waiting for its reply when the bus closes', async () => {
+      const leaving = fixture.createBus();
+      await leaving.start();
+      const waiting = leaving.request(fixture.topics.requests, 'slow', { ms: 1_500 }, { timeoutMs: 10_000 });
+      const outcome = waiting.then(
+        () => 'answered',
+        (error: unknown) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await leaving.close();
+      const error = await outcome;
+      expect(error).toBeInstanceOf(DomainError);
+      expect((error as DomainError).code).toBe(ErrorCode.DependencyUnavailable);
+    }, timeoutMs);
+
     it('refuses to send once closed', async () => {
       const late = fixture.createBus();
       await late.start();

@@ -8,6 +8,7 @@ import { currentTenant } from '@mission/tenant-context';
 export class BrainService {
   async query(payload: unknown): Promise<BrainQueryResult> {
     const request = parseOrThrow(BrainQuerySchema, payload, 'Query');
+    // Tenant-scoped even while empty: a query outside a tenant is refused, never answered for all.
     currentTenant();
     return { query: request.q, results: [] };
   }

@@ -1,12 +1,11 @@
-import { CreateTenantSchema, MessageTypes, parseOrThrow } from '@mission/contracts';
+import { CreateTenantSchema, MessageTypes, parseOrThrow, ResourceIdSchema } from '@mission/contracts';
 import { RequestHandler } from '@mission/messaging';
-import { TenantIdSchema } from './tenant-id.schema';
 import { TenantsService } from './tenants.service';
 
 /** Bus requests of the operator API → TenantsService calls. */
 export function tenantRequestHandlers(tenants: TenantsService): Record<string, RequestHandler> {
   return {
     [MessageTypes.tenantCreate]: async (message) => tenants.create(parseOrThrow(CreateTenantSchema, message.payload, 'Tenant')),
-    [MessageTypes.tenantGet]: async (message) => tenants.get(parseOrThrow(TenantIdSchema, message.payload).id),
+    [MessageTypes.tenantGet]: async (message) => tenants.get(parseOrThrow(ResourceIdSchema, message.payload).id),
   };
 }

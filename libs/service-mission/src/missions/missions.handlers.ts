@@ -1,4 +1,4 @@
-import { MessageTypes, MissionIdSchema, parseOrThrow } from '@mission/contracts';
+import { MessageTypes, ResourceIdSchema, parseOrThrow } from '@mission/contracts';
 import { RequestHandler } from '@mission/messaging';
 import { MissionsService } from './missions.service';
 
@@ -6,6 +6,6 @@ import { MissionsService } from './missions.service';
 export function missionRequestHandlers(missions: MissionsService): Record<string, RequestHandler> {
   return {
     [MessageTypes.missionSubmit]: (message) => missions.submit(message.payload),
-    [MessageTypes.missionGet]: (message) => missions.get(parseOrThrow(MissionIdSchema, message.payload).id),
+    [MessageTypes.missionGet]: (message) => missions.get(parseOrThrow(ResourceIdSchema, message.payload).id),
   };
 }
