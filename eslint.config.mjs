@@ -2,7 +2,7 @@ import nx from '@nx/eslint-plugin';
 import tseslint from 'typescript-eslint';
 
 export default [
-  { ignores: ['**/node_modules/**', '**/dist/**', '.data/**', '.nx/**', 'coverage/**', 'tmp/**', 'bench/results/**'] },
+  { ignores: ['**/node_modules/**', '**/dist/**', '.data/**', '.nx/**', 'coverage/**', 'tmp/**', 'bench/results/**', 'scripts/**', 'jest*.config.js'] },
   ...tseslint.configs.recommended,
   {
     files: ['**/*.ts'],

@@ -1,4 +1,4 @@
-import { DataSource, EntityManager, EntitySchema, MixedList } from 'typeorm';
+import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { currentTenant } from '@mission/tenant-context';
 
 export interface ServiceDatabaseOptions {
@@ -42,7 +42,11 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
     await lock.connect();
     await lock.query('SELECT pg_advisory_lock(hashtext($1))', [`migrations:${options.schema}`]);
     await lock.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
-    await dataSource.runMigrations({ transaction: 'each' });
+    // On the connection that holds the lock: a second one from the pool would never come with
+    // a pool of one, and the start would time out.
+    const migrations = new MigrationExecutor(dataSource, lock);
+    migrations.transaction = 'each';
+    await migrations.executePendingMigrations();
   } catch (error) {
     await dataSource.destroy();
     throw error;
