@@ -61,7 +61,7 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
  * Runs `work` in a transaction bound to the current tenant: `app.tenant_id` is set for the
  * transaction, which row-level security policies read. Throws without a tenant context.
  */
-export function tenantTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+export async function tenantTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const { tenantId } = currentTenant();
   return dataSource.transaction(async (manager) => {
     await manager.query(`SELECT set_config('app.tenant_id', $1, true)`, [tenantId]);

@@ -65,9 +65,11 @@ export interface OutboxRelayOptions {
 }
 
 /**
- * Publishes committed outbox rows in commit order and marks them published. Rows are claimed
- * with FOR UPDATE SKIP LOCKED, so several replicas can relay together; a crash between publish
- * and mark re-publishes the row (at-least-once; consumers are idempotent by message id).
+ * Publishes committed outbox rows in the order they were written and marks them published. One
+ * relay of a schema publishes at a time (a transaction-scoped advisory lock; the others skip the
+ * pass), so the events of one aggregate leave in order even with several replicas. A crash
+ * between publish and mark re-publishes the rows: delivery is at least once, and consumers are
+ * idempotent by message id.
  */
 export class OutboxRelay {
   private timer?: NodeJS.Timeout;
@@ -127,9 +129,11 @@ export class OutboxRelay {
     const batchSize = this.options.batchSize ?? 100;
     for (;;) {
       const published = await this.dataSource.transaction(async (manager) => {
+        const [{ locked }] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked', [`outbox:${this.schema}`]);
+        if (!locked) return 0;
         const rows: OutboxRow[] = await manager.query(
           `SELECT id, topic, type, key, payload, headers FROM "${this.schema}".outbox
-           WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE SKIP LOCKED`,
+           WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE`,
           [batchSize],
         );
         for (const row of rows) {

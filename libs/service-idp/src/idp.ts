@@ -8,7 +8,6 @@ import { ClientsRepository } from './clients/clients.repository';
 import { closeServer, createIdpServer, listen } from './http/idp-server';
 import { openIdentityDatabase } from './identity-database';
 import { loadIdpKeys } from './keys/idp-keys';
-import { createOidcProvider } from './oidc/provider';
 import { tenantRequestHandlers } from './tenants/tenants.handlers';
 import { TenantsRepository } from './tenants/tenants.repository';
 import { TenantsService } from './tenants/tenants.service';
@@ -91,6 +90,10 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     const tenants = new TenantsService(dataSource, new TenantsRepository(dataSource), clients);
     options.bus.serve(Topics.identityRequests, IDP_GROUP, tenantRequestHandlers(tenants));
 
+    // Loaded on start only: oidc-provider is an ES module, which keeps this library's other
+    // exports (config schema, credentials) loadable by CommonJS tooling such as Jest.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { createOidcProvider } = require('./oidc/provider') as typeof import('./oidc/provider');
     const handleOAuth = createOidcProvider({
       issuer: options.issuer,
       audience: options.audience,

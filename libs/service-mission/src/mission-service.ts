@@ -44,18 +44,23 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
   options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onEvent(message));
 
+  let resuming: Promise<void> = Promise.resolve();
   return {
     afterBusStart: async () => {
       relay.start();
-      void runner.resumeUnfinished().then((count) => {
-        if (count > 0) options.logger.info('Resumed unfinished missions', { count });
-      });
+      resuming = runner
+        .resumeUnfinished()
+        .then((count) => {
+          if (count > 0) options.logger.info('Resumed unfinished missions', { count });
+        })
+        .catch((error: unknown) => options.logger.error('Resuming unfinished missions failed; they resume on the next start', { error: String(error) }));
     },
     ready: async () => {
       const database = await pingDatabase(dataSource);
       return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
     },
     stop: async () => {
+      await resuming;
       await relay.stop();
       await dataSource.destroy();
     },

@@ -1,0 +1,430 @@
+import { randomUUID } from 'node:crypto';
+import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryRunner } from 'typeorm';
+import { InProcessBroker, InProcessBus, IncomingMessage } from '@mission/messaging';
+import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
+import { openServiceDatabase, tenantTransaction } from './database';
+import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
+import { markProcessed, processedMessagesTableSql } from './processed-messages';
+import { createTestDatabase, TestDatabase } from './test-database';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const SCHEMA = 'persistence_it';
+const RACE_SCHEMA = 'persistence_race';
+
+/** How often each fixture migration's `up` ran in this process. */
+const migrationRuns: Record<string, number> = {};
+
+function fixtureMigration(schema: string): new () => MigrationInterface {
+  return class CreateFixture1700000000000 implements MigrationInterface {
+    name = 'CreateFixture1700000000000';
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      migrationRuns[schema] = (migrationRuns[schema] ?? 0) + 1;
+      // Holds the migration open long enough that replicas opening together would overlap in it.
+      await queryRunner.query('SELECT pg_sleep(0.2)');
+      await queryRunner.query(`CREATE TABLE "${schema}".fixture (id int PRIMARY KEY)`);
+      for (const sql of [...outboxTableSql(schema), ...processedMessagesTableSql(schema)]) await queryRunner.query(sql);
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      await queryRunner.query(`DROP TABLE "${schema}".processed_messages, "${schema}".outbox, "${schema}".fixture`);
+    }
+  };
+}
+
+/** Mapped but created by no migration: its table exists only if something synchronized. */
+@Entity('never_synchronized')
+class NeverSynchronizedEntity {
+  @PrimaryColumn('uuid')
+  id!: string;
+
+  @Column('text')
+  label!: string;
+}
+
+const migrations = { [SCHEMA]: fixtureMigration(SCHEMA), [RACE_SCHEMA]: fixtureMigration(RACE_SCHEMA) };
+
+function open(url: string, schema: typeof SCHEMA | typeof RACE_SCHEMA, poolSize = 4): Promise<DataSource> {
+  return openServiceDatabase({
+    url,
+    schema,
+    entities: [NeverSynchronizedEntity],
+    migrations: [migrations[schema]],
+    applicationName: 'persistence-int-spec',
+    poolSize,
+  });
+}
+
+interface Published {
+  readonly topic: string;
+  readonly id: string;
+  readonly type: string;
+  readonly key: string;
+  readonly payload: unknown;
+  readonly headers?: Record<string, string>;
+}
+
+/** A publisher that keeps what it was given; `failOn` makes the publish of that message type throw. */
+class RecordingPublisher implements OutboxPublisher {
+  readonly published: Published[] = [];
+
+  constructor(private readonly behaviour: { failOn?: string; delayMs?: number } = {}) {}
+
+  async publish(topic: string, message: Omit<Published, 'topic'>): Promise<void> {
+    if (this.behaviour.delayMs) await new Promise((resolve) => setTimeout(resolve, this.behaviour.delayMs));
+    if (message.type === this.behaviour.failOn) throw new Error(`broker refused ${message.type}`);
+    this.published.push({ topic, ...message });
+  }
+}
+
+const tenantA = randomUUID();
+const tenantB = randomUUID();
+
+function event(type: string, payload: unknown = { type }): OutboxEvent {
+  return { topic: 'fixture.events.v1', type, key: `key-${type}`, payload };
+}
+
+describe('persistence on PostgreSQL', () => {
+  let database: TestDatabase;
+  let dataSource: DataSource;
+
+  /** One relay pass, as a freshly started replica would make it; resolves when the pass is over. */
+  async function relayPass(publisher: OutboxPublisher, options: OutboxRelayOptions = {}): Promise<void> {
+    const relay = new OutboxRelay(dataSource, SCHEMA, publisher, options);
+    relay.kick();
+    await relay.stop();
+  }
+
+  async function enqueueCommitted(tenantId: string, outboxEvent: OutboxEvent): Promise<string> {
+    return runWithTenant({ tenantId }, () => dataSource.transaction((manager) => enqueueOutbox(manager, SCHEMA, outboxEvent)));
+  }
+
+  async function unpublishedIds(): Promise<string[]> {
+    const rows: Array<{ id: string }> = await dataSource.query(`SELECT id FROM "${SCHEMA}".outbox WHERE published_at IS NULL`);
+    return rows.map((row) => row.id);
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'persistence_test');
+    dataSource = await open(database.url, SCHEMA);
+  });
+
+  afterAll(async () => {
+    if (dataSource?.isInitialized) await dataSource.destroy();
+    await database?.drop();
+  });
+
+  beforeEach(async () => {
+    await dataSource.query(`TRUNCATE "${SCHEMA}".outbox, "${SCHEMA}".processed_messages`);
+  });
+
+  describe('openServiceDatabase', () => {
+    it('creates the schema and applies each migration exactly once when several replicas open it at the same time', async () => {
+      const replicas = await Promise.all([1, 2, 3, 4].map(() => open(database.url, RACE_SCHEMA, 2)));
+      try {
+        expect(migrationRuns[RACE_SCHEMA]).toBe(1);
+        const applied = await replicas[0].query(`SELECT name FROM "${RACE_SCHEMA}".migrations`);
+        expect(applied).toEqual([{ name: 'CreateFixture1700000000000' }]);
+        const tables: Array<{ table_name: string }> = await replicas[0].query(
+          `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
+          [RACE_SCHEMA],
+        );
+        expect(tables.map((row) => row.table_name)).toEqual(['fixture', 'migrations', 'outbox', 'processed_messages']);
+      } finally {
+        await Promise.all(replicas.map((replica) => replica.destroy()));
+      }
+    });
+
+    it('never synchronizes entities: a mapped table that no migration creates does not exist', async () => {
+      expect(dataSource.options.synchronize).toBe(false);
+      const [row] = await dataSource.query(`SELECT to_regclass($1) AS found`, [`"${SCHEMA}".never_synchronized`]);
+      expect(row.found).toBeNull();
+    });
+
+    it('migrates a fresh schema with a pool of a single connection', async () => {
+      const single = await withDeadline(
+        openServiceDatabase({
+          url: database.url,
+          schema: 'persistence_single',
+          entities: [],
+          migrations: [fixtureMigration('persistence_single')],
+          applicationName: 'persistence-int-spec',
+          poolSize: 1,
+        }),
+        10_000,
+      );
+      try {
+        await expect(single.query(`SELECT name FROM persistence_single.migrations`)).resolves.toEqual([{ name: 'CreateFixture1700000000000' }]);
+      } finally {
+        await single.destroy();
+      }
+    });
+
+    it('treats opening an up-to-date schema as a no-op', async () => {
+      const runsBefore = migrationRuns[SCHEMA];
+      expect(runsBefore).toBe(1);
+      const again = await open(database.url, SCHEMA, 1);
+      try {
+        expect(migrationRuns[SCHEMA]).toBe(runsBefore);
+        await expect(again.showMigrations()).resolves.toBe(false);
+        const applied = await again.query(`SELECT name FROM "${SCHEMA}".migrations`);
+        expect(applied).toEqual([{ name: 'CreateFixture1700000000000' }]);
+      } finally {
+        await again.destroy();
+      }
+    });
+
+    it('rejects with the error of a failing migration, rolls it back and leaves the schema to the next replica', async () => {
+      const schema = 'persistence_broken';
+      class Broken1700000000000 implements MigrationInterface {
+        name = 'Broken1700000000000';
+        async up(queryRunner: QueryRunner): Promise<void> {
+          await queryRunner.query(`CREATE TABLE "${schema}".half_done (id int)`);
+          throw new Error('migration bug');
+        }
+        async down(): Promise<void> {}
+      }
+      class Fixed1700000000000 implements MigrationInterface {
+        name = 'Fixed1700000000000';
+        async up(queryRunner: QueryRunner): Promise<void> {
+          await queryRunner.query(`CREATE TABLE "${schema}".half_done (id int)`);
+        }
+        async down(): Promise<void> {}
+      }
+      const options = { url: database.url, schema, entities: [], applicationName: 'persistence-int-spec', poolSize: 2 };
+
+      const failure = openServiceDatabase({ ...options, migrations: [Broken1700000000000] }).then(
+        () => new Error('the open succeeded'),
+        (error: unknown) => error,
+      );
+      await expect(withDeadline(failure, 10_000)).resolves.toEqual(expect.objectContaining({ message: 'migration bug' }));
+      const [leftover] = await dataSource.query(`SELECT to_regclass($1) AS found`, [`"${schema}".half_done`]);
+      expect(leftover.found).toBeNull();
+
+      const fixed = await withDeadline(openServiceDatabase({ ...options, migrations: [Fixed1700000000000] }), 10_000);
+      try {
+        await expect(fixed.query(`SELECT name FROM "${schema}".migrations`)).resolves.toEqual([{ name: 'Fixed1700000000000' }]);
+      } finally {
+        await fixed.destroy();
+      }
+    });
+
+    it('refuses a schema name that is not a plain identifier, before connecting', async () => {
+      await expect(
+        openServiceDatabase({ url: 'postgres://nobody@127.0.0.1:1/none', schema: 'x"; DROP SCHEMA public; --', entities: [], migrations: [], applicationName: 'x' }),
+      ).rejects.toThrow(/Invalid schema name/);
+    });
+  });
+
+  describe('tenantTransaction', () => {
+    it('sets app.tenant_id to the current tenant for the transaction only', async () => {
+      const single = await open(database.url, SCHEMA, 1);
+      try {
+        const inside = await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(single, async (manager) => {
+            const [row] = await manager.query(`SELECT current_setting('app.tenant_id', true) AS tenant, pg_backend_pid() AS pid`);
+            return row as { tenant: string; pid: number };
+          }),
+        );
+        expect(inside.tenant).toBe(tenantA);
+
+        // One pooled connection: the next query runs in the same session, after the transaction.
+        const [after] = await single.query(`SELECT current_setting('app.tenant_id', true) AS tenant, pg_backend_pid() AS pid`);
+        expect(after.pid).toBe(inside.pid);
+        expect(after.tenant ?? '').toBe('');
+      } finally {
+        await single.destroy();
+      }
+    });
+
+    it('binds concurrent transactions each to its own tenant', async () => {
+      const seen = await Promise.all(
+        [tenantA, tenantB].map((tenantId) =>
+          runWithTenant({ tenantId }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await manager.query('SELECT pg_sleep(0.05)');
+              const [row] = await manager.query(`SELECT current_setting('app.tenant_id', true) AS tenant`);
+              return row.tenant as string;
+            }),
+          ),
+        ),
+      );
+      expect(seen).toEqual([tenantA, tenantB]);
+    });
+
+    it('throws without a tenant context and never runs the work', async () => {
+      const work = jest.fn(async () => 'ran');
+      await expect(Promise.resolve().then(() => tenantTransaction(dataSource, work))).rejects.toThrow(MissingTenantContextError);
+      expect(work).not.toHaveBeenCalled();
+    });
+  });
+
+  describe('outbox', () => {
+    it('hides an enqueued event from the relay until its transaction commits', async () => {
+      const publisher = new RecordingPublisher();
+      const relay = new OutboxRelay(dataSource, SCHEMA, publisher);
+      const id = await runWithTenant({ tenantId: tenantA }, () =>
+        dataSource.transaction(async (manager) => {
+          const enqueued = await enqueueOutbox(manager, SCHEMA, event('uncommitted'));
+          await relayPass(publisher);
+          expect(publisher.published).toEqual([]);
+          await expect(relay.backlog()).resolves.toBe(0);
+          return enqueued;
+        }),
+      );
+      await expect(relay.backlog()).resolves.toBe(1);
+      await relayPass(publisher);
+      expect(publisher.published.map((message) => message.id)).toEqual([id]);
+    });
+
+    it('publishes nothing for a transaction that rolled back', async () => {
+      const publisher = new RecordingPublisher();
+      await expect(
+        runWithTenant({ tenantId: tenantA }, () =>
+          dataSource.transaction(async (manager) => {
+            await enqueueOutbox(manager, SCHEMA, event('rolled-back'));
+            throw new Error('the business write failed');
+          }),
+        ),
+      ).rejects.toThrow('the business write failed');
+      await relayPass(publisher);
+      expect(publisher.published).toEqual([]);
+      const [row] = await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".outbox`);
+      expect(row.n).toBe(0);
+    });
+
+    it('publishes committed events in order with their stored tenant header and marks them published', async () => {
+      const first = await enqueueCommitted(tenantA, { ...event('first', { n: 1, nested: { ok: true } }), headers: { 'x-extra': 'kept' } });
+      const [second, third] = await runWithTenant({ tenantId: tenantB }, () =>
+        dataSource.transaction(async (manager) => [await enqueueOutbox(manager, SCHEMA, event('second')), await enqueueOutbox(manager, SCHEMA, event('third'))]),
+      );
+      const publisher = new RecordingPublisher();
+      const relay = new OutboxRelay(dataSource, SCHEMA, publisher);
+      await expect(relay.backlog()).resolves.toBe(3);
+
+      // Outside any tenant context, as the relay runs in production.
+      await relayPass(publisher);
+
+      expect(publisher.published).toEqual([
+        {
+          topic: 'fixture.events.v1',
+          id: first,
+          type: 'first',
+          key: 'key-first',
+          payload: { n: 1, nested: { ok: true } },
+          headers: { [TENANT_HEADER]: tenantA, 'x-extra': 'kept' },
+        },
+        { topic: 'fixture.events.v1', id: second, type: 'second', key: 'key-second', payload: { type: 'second' }, headers: { [TENANT_HEADER]: tenantB } },
+        { topic: 'fixture.events.v1', id: third, type: 'third', key: 'key-third', payload: { type: 'third' }, headers: { [TENANT_HEADER]: tenantB } },
+      ]);
+      await expect(relay.backlog()).resolves.toBe(0);
+      await expect(unpublishedIds()).resolves.toEqual([]);
+
+      await relayPass(publisher);
+      expect(publisher.published).toHaveLength(3);
+    });
+
+    it('keeps every event of a pass whose publish failed for the next pass, so none is lost', async () => {
+      const ids = [await enqueueCommitted(tenantA, event('a')), await enqueueCommitted(tenantA, event('poison')), await enqueueCommitted(tenantA, event('c'))];
+      const failing = new RecordingPublisher({ failOn: 'poison' });
+      const errors: unknown[] = [];
+
+      await relayPass(failing, { onError: (error) => errors.push(error) });
+
+      expect(errors).toEqual([expect.objectContaining({ message: 'broker refused poison' })]);
+      expect((await unpublishedIds()).sort()).toEqual([...ids].sort());
+      const healthy = new RecordingPublisher();
+      await relayPass(healthy);
+      // At-least-once: the event published before the failure is published again, in order.
+      expect(healthy.published.map((message) => message.id)).toEqual(ids);
+      await expect(unpublishedIds()).resolves.toEqual([]);
+    });
+
+    it('publishes every event once and in order when two relays run together', async () => {
+      const ids = await runWithTenant({ tenantId: tenantA }, () =>
+        dataSource.transaction(async (manager) => {
+          const enqueued: string[] = [];
+          for (let n = 0; n < 120; n++) enqueued.push(await enqueueOutbox(manager, SCHEMA, event(`e${n}`)));
+          return enqueued;
+        }),
+      );
+      const publisher = new RecordingPublisher({ delayMs: 1 });
+      const relays = [0, 1].map(() => new OutboxRelay(dataSource, SCHEMA, publisher, { batchSize: 10, pollIntervalMs: 20 }));
+
+      relays.forEach((relay) => relay.start());
+      await waitFor(async () => (await relays[0].backlog()) === 0, 20_000);
+      await Promise.all(relays.map((relay) => relay.stop()));
+
+      // One relay publishes at a time, so the stream is exactly the written order, without repeats.
+      expect(publisher.published.map((message) => message.id)).toEqual(ids);
+    });
+
+    it('counts unpublished events of every tenant as backlog', async () => {
+      const relay = new OutboxRelay(dataSource, SCHEMA, new RecordingPublisher());
+      await expect(relay.backlog()).resolves.toBe(0);
+      await enqueueCommitted(tenantA, event('a'));
+      await enqueueCommitted(tenantB, event('b'));
+      await expect(relay.backlog()).resolves.toBe(2);
+      await relayPass(new RecordingPublisher());
+      await expect(relay.backlog()).resolves.toBe(0);
+    });
+
+    it('delivers a relayed event through a real bus with the row id as message id and the stored tenant restored', async () => {
+      const broker = new InProcessBroker();
+      const bus = new InProcessBus(broker);
+      const received: Array<{ message: IncomingMessage; tenantId: string }> = [];
+      bus.subscribe('fixture.events.v1', 'fixture-consumer', async (message) => {
+        received.push({ message, tenantId: currentTenant().tenantId });
+      });
+      await bus.start();
+      try {
+        const id = await enqueueCommitted(tenantB, event('through-the-bus', { hello: 'world' }));
+        const relay = new OutboxRelay(dataSource, SCHEMA, bus, { pollIntervalMs: 20 });
+        relay.start();
+        await waitFor(async () => received.length > 0, 5_000);
+        await relay.stop();
+        expect(received).toEqual([{ message: expect.objectContaining({ id, type: 'through-the-bus', payload: { hello: 'world' } }), tenantId: tenantB }]);
+      } finally {
+        await bus.close();
+      }
+    });
+  });
+
+  describe('markProcessed', () => {
+    it('returns true the first time a consumer records a message and false for every repeat', async () => {
+      const messageId = randomUUID();
+      const record = (consumer: string): Promise<boolean> => dataSource.transaction((manager) => markProcessed(manager, SCHEMA, consumer, messageId));
+      await expect(record('runner')).resolves.toBe(true);
+      await expect(record('runner')).resolves.toBe(false);
+      await expect(record('runner')).resolves.toBe(false);
+      await expect(record('auditor')).resolves.toBe(true);
+    });
+
+    it('forgets the record when the transaction that made it rolls back', async () => {
+      const messageId = randomUUID();
+      await expect(
+        dataSource.transaction(async (manager) => {
+          await expect(markProcessed(manager, SCHEMA, 'runner', messageId)).resolves.toBe(true);
+          throw new Error('the effect failed');
+        }),
+      ).rejects.toThrow('the effect failed');
+      await expect(dataSource.transaction((manager) => markProcessed(manager, SCHEMA, 'runner', messageId))).resolves.toBe(true);
+    });
+  });
+});
+
+function withDeadline<T>(promise: Promise<T>, timeoutMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no outcome within ${timeoutMs} ms`)), timeoutMs);
+  });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
+}
+
+async function waitFor(condition: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -1,0 +1,351 @@
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import {
+  BrainQueryResult,
+  BrainQuerySchema,
+  DomainError,
+  ErrorCode,
+  FINAL_MISSION_STATUSES,
+  MessageTypes,
+  MissionStatus,
+  MissionView,
+  parseOrThrow,
+  Topics,
+} from '@mission/contracts';
+import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
+import { createTestDatabase, TestDatabase } from '@mission/persistence';
+import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
+import { MissionServiceHandle, startMissionService } from '../mission-service';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+interface LogEntry {
+  readonly level: string;
+  readonly message: string;
+  readonly context?: Record<string, unknown>;
+}
+
+/** Keeps log lines for inspection instead of printing them. */
+class RecordingLogger implements BusLogger {
+  readonly entries: LogEntry[] = [];
+  info(message: string, context?: Record<string, unknown>): void {
+    this.entries.push({ level: 'info', message, context });
+  }
+  warn(message: string, context?: Record<string, unknown>): void {
+    this.entries.push({ level: 'warn', message, context });
+  }
+  error(message: string, context?: Record<string, unknown>): void {
+    this.entries.push({ level: 'error', message, context });
+  }
+}
+
+interface BrainCall {
+  readonly q: string;
+  readonly k: number;
+  readonly key: string;
+  readonly tenantId: string;
+}
+
+function cannedResults(q: string): BrainQueryResult['results'] {
+  return [{ documentId: `doc:${q}`, chunkId: `chunk:${q}`, title: q, text: `What the brain knows about ${q}`, score: 0.9 }];
+}
+
+/**
+ * Stands in for brain-service on its own bus: answers `brain.query` with canned results, refuses
+ * queries starting with "refuse:" as invalid, and reports itself unavailable for queries listed
+ * in `down` or, once each, in `flakyOnce`.
+ */
+class CannedBrain {
+  readonly calls: BrainCall[] = [];
+  readonly down = new Set<string>();
+  readonly flakyOnce = new Set<string>();
+
+  async query(payload: unknown, key: string): Promise<BrainQueryResult> {
+    const request = parseOrThrow(BrainQuerySchema, payload, 'Query');
+    this.calls.push({ q: request.q, k: request.k, key, tenantId: currentTenant().tenantId });
+    if (this.down.has(request.q)) throw new DomainError(ErrorCode.DependencyUnavailable, 'The brain index is warming up');
+    if (this.flakyOnce.delete(request.q)) throw new DomainError(ErrorCode.DependencyUnavailable, 'The brain index is warming up');
+    if (request.q.startsWith('refuse:')) throw new DomainError(ErrorCode.ValidationFailed, 'Query is not allowed', [{ field: 'q', message: 'not allowed' }]);
+    return { query: request.q, results: cannedResults(request.q) };
+  }
+
+  queries(): string[] {
+    return this.calls.map((call) => call.q);
+  }
+}
+
+const RETRY = { attempts: 3, initialBackoffMs: 20, maxBackoffMs: 50 };
+
+describe('missions on PostgreSQL with an in-process bus', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  const broker = new InProcessBroker();
+  const busLogger = new RecordingLogger();
+  const brain = new CannedBrain();
+  const brainBus = new InProcessBus(broker, { logger: busLogger });
+  const client = new InProcessBus(broker, { logger: busLogger });
+  let mission: { bus: InProcessBus; handle: MissionServiceHandle; logger: RecordingLogger };
+
+  /** Starts mission-service as its process entry point does: handlers, bus, then relay and resume. */
+  async function startMission(): Promise<typeof mission> {
+    const bus = new InProcessBus(broker, { retry: RETRY, logger: busLogger });
+    const logger = new RecordingLogger();
+    const handle = await startMissionService({ databaseUrl: database.url, bus, logger });
+    await bus.start();
+    await handle.afterBusStart();
+    return { bus, handle, logger };
+  }
+
+  async function stopMission(): Promise<void> {
+    await mission.bus.close();
+    await mission.handle.stop();
+  }
+
+  function submit(tenantId: string, body: unknown): Promise<MissionView> {
+    return runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, body));
+  }
+
+  function get(tenantId: string, id: string): Promise<MissionView> {
+    return runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionGet, { id }));
+  }
+
+  async function waitForMission(tenantId: string, id: string, statuses: readonly MissionStatus[] = FINAL_MISSION_STATUSES, timeoutMs = 10_000): Promise<MissionView> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const view = await get(tenantId, id);
+      if (statuses.includes(view.status)) return view;
+      if (Date.now() > deadline) throw new Error(`mission ${id} is still ${view.status} after ${timeoutMs} ms, expected ${statuses.join(' or ')}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  async function waitUntil(condition: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (!condition()) {
+      if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms`);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  async function domainErrorOf(promise: Promise<unknown>): Promise<DomainError> {
+    const error = await promise.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
+    return error;
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'mission_test');
+    inspector = new Client({ connectionString: database.url });
+    await inspector.connect();
+    brainBus.serve(Topics.brainRequests, 'brain-service', {
+      [MessageTypes.brainQuery]: (message) => brain.query(message.payload, message.key),
+    });
+    await brainBus.start();
+    await client.start();
+    mission = await startMission();
+  });
+
+  afterAll(async () => {
+    if (mission) await stopMission();
+    await client.close();
+    await brainBus.close();
+    await inspector?.end();
+    await database?.drop();
+  });
+
+  describe('submit', () => {
+    it('stores the mission queued together with its mission.queued outbox event', async () => {
+      const tenantId = randomUUID();
+      const submitted = await submit(tenantId, { title: 'Survey', objective: 'Find the survey results' });
+      expect(submitted).toMatchObject({ title: 'Survey', objective: 'Find the survey results', status: 'queued', steps: [{ index: 0, type: 'brain.query', status: 'pending' }] });
+
+      const { rows: missions } = await inspector.query(`SELECT tenant_id FROM mission.missions WHERE id = $1`, [submitted.id]);
+      expect(missions).toEqual([{ tenant_id: tenantId }]);
+      const { rows: events } = await inspector.query(`SELECT topic, type, key, payload, headers FROM mission.outbox WHERE payload->>'missionId' = $1`, [submitted.id]);
+      expect(events).toEqual([
+        {
+          topic: Topics.missionEvents,
+          type: MessageTypes.missionQueued,
+          key: `${tenantId}:${submitted.id}`,
+          payload: { missionId: submitted.id },
+          headers: { [TENANT_HEADER]: tenantId },
+        },
+      ]);
+      await waitForMission(tenantId, submitted.id);
+    });
+
+    it('stores no mission when its outbox event cannot be written', async () => {
+      const tenantId = randomUUID();
+      await inspector.query(`ALTER TABLE mission.outbox ADD CONSTRAINT outbox_refuses_writes CHECK (false) NOT VALID`);
+      try {
+        const error = await domainErrorOf(submit(tenantId, { title: 'Doomed', objective: 'Never stored' }));
+        expect(error.code).toBe(ErrorCode.Internal);
+      } finally {
+        await inspector.query(`ALTER TABLE mission.outbox DROP CONSTRAINT outbox_refuses_writes`);
+      }
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId]);
+      expect(rows).toEqual([{ n: 0 }]);
+    });
+
+    it('refuses an invalid mission with validation_failed and stores nothing', async () => {
+      const tenantId = randomUUID();
+      const error = await domainErrorOf(submit(tenantId, { title: '', objective: 'x', steps: [{ type: 'teleport' }] }));
+      expect(error.code).toBe(ErrorCode.ValidationFailed);
+      expect(error.errors?.map((field) => field.field)).toEqual(expect.arrayContaining(['title', 'steps.0.type']));
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId]);
+      expect(rows).toEqual([{ n: 0 }]);
+    });
+  });
+
+  describe('runner', () => {
+    it('runs the steps in order through the brain and ends succeeded with every step output in result.steps', async () => {
+      const tenantId = randomUUID();
+      const { id } = await submit(tenantId, {
+        title: 'Two lookups',
+        objective: 'Compare two things',
+        steps: [
+          { type: 'brain.query', query: 'first thing', k: 2 },
+          { type: 'brain.query', query: 'second thing' },
+        ],
+      });
+
+      const done = await waitForMission(tenantId, id);
+
+      expect(done.status).toBe('succeeded');
+      expect(done.steps).toEqual([
+        { index: 0, type: 'brain.query', status: 'succeeded', output: { results: cannedResults('first thing') } },
+        { index: 1, type: 'brain.query', status: 'succeeded', output: { results: cannedResults('second thing') } },
+      ]);
+      expect(done.result).toEqual({ steps: [{ results: cannedResults('first thing') }, { results: cannedResults('second thing') }] });
+      expect(done.error).toBeUndefined();
+      expect(done.completedAt).toEqual(expect.any(String));
+      const calls = brain.calls.filter((call) => call.tenantId === tenantId);
+      expect(calls).toEqual([
+        { q: 'first thing', k: 2, key: `${tenantId}:${id}`, tenantId },
+        { q: 'second thing', k: 5, key: `${tenantId}:${id}`, tenantId },
+      ]);
+    });
+
+    it('queries the brain with the objective when the mission names no steps', async () => {
+      const tenantId = randomUUID();
+      const { id } = await submit(tenantId, { title: 'Default step', objective: 'What is the default?' });
+      const done = await waitForMission(tenantId, id);
+      expect(done.status).toBe('succeeded');
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['What is the default?']);
+    });
+
+    it('fails the mission with the brain’s error code and skips the later steps when the brain refuses a query', async () => {
+      const tenantId = randomUUID();
+      const { id } = await submit(tenantId, {
+        title: 'Refused',
+        objective: 'Ask something forbidden',
+        steps: [
+          { type: 'brain.query', query: 'allowed question' },
+          { type: 'brain.query', query: 'refuse: forbidden question' },
+          { type: 'brain.query', query: 'never asked' },
+        ],
+      });
+
+      const done = await waitForMission(tenantId, id);
+
+      expect(done.status).toBe('failed');
+      expect(done.error).toEqual({ code: ErrorCode.ValidationFailed, message: 'Query is not allowed' });
+      expect(done.steps.map((step) => step.status)).toEqual(['succeeded', 'failed', 'skipped']);
+      expect(done.result).toBeUndefined();
+      expect(done.completedAt).toEqual(expect.any(String));
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['allowed question', 'refuse: forbidden question']);
+    });
+
+    it('fails the mission at an approval step with step_not_supported and skips the later steps', async () => {
+      const tenantId = randomUUID();
+      const { id } = await submit(tenantId, {
+        title: 'Needs sign-off',
+        objective: 'Look, then ask a human',
+        steps: [
+          { type: 'brain.query', query: 'before approval' },
+          { type: 'approval', title: 'Sign off' },
+          { type: 'brain.query', query: 'after approval' },
+        ],
+      });
+
+      const done = await waitForMission(tenantId, id);
+
+      expect(done.status).toBe('failed');
+      expect(done.error).toEqual({ code: 'step_not_supported', message: expect.any(String) });
+      expect(done.steps.map((step) => step.status)).toEqual(['succeeded', 'failed', 'skipped']);
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['before approval']);
+    });
+
+    it('retries a step the brain could not answer on redelivery of the event, and then succeeds', async () => {
+      const tenantId = randomUUID();
+      brain.flakyOnce.add('briefly unavailable');
+      const { id } = await submit(tenantId, { title: 'Flaky', objective: 'Survive a hiccup', steps: [{ type: 'brain.query', query: 'briefly unavailable' }] });
+
+      const done = await waitForMission(tenantId, id);
+
+      expect(done.status).toBe('succeeded');
+      expect(done.result).toEqual({ steps: [{ results: cannedResults('briefly unavailable') }] });
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['briefly unavailable', 'briefly unavailable']);
+      expect(broker.deadLetters(Topics.missionEvents).filter((message) => message.key === `${tenantId}:${id}`)).toEqual([]);
+    });
+
+    it('keeps a mission running while the brain is unavailable and finishes it after a mission-service restart', async () => {
+      const tenantId = randomUUID();
+      brain.down.add('during the outage');
+      const { id } = await submit(tenantId, {
+        title: 'Outage',
+        objective: 'Outlast the brain outage',
+        steps: [
+          { type: 'brain.query', query: 'before the outage' },
+          { type: 'brain.query', query: 'during the outage' },
+        ],
+      });
+
+      // Every delivery attempt meets the outage, so the event ends in the dead-letter topic.
+      await waitUntil(() => broker.deadLetters(Topics.missionEvents).some((message) => message.key === `${tenantId}:${id}`), 'dead-lettering of mission.queued');
+      const stalled = await get(tenantId, id);
+      expect(stalled.status).toBe('running');
+      expect(stalled.error).toBeUndefined();
+      expect(stalled.steps.map((step) => step.status)).toEqual(['succeeded', 'pending']);
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual([
+        'before the outage',
+        ...Array<string>(RETRY.attempts).fill('during the outage'),
+      ]);
+
+      await stopMission();
+      brain.down.delete('during the outage');
+      mission = await startMission();
+
+      const done = await waitForMission(tenantId, id);
+      expect(done.status).toBe('succeeded');
+      expect(done.result).toEqual({ steps: [{ results: cannedResults('before the outage') }, { results: cannedResults('during the outage') }] });
+      // Resumed from the first unfinished step: the finished one is not asked again.
+      expect(brain.calls.filter((call) => call.tenantId === tenantId && call.q === 'before the outage')).toHaveLength(1);
+      await waitUntil(() => mission.logger.entries.some((entry) => entry.message === 'Resumed unfinished missions'), 'the resume log line');
+    });
+  });
+
+  describe('tenant isolation', () => {
+    it('shows a mission only to its own tenant and answers not_found to any other', async () => {
+      const tenantA = randomUUID();
+      const tenantB = randomUUID();
+      const { id } = await submit(tenantA, { title: 'Private', objective: 'Only for A' });
+      await waitForMission(tenantA, id);
+
+      await expect(get(tenantA, id)).resolves.toMatchObject({ id, title: 'Private' });
+      const error = await domainErrorOf(get(tenantB, id));
+      expect(error.code).toBe(ErrorCode.NotFound);
+    });
+
+    it('answers not_found for a malformed or unknown mission id', async () => {
+      const tenantId = randomUUID();
+      for (const id of ['not-a-uuid', "'; DROP TABLE mission.missions; --", randomUUID()]) {
+        const error = await domainErrorOf(get(tenantId, id));
+        expect(error.code).toBe(ErrorCode.NotFound);
+      }
+    });
+  });
+});
