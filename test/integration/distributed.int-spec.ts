@@ -34,7 +34,7 @@ describeGatewayScenarios('separate processes on Kafka and PostgreSQL', async () 
     }),
     startProcess('mission-service', 'apps/mission-service/src/main.ts', { ...common, HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url }),
     startProcess('brain-service', 'apps/brain-service/src/main.ts', { ...common, HEALTH_PORT: String(brainHealth) }),
-    startProcess('hit-service', 'apps/hit-service/src/main.ts', { ...common, HEALTH_PORT: String(hitHealth) }),
+    startProcess('hit-service', 'apps/hit-service/src/main.ts', { ...common, HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url }),
     startProcess('gateway', 'apps/gateway/src/main.ts', { ...common, PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer }),
   ];
   try {

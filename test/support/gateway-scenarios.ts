@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { call, clientCredentialsToken, waitForMission } from './api-client';
+import { describeApprovalScenarios } from './scenarios/approvals';
 
 export interface Deployment {
   readonly gatewayUrl: string;
@@ -9,14 +10,22 @@ export interface Deployment {
   teardown(): Promise<void>;
 }
 
-interface Tenant {
+export interface Tenant {
   readonly id: string;
   readonly token: string;
   readonly clientId: string;
   readonly clientSecret: string;
 }
 
-function expectProblem(response: { status: number; headers: Headers; body: any }, status: number, code: string): void {
+/** What the scenario blocks share, filled in by the suite's beforeAll. */
+export interface ScenarioContext {
+  deployment: Deployment;
+  adminToken: string;
+  tenantA: Tenant;
+  tenantB: Tenant;
+}
+
+export function expectProblem(response: { status: number; headers: Headers; body: any }, status: number, code: string): void {
   expect({ status: response.status, code: response.body?.code }).toEqual({ status, code });
   expect(response.headers.get('content-type')).toContain('application/problem+json');
   expect(response.body).toMatchObject({ status, title: expect.any(String), detail: expect.any(String), instance: expect.any(String) });
@@ -44,11 +53,14 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
       return { id: created.body.id, token: token.access_token, clientId, clientSecret };
     }
 
+    const context = {} as ScenarioContext;
+
     beforeAll(async () => {
       deployment = await deploy();
       adminToken = (await clientCredentialsToken(deployment.issuer, deployment.admin.clientId, deployment.admin.clientSecret)).access_token;
       tenantA = await createTenant('Tenant A');
       tenantB = await createTenant('Tenant B');
+      Object.assign(context, { deployment, adminToken, tenantA, tenantB });
     }, 180_000);
 
     afterAll(async () => {
@@ -235,6 +247,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expectProblem(missing, 404, 'not_found');
       });
     });
+
+    describeApprovalScenarios(context);
 
     describe('operations', () => {
       it('reports liveness and readiness with details', async () => {

@@ -1,8 +1,9 @@
-import { runService } from '@mission/runtime';
+import 'reflect-metadata';
+import { contextLogger, runService } from '@mission/runtime';
 import { startHitService } from '@mission/service-hit';
 
 runService({
   name: 'hit-service',
-  needsDatabase: false,
-  start: ({ bus }) => startHitService({ bus }),
+  needsDatabase: true,
+  start: ({ bus, logger, config }) => startHitService({ databaseUrl: config.DATABASE_URL, bus, logger: contextLogger(logger) }),
 });

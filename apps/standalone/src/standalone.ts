@@ -72,12 +72,13 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     stops.push(() => missions.stop());
     const brain = await startBrainService({ bus });
     stops.push(() => brain.stop());
-    const hits = await startHitService({ bus });
+    const hits = await startHitService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'hit-service' })) });
     stops.push(() => hits.stop());
 
     await bus.start();
     stops.push(() => bus.close());
     await missions.afterBusStart();
+    await hits.afterBusStart();
 
     const gateway = await createGateway({
       publicUrl: config.PUBLIC_URL,

@@ -5,3 +5,5 @@ export * from './scopes';
 export * from './tenants';
 export * from './brain';
 export * from './missions';
+export * from './pagination';
+export * from './hits';

@@ -83,7 +83,32 @@ export interface MissionView {
   readonly completedAt?: string;
 }
 
+/** `?status=` of `GET /api/missions` (with the page parameters). */
+export const MissionStatusFilterSchema = z.enum(MISSION_STATUSES);
+
+/** Payload of `mission.submit`: the validated body and the client's Idempotency-Key, if any. */
+export const SubmitMissionCommandSchema = z.strictObject({
+  mission: z.unknown(),
+  idempotencyKey: z.string().min(1).max(255).optional(),
+});
+export type SubmitMissionCommand = z.output<typeof SubmitMissionCommandSchema>;
+
+/** `Idempotency-Key`: 1–255 visible ASCII characters. */
+export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
+
 /** Payload of the `mission.queued` event. */
 export interface MissionQueuedEvent {
   readonly missionId: string;
+}
+
+/** Payload of `mission.cancelled`: approval items still waiting for this mission are closed. */
+export interface MissionCancelledEvent {
+  readonly missionId: string;
+}
+
+/** Payload of `mission.completed`: the mission reached a final status. */
+export interface MissionCompletedEvent {
+  readonly missionId: string;
+  readonly status: MissionStatus;
+  readonly completedAt: string;
 }

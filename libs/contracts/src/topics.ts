@@ -28,7 +28,17 @@ export const MessageTypes = {
   tenantGet: 'identity.tenant.get',
   missionSubmit: 'mission.submit',
   missionGet: 'mission.get',
+  missionList: 'mission.list',
+  missionCancel: 'mission.cancel',
   brainQuery: 'brain.query',
+  hitCreate: 'hit.create',
+  hitGet: 'hit.get',
+  hitListPending: 'hit.list_pending',
+  hitDecide: 'hit.decide',
+  // Events
   missionQueued: 'mission.queued',
+  missionCancelled: 'mission.cancelled',
+  missionCompleted: 'mission.completed',
+  hitDecided: 'hit.decided',
 } as const;
 export type MessageType = (typeof MessageTypes)[keyof typeof MessageTypes];

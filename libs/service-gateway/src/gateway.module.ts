@@ -6,6 +6,7 @@ import { TenantContextInterceptor } from './auth/tenant-context.interceptor';
 import { TokenVerifier } from './auth/token-verifier';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from './gateway.options';
 import { HealthController } from './health/health.controller';
+import { HitsController } from './hits/hits.controller';
 import { ProblemFilter } from './http/problem.filter';
 import { MissionsController } from './missions/missions.controller';
 import { ProtectedResourceController } from './well-known/protected-resource.controller';
@@ -15,7 +16,7 @@ export class GatewayModule {
   static forRoot(options: GatewayOptions): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [MissionsController, AdminController, ProtectedResourceController, HealthController],
+      controllers: [MissionsController, HitsController, AdminController, ProtectedResourceController, HealthController],
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },

@@ -1,22 +1,54 @@
+import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
+import { openServiceDatabase, OutboxRelay, pingDatabase } from '@mission/persistence';
+import { HitItemEntity } from './hits/hit-item.entity';
+import { hitRequestHandlers, missionEventHandler } from './hits/hits.handlers';
+import { HitsRepository } from './hits/hits.repository';
+import { HIT_SCHEMA, HitsService } from './hits/hits.service';
+import { CreateHitItems1763769600000 } from './migrations/1763769600000-create-hit-items';
+
+export const HIT_SERVICE_GROUP = 'hit-service';
+export const HIT_MISSION_EVENTS_GROUP = 'hit-service-mission-events';
 
 export interface HitServiceOptions {
+  readonly databaseUrl: string;
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
+  readonly logger: { error(message: string, context?: Record<string, unknown>): void };
 }
 
 export interface HitServiceHandle {
+  /** Call once the bus has started: starts the outbox relay. */
+  afterBusStart(): Promise<void>;
   ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
   stop(): Promise<void>;
 }
 
-/**
- * Human approval tasks. The service is deployed and wired already; its requests (create, list,
- * decide) and the `hit.decided` event arrive with the human-approvals work.
- */
+/** Human approval tasks: created for missions' approval steps, listed, decided; decisions become `hit.decided` events. */
 export async function startHitService(options: HitServiceOptions): Promise<HitServiceHandle> {
+  const dataSource = await openServiceDatabase({
+    url: options.databaseUrl,
+    schema: HIT_SCHEMA,
+    entities: [HitItemEntity],
+    migrations: [CreateHitItems1763769600000],
+    applicationName: 'hit-service',
+  });
+  const relay = new OutboxRelay(dataSource, HIT_SCHEMA, options.bus, {
+    onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
+  });
+  const hits = new HitsService(dataSource, new HitsRepository(), () => relay.kick());
+  options.bus.serve(Topics.hitRequests, HIT_SERVICE_GROUP, hitRequestHandlers(hits));
+  options.bus.subscribe(Topics.missionEvents, HIT_MISSION_EVENTS_GROUP, missionEventHandler(hits));
+
   return {
-    ready: async () => ({ up: options.bus.health().up, details: {} }),
-    stop: async () => undefined,
+    afterBusStart: async () => relay.start(),
+    ready: async () => {
+      const database = await pingDatabase(dataSource);
+      return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
+    },
+    stop: async () => {
+      await relay.stop();
+      await dataSource.destroy();
+    },
   };
 }

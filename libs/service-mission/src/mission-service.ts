@@ -3,14 +3,16 @@ import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import { openServiceDatabase, OutboxRelay, pingDatabase } from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
-import { MissionEntity } from './missions/mission.entity';
+import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-create-idempotency-keys';
+import { MISSION_SCHEMA, MissionEntity } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
 import { missionRequestHandlers } from './missions/missions.handlers';
 import { MissionsRepository } from './missions/missions.repository';
-import { MISSION_SCHEMA, MissionsService } from './missions/missions.service';
+import { MissionsService } from './missions/missions.service';
 
 export const MISSION_SERVICE_GROUP = 'mission-service';
 export const MISSION_RUNNER_GROUP = 'mission-runner';
+export const MISSION_HIT_EVENTS_GROUP = 'mission-hit-events';
 
 export interface MissionServiceOptions {
   readonly databaseUrl: string;
@@ -31,7 +33,7 @@ export async function startMissionService(options: MissionServiceOptions): Promi
     url: options.databaseUrl,
     schema: MISSION_SCHEMA,
     entities: [MissionEntity],
-    migrations: [CreateMissions1763769600000],
+    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000],
     applicationName: 'mission-service',
   });
   const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
@@ -39,10 +41,11 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   });
   const repository = new MissionsRepository(dataSource);
   const missions = new MissionsService(dataSource, repository, () => relay.kick());
-  const runner = new MissionRunner(dataSource, repository, options.bus, options.logger);
+  const runner = new MissionRunner(dataSource, repository, options.bus, options.logger, () => relay.kick());
 
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
-  options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onEvent(message));
+  options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onMissionEvent(message));
+  options.bus.subscribe(Topics.hitEvents, MISSION_HIT_EVENTS_GROUP, (message) => runner.onHitEvent(message));
 
   let resuming: Promise<void> = Promise.resolve();
   return {

@@ -1,31 +1,50 @@
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import {
   BrainQueryResult,
   DomainError,
   ErrorCode,
   FINAL_MISSION_STATUSES,
+  HitDecidedEvent,
+  HitView,
   MessageTypes,
   MISSION_LIMITS,
+  MissionCompletedEvent,
   MissionError,
   MissionQueuedEvent,
   Topics,
 } from '@mission/contracts';
 import { IncomingMessage, MessageBus } from '@mission/messaging';
-import { tenantTransaction } from '@mission/persistence';
+import { enqueueOutbox, markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
-import { MissionEntity, StoredStep } from './mission.entity';
+import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { MissionsRepository } from './missions.repository';
+
+const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
 
 export interface RunnerLogger {
   info(message: string, context?: Record<string, unknown>): void;
   error(message: string, context?: Record<string, unknown>): void;
 }
 
-type StepOutcome = { readonly ok: true; readonly output: Record<string, unknown> } | { readonly ok: false; readonly error: MissionError };
+type StepOutcome =
+  | { readonly kind: 'succeeded'; readonly output: Record<string, unknown> }
+  | { readonly kind: 'failed'; readonly error: MissionError }
+  | { readonly kind: 'waiting'; readonly hitId: string };
+
+/** Enqueues `mission.completed` in the transaction that made the mission final. */
+export async function announceCompletion(manager: EntityManager, mission: MissionEntity): Promise<void> {
+  const event: MissionCompletedEvent = { missionId: mission.id, status: mission.status, completedAt: (mission.completedAt ?? mission.updatedAt).toISOString() };
+  await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionCompleted, key: `${mission.tenantId}:${mission.id}`, payload: event });
+}
+
+export function skipStepsAfter(mission: MissionEntity, index: number): void {
+  mission.steps.filter((later) => later.index > index && (later.status === 'pending' || later.status === 'running')).forEach((later) => (later.status = 'skipped'));
+}
 
 /**
  * Executes missions step by step. Progress is saved after every step, so a redelivered event or
  * a restart resumes where the mission was; a step is only recorded while the mission still runs.
+ * An approval step parks the mission (`awaiting_approval`) until hit-service's `hit.decided`.
  */
 export class MissionRunner {
   constructor(
@@ -33,13 +52,48 @@ export class MissionRunner {
     private readonly missions: MissionsRepository,
     private readonly bus: MessageBus,
     private readonly logger: RunnerLogger,
+    private readonly afterCommit: () => void,
   ) {}
 
   /** Bus entry point for `mission.events.v1`. */
-  async onEvent(message: IncomingMessage): Promise<void> {
+  async onMissionEvent(message: IncomingMessage): Promise<void> {
     if (message.type !== MessageTypes.missionQueued) return;
-    const { missionId } = message.payload as MissionQueuedEvent;
-    await this.run(missionId);
+    await this.run((message.payload as MissionQueuedEvent).missionId);
+  }
+
+  /** Bus entry point for `hit.events.v1`: records the decision once, then resumes or ends the mission. */
+  async onHitEvent(message: IncomingMessage): Promise<void> {
+    if (message.type !== MessageTypes.hitDecided) return;
+    const decision = message.payload as HitDecidedEvent;
+    const { tenantId } = currentTenant();
+    const resumed = await tenantTransaction(this.dataSource, async (manager) => {
+      if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, message.id))) return false;
+      const mission = await this.missions.lockForTenant(manager, tenantId, decision.missionId);
+      const step = mission?.steps[decision.stepIndex];
+      if (!mission || mission.status !== 'awaiting_approval' || !step || step.hitId !== decision.hitId || step.status !== 'running') return false;
+      step.output = {
+        hitId: decision.hitId,
+        decision: decision.decision,
+        decidedBy: decision.decidedBy,
+        ...(decision.comment !== undefined ? { comment: decision.comment } : {}),
+      };
+      const now = new Date();
+      mission.updatedAt = now;
+      if (decision.decision === 'approved') {
+        step.status = 'succeeded';
+        mission.status = 'running';
+      } else {
+        step.status = 'failed';
+        skipStepsAfter(mission, step.index);
+        mission.status = 'rejected';
+        mission.completedAt = now;
+        await announceCompletion(manager, mission);
+      }
+      await this.missions.save(manager, mission);
+      return decision.decision === 'approved';
+    });
+    this.afterCommit();
+    if (resumed) await this.run(decision.missionId);
   }
 
   /** Picks up every mission left queued or running, e.g. after a crash. */
@@ -59,77 +113,93 @@ export class MissionRunner {
       current.status = 'running';
       return true;
     });
-    while (mission) {
+    while (mission && mission.status === 'running') {
       const step = mission.steps.find((candidate) => candidate.status === 'pending' || candidate.status === 'running');
       if (!step) {
-        await this.finish(missionId);
+        await this.transition(missionId, (current) => {
+          if (current.status !== 'running') return false;
+          current.status = 'succeeded';
+          current.completedAt = new Date();
+          current.result = { steps: current.steps.map((done) => done.output ?? null) };
+          return true;
+        });
         return;
       }
       const outcome = await this.execute(mission, step);
       mission = await this.transition(missionId, (current) => {
         const stored = current.steps[step.index];
-        if (current.status !== 'running' || !stored || stored.status === 'succeeded' || stored.status === 'failed') return false;
-        if (outcome.ok) {
-          stored.status = 'succeeded';
-          stored.output = outcome.output;
-        } else {
-          stored.status = 'failed';
-          current.steps.filter((later) => later.index > step.index).forEach((later) => (later.status = 'skipped'));
-          this.complete(current, 'failed');
-          current.error = outcome.error;
+        if (current.status !== 'running' || !stored || (stored.status !== 'pending' && stored.status !== 'running')) return false;
+        switch (outcome.kind) {
+          case 'succeeded':
+            stored.status = 'succeeded';
+            stored.output = outcome.output;
+            break;
+          case 'waiting':
+            stored.status = 'running';
+            stored.hitId = outcome.hitId;
+            current.status = 'awaiting_approval';
+            break;
+          case 'failed':
+            stored.status = 'failed';
+            skipStepsAfter(current, step.index);
+            current.status = 'failed';
+            current.completedAt = new Date();
+            current.error = outcome.error;
+            break;
         }
         return true;
       });
-      if (mission && FINAL_MISSION_STATUSES.includes(mission.status)) return;
     }
   }
 
   private async execute(mission: MissionEntity, step: StoredStep): Promise<StepOutcome> {
-    switch (step.type) {
-      case 'brain.query':
-        try {
+    const key = `${mission.tenantId}:${mission.id}`;
+    try {
+      switch (step.type) {
+        case 'brain.query': {
           const answer = await this.bus.request<BrainQueryResult>(
             Topics.brainRequests,
             MessageTypes.brainQuery,
             { q: step.query ?? mission.objective, k: step.k ?? MISSION_LIMITS.defaultStepK },
-            { key: `${mission.tenantId}:${mission.id}` },
+            { key },
           );
-          return { ok: true, output: { results: answer.results } };
-        } catch (error) {
-          // An unavailable dependency is retried by redelivery; a refused query fails the step.
-          if (error instanceof DomainError && error.code !== ErrorCode.DependencyUnavailable && error.code !== ErrorCode.Internal) {
-            return { ok: false, error: { code: error.code, message: error.message } };
-          }
-          throw error;
+          return { kind: 'succeeded', output: { results: answer.results } };
         }
-      case 'approval':
-        return { ok: false, error: { code: 'step_not_supported', message: 'Approval steps are not available yet' } };
+        case 'approval': {
+          // Idempotent per (mission, step): a retry after a crash gets the same item back.
+          const hit = await this.bus.request<HitView>(
+            Topics.hitRequests,
+            MessageTypes.hitCreate,
+            { missionId: mission.id, stepIndex: step.index, title: step.title, ...(step.description !== undefined ? { description: step.description } : {}) },
+            { key },
+          );
+          return { kind: 'waiting', hitId: hit.id };
+        }
+      }
+    } catch (error) {
+      // An unavailable dependency is retried by redelivery or on restart; a refused request fails the step.
+      if (error instanceof DomainError && error.code !== ErrorCode.DependencyUnavailable && error.code !== ErrorCode.Internal) {
+        return { kind: 'failed', error: { code: error.code, message: error.message } };
+      }
+      throw error;
     }
   }
 
-  private async finish(missionId: string): Promise<void> {
-    await this.transition(missionId, (current) => {
-      if (current.status !== 'running') return false;
-      this.complete(current, 'succeeded');
-      current.result = { steps: current.steps.map((step) => step.output ?? null) };
-      return true;
-    });
-  }
-
-  private complete(mission: MissionEntity, status: 'succeeded' | 'failed'): void {
-    mission.status = status;
-    mission.completedAt = new Date();
-  }
-
-  /** Locks the mission, applies `change` if it accepts, saves; returns the mission if changed. */
-  private transition(missionId: string, change: (mission: MissionEntity) => boolean): Promise<MissionEntity | null> {
+  /**
+   * Locks the mission, applies `change` if it accepts, saves; returns the mission if changed. A
+   * change that makes the mission final announces it (`mission.completed`) in the same transaction.
+   */
+  private async transition(missionId: string, change: (mission: MissionEntity) => boolean): Promise<MissionEntity | null> {
     const { tenantId } = currentTenant();
-    return tenantTransaction(this.dataSource, async (manager) => {
+    const changed = await tenantTransaction(this.dataSource, async (manager) => {
       const mission = await this.missions.lockForTenant(manager, tenantId, missionId);
       if (!mission || !change(mission)) return null;
       mission.updatedAt = new Date();
       await this.missions.save(manager, mission);
+      if (FINAL_MISSION_STATUSES.includes(mission.status)) await announceCompletion(manager, mission);
       return mission;
     });
+    if (changed && FINAL_MISSION_STATUSES.includes(changed.status)) this.afterCommit();
+    return changed;
   }
 }

@@ -1,6 +1,9 @@
 import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 import type { MissionError, MissionStatus, MissionStepRequest, StepStatus } from '@mission/contracts';
 
+/** The service's own PostgreSQL schema. */
+export const MISSION_SCHEMA = 'mission';
+
 /** A step as stored: its definition plus its progress. */
 export type StoredStep = MissionStepRequest & {
   index: number;

@@ -1,4 +1,4 @@
-import { MessageTypes, ResourceIdSchema, parseOrThrow } from '@mission/contracts';
+import { MessageTypes, parseOrThrow, ResourceIdSchema } from '@mission/contracts';
 import { RequestHandler } from '@mission/messaging';
 import { MissionsService } from './missions.service';
 
@@ -7,5 +7,7 @@ export function missionRequestHandlers(missions: MissionsService): Record<string
   return {
     [MessageTypes.missionSubmit]: (message) => missions.submit(message.payload),
     [MessageTypes.missionGet]: (message) => missions.get(parseOrThrow(ResourceIdSchema, message.payload).id),
+    [MessageTypes.missionList]: (message) => missions.list(message.payload),
+    [MessageTypes.missionCancel]: (message) => missions.cancel(parseOrThrow(ResourceIdSchema, message.payload).id),
   };
 }

@@ -75,6 +75,7 @@ class CannedBrain {
 }
 
 const RETRY = { attempts: 3, initialBackoffMs: 20, maxBackoffMs: 50 };
+const hitItems = new Map<string, string>();
 
 describe('missions on PostgreSQL with an in-process bus', () => {
   let database: TestDatabase;
@@ -102,7 +103,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
   }
 
   function submit(tenantId: string, body: unknown): Promise<MissionView> {
-    return runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, body));
+    return runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body }));
   }
 
   function get(tenantId: string, id: string): Promise<MissionView> {
@@ -142,6 +143,16 @@ describe('missions on PostgreSQL with an in-process bus', () => {
     await inspector.connect();
     brainBus.serve(Topics.brainRequests, 'brain-service', {
       [MessageTypes.brainQuery]: (message) => brain.query(message.payload, message.key),
+    });
+    // hit-service's side of an approval step: one item per (mission, step), created idempotently.
+    brainBus.serve(Topics.hitRequests, 'hit-service', {
+      [MessageTypes.hitCreate]: async (message) => {
+        const request = message.payload as { missionId: string; stepIndex: number; title: string };
+        const key = `${currentTenant().tenantId}:${request.missionId}:${request.stepIndex}`;
+        const id = hitItems.get(key) ?? randomUUID();
+        hitItems.set(key, id);
+        return { id, missionId: request.missionId, title: request.title, status: 'pending', createdAt: new Date().toISOString() };
+      },
     });
     await brainBus.start();
     await client.start();
@@ -259,7 +270,18 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['allowed question', 'refuse: forbidden question']);
     });
 
-    it('fails the mission at an approval step with step_not_supported and skips the later steps', async () => {
+    function decide(tenantId: string, missionId: string, hitId: string, decision: 'approved' | 'rejected', messageId = randomUUID()): Promise<void> {
+      return runWithTenant({ tenantId }, () =>
+        client.publish(Topics.hitEvents, {
+          id: messageId,
+          type: MessageTypes.hitDecided,
+          key: `${tenantId}:${missionId}`,
+          payload: { hitId, missionId, stepIndex: 1, decision, decidedBy: 'reviewer', decidedAt: new Date().toISOString() },
+        }),
+      );
+    }
+
+    it('parks the mission at an approval step and resumes it on approval, once even if the decision is delivered twice', async () => {
       const tenantId = randomUUID();
       const { id } = await submit(tenantId, {
         title: 'Needs sign-off',
@@ -270,13 +292,40 @@ describe('missions on PostgreSQL with an in-process bus', () => {
           { type: 'brain.query', query: 'after approval' },
         ],
       });
+      const waiting = await waitForMission(tenantId, id, ['awaiting_approval']);
+      expect(waiting.steps.map((step) => step.status)).toEqual(['succeeded', 'running', 'pending']);
+      const hitId = waiting.steps[1]?.hitId ?? '';
+      expect(hitId).toBe(hitItems.get(`${tenantId}:${id}:1`));
 
+      const messageId = randomUUID();
+      await decide(tenantId, id, hitId, 'approved', messageId);
+      await decide(tenantId, id, hitId, 'approved', messageId);
       const done = await waitForMission(tenantId, id);
 
-      expect(done.status).toBe('failed');
-      expect(done.error).toEqual({ code: 'step_not_supported', message: expect.any(String) });
+      expect(done.status).toBe('succeeded');
+      expect(done.steps[1]?.output).toEqual({ hitId, decision: 'approved', decidedBy: 'reviewer' });
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['before approval', 'after approval']);
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM mission.processed_messages WHERE message_id = $1`, [messageId]);
+      expect(rows[0].n).toBe(1);
+    });
+
+    it('ends the mission rejected on rejection and ignores a decision for another item', async () => {
+      const tenantId = randomUUID();
+      const { id } = await submit(tenantId, {
+        title: 'Needs sign-off',
+        objective: 'O',
+        steps: [{ type: 'brain.query', query: 'first' }, { type: 'approval', title: 'Sign off' }, { type: 'brain.query', query: 'never' }],
+      });
+      const waiting = await waitForMission(tenantId, id, ['awaiting_approval']);
+      await decide(tenantId, id, randomUUID(), 'approved');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      expect((await waitForMission(tenantId, id, ['awaiting_approval'])).status).toBe('awaiting_approval');
+
+      await decide(tenantId, id, waiting.steps[1]?.hitId ?? '', 'rejected');
+      const done = await waitForMission(tenantId, id);
+      expect(done.status).toBe('rejected');
       expect(done.steps.map((step) => step.status)).toEqual(['succeeded', 'failed', 'skipped']);
-      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['before approval']);
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['first']);
     });
 
     it('retries a step the brain could not answer on redelivery of the event, and then succeeds', async () => {

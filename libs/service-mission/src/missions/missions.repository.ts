@@ -1,6 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
-import { isUuid } from '@mission/contracts';
+import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
 import { MissionEntity } from './mission.entity';
 
 /** The only code that reads or writes missions. Every read is filtered by tenant. */
@@ -48,5 +48,48 @@ export class MissionsRepository {
       .orderBy('m.updatedAt', 'ASC')
       .limit(limit)
       .getMany();
+  }
+
+  /** Newest first, optionally of one status, after `before` in (created_at, id) order; one extra row tells whether more follow. */
+  async page(manager: EntityManager, tenantId: string, limit: number, status?: MissionStatus, before?: CursorPosition): Promise<MissionEntity[]> {
+    const query = manager
+      .getRepository(MissionEntity)
+      .createQueryBuilder('m')
+      .where('m.tenant_id = :tenantId', { tenantId })
+      .orderBy('m.created_at', 'DESC')
+      .addOrderBy('m.id', 'DESC')
+      .limit(limit + 1);
+    if (status) query.andWhere('m.status = :status', { status });
+    if (before) query.andWhere('(m.created_at, m.id) < (:at, :id)', { at: before.at, id: before.id });
+    return query.getMany();
+  }
+
+  /** The mission an Idempotency-Key produced within the last `ttlHours`, with the hash of its request. */
+  async findIdempotencyKey(manager: EntityManager, tenantId: string, key: string, ttlHours: number): Promise<{ requestHash: string; missionId: string } | null> {
+    const rows: Array<{ request_hash: string; mission_id: string }> = await manager.query(
+      `SELECT request_hash, mission_id FROM mission.idempotency_keys
+       WHERE tenant_id = $1 AND key = $2 AND created_at > now() - make_interval(hours => $3)`,
+      [tenantId, key, ttlHours],
+    );
+    const row = rows[0];
+    return row ? { requestHash: row.request_hash, missionId: row.mission_id } : null;
+  }
+
+  /** Records (or, once expired, replaces) what an Idempotency-Key stands for. */
+  async saveIdempotencyKey(manager: EntityManager, tenantId: string, key: string, requestHash: string, missionId: string, now: Date): Promise<void> {
+    await manager.query(
+      `INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, mission_id = EXCLUDED.mission_id, created_at = EXCLUDED.created_at`,
+      [tenantId, key, requestHash, missionId, now],
+    );
+  }
+
+  /**
+   * Claims an Idempotency-Key for the rest of the transaction. False while another request with
+   * the same key is still in its transaction (the caller answers 409).
+   */
+  async tryClaimIdempotencyKey(manager: EntityManager, tenantId: string, key: string): Promise<boolean> {
+    const [row] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS claimed', [tenantId, key]);
+    return row.claimed === true;
   }
 }

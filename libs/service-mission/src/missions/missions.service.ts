@@ -1,23 +1,49 @@
-import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import { createHash, randomUUID } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
 import {
+  decodeCursor,
   DomainError,
+  encodeCursor,
+  ErrorCode,
+  FINAL_MISSION_STATUSES,
   MessageTypes,
+  MissionCancelledEvent,
   MissionQueuedEvent,
+  MissionStatusFilterSchema,
   MissionView,
+  Page,
+  PageQuerySchema,
   parseOrThrow,
+  SubmitMissionCommandSchema,
+  SubmitMissionRequest,
   SubmitMissionSchema,
   Topics,
 } from '@mission/contracts';
 import { enqueueOutbox, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
-import { MissionEntity, StoredStep } from './mission.entity';
+import { announceCompletion, skipStepsAfter } from './mission-runner';
+import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { missionView } from './mission.view';
 import { MissionsRepository } from './missions.repository';
 
-export const MISSION_SCHEMA = 'mission';
+/** How long an Idempotency-Key keeps standing for the mission it created. */
+export const IDEMPOTENCY_TTL_HOURS = 24;
 
-/** Mission lifecycle as the API sees it: submit and read, always for the current tenant. */
+const ListMissionsSchema = PageQuerySchema.extend({ status: MissionStatusFilterSchema.optional() });
+
+/** A stable fingerprint of a request: the same JSON in any key order hashes the same. */
+export function requestFingerprint(value: unknown): string {
+  const canonical = (input: unknown): unknown => {
+    if (Array.isArray(input)) return input.map(canonical);
+    if (input && typeof input === 'object') {
+      return Object.fromEntries(Object.keys(input).sort().map((key) => [key, canonical((input as Record<string, unknown>)[key])]));
+    }
+    return input;
+  };
+  return createHash('sha256').update(JSON.stringify(canonical(value))).digest('hex');
+}
+
+/** Mission lifecycle as the API sees it, always for the current tenant. */
 export class MissionsService {
   constructor(
     private readonly dataSource: DataSource,
@@ -25,10 +51,80 @@ export class MissionsService {
     private readonly afterCommit: () => void,
   ) {}
 
-  /** Stores the mission `queued` and its `mission.queued` event in one transaction. */
-  async submit(body: unknown): Promise<MissionView> {
+  /**
+   * Stores the mission `queued` with its `mission.queued` event in one transaction. With an
+   * Idempotency-Key, a repeat of the same request returns the mission the key created, another
+   * request under that key is refused (422), and one racing the original is told to retry (409).
+   */
+  async submit(command: unknown): Promise<MissionView> {
+    const { mission: body, idempotencyKey } = parseOrThrow(SubmitMissionCommandSchema, command, 'Command');
     const request = parseOrThrow(SubmitMissionSchema, body, 'Mission');
     const { tenantId } = currentTenant();
+    const stored = await tenantTransaction(this.dataSource, async (manager) => {
+      if (!idempotencyKey) return this.create(manager, tenantId, request);
+      if (!(await this.missions.tryClaimIdempotencyKey(manager, tenantId, idempotencyKey))) {
+        throw new DomainError(ErrorCode.Conflict, 'A request with this Idempotency-Key is still being processed; retry shortly');
+      }
+      const fingerprint = requestFingerprint(request);
+      const previous = await this.missions.findIdempotencyKey(manager, tenantId, idempotencyKey, IDEMPOTENCY_TTL_HOURS);
+      if (previous) {
+        if (previous.requestHash !== fingerprint) {
+          throw new DomainError(ErrorCode.IdempotencyKeyReused, 'This Idempotency-Key was used with a different request body');
+        }
+        const original = await this.missions.findForTenant(manager, tenantId, previous.missionId);
+        if (original) return original;
+      }
+      const created = await this.create(manager, tenantId, request);
+      await this.missions.saveIdempotencyKey(manager, tenantId, idempotencyKey, fingerprint, created.id, created.createdAt);
+      return created;
+    });
+    this.afterCommit();
+    return missionView(stored);
+  }
+
+  async get(id: string): Promise<MissionView> {
+    const { tenantId } = currentTenant();
+    const mission = await tenantTransaction(this.dataSource, (manager) => this.missions.findForTenant(manager, tenantId, id));
+    if (!mission) throw DomainError.notFound('Mission');
+    return missionView(mission);
+  }
+
+  /** Newest first, optionally filtered by status. */
+  async list(query: unknown): Promise<Page<MissionView>> {
+    const { limit, cursor, status } = parseOrThrow(ListMissionsSchema, query, 'Query');
+    const { tenantId } = currentTenant();
+    const rows = await tenantTransaction(this.dataSource, (manager) => this.missions.page(manager, tenantId, limit, status, cursor ? decodeCursor(cursor) : undefined));
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return {
+      items: items.map(missionView),
+      nextCursor: rows.length > limit && last ? encodeCursor({ at: last.createdAt.toISOString(), id: last.id }) : null,
+    };
+  }
+
+  /** Cancels a mission that is not final yet; its waiting approval item is closed by hit-service. */
+  async cancel(id: string): Promise<MissionView> {
+    const { tenantId } = currentTenant();
+    const mission = await tenantTransaction(this.dataSource, async (manager) => {
+      const found = await this.missions.lockForTenant(manager, tenantId, id);
+      if (!found) throw DomainError.notFound('Mission');
+      if (FINAL_MISSION_STATUSES.includes(found.status)) throw new DomainError(ErrorCode.Conflict, `The mission is already ${found.status}`);
+      const now = new Date();
+      found.status = 'cancelled';
+      found.completedAt = now;
+      found.updatedAt = now;
+      skipStepsAfter(found, -1);
+      await this.missions.save(manager, found);
+      const event: MissionCancelledEvent = { missionId: found.id };
+      await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionCancelled, key: `${tenantId}:${found.id}`, payload: event });
+      await announceCompletion(manager, found);
+      return found;
+    });
+    this.afterCommit();
+    return missionView(mission);
+  }
+
+  private async create(manager: EntityManager, tenantId: string, request: SubmitMissionRequest): Promise<MissionEntity> {
     const now = new Date();
     const steps: StoredStep[] = (request.steps ?? [{ type: 'brain.query' as const }]).map((step, index) => ({ ...step, index, status: 'pending' }));
     const mission = Object.assign(new MissionEntity(), {
@@ -46,24 +142,9 @@ export class MissionsService {
       updatedAt: now,
       completedAt: null,
     });
-    await tenantTransaction(this.dataSource, async (manager) => {
-      await this.missions.insert(manager, mission);
-      const event: MissionQueuedEvent = { missionId: mission.id };
-      await enqueueOutbox(manager, MISSION_SCHEMA, {
-        topic: Topics.missionEvents,
-        type: MessageTypes.missionQueued,
-        key: `${tenantId}:${mission.id}`,
-        payload: event,
-      });
-    });
-    this.afterCommit();
-    return missionView(mission);
-  }
-
-  async get(id: string): Promise<MissionView> {
-    const { tenantId } = currentTenant();
-    const mission = await tenantTransaction(this.dataSource, (manager) => this.missions.findForTenant(manager, tenantId, id));
-    if (!mission) throw DomainError.notFound('Mission');
-    return missionView(mission);
+    await this.missions.insert(manager, mission);
+    const event: MissionQueuedEvent = { missionId: mission.id };
+    await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionQueued, key: `${tenantId}:${mission.id}`, payload: event });
+    return mission;
   }
 }

@@ -1,0 +1,45 @@
+import { z } from 'zod';
+import { DomainError, ErrorCode } from './errors';
+
+export const PAGE_LIMITS = { min: 1, max: 100, default: 20 } as const;
+
+/** `?limit=&cursor=` of every list endpoint. */
+export const PageQuerySchema = z.strictObject({
+  limit: z.coerce.number().int().min(PAGE_LIMITS.min).max(PAGE_LIMITS.max).default(PAGE_LIMITS.default),
+  cursor: z.string().min(1).max(512).optional(),
+});
+export type PageQuery = z.output<typeof PageQuerySchema>;
+
+export interface Page<T> {
+  readonly items: readonly T[];
+  readonly nextCursor: string | null;
+}
+
+/** Where a page ends in a keyset ordering: the sort timestamp and the id that breaks ties. */
+export interface CursorPosition {
+  readonly at: string;
+  readonly id: string;
+}
+
+const CursorSchema = z.strictObject({ v: z.literal(1), at: z.iso.datetime({ offset: true }), id: z.uuid() });
+
+/**
+ * Cursors are opaque to clients (base64url JSON) and safe to tamper with: a decoded cursor is
+ * validated strictly and only ever positions a query that is already filtered by the caller's
+ * tenant, so an edited cursor can at most move within the caller's own data; a malformed one is 400.
+ */
+export function encodeCursor(position: CursorPosition): string {
+  return Buffer.from(JSON.stringify({ v: 1, at: position.at, id: position.id }), 'utf8').toString('base64url');
+}
+
+export function decodeCursor(cursor: string): CursorPosition {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+  } catch {
+    parsed = undefined;
+  }
+  const result = CursorSchema.safeParse(parsed);
+  if (!result.success) throw new DomainError(ErrorCode.ValidationFailed, 'The cursor is not valid', [{ field: 'cursor', message: 'not a cursor this API issued' }]);
+  return { at: result.data.at, id: result.data.id };
+}

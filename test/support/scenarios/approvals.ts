@@ -1,0 +1,272 @@
+import { randomUUID } from 'node:crypto';
+import { call, clientCredentialsToken, waitForMission } from '../api-client';
+import type { ScenarioContext, Tenant } from '../gateway-scenarios';
+import { expectProblem } from '../gateway-scenarios';
+
+async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Human approvals, cancellation, listing and idempotent submission, through the gateway. */
+export function describeApprovalScenarios(context: ScenarioContext): void {
+  const gateway = (): string => context.deployment.gatewayUrl;
+
+  async function submit(tenant: Tenant, body: Record<string, unknown>, headers: Record<string, string> = {}) {
+    return call(gateway(), 'POST', '/api/missions', { token: tenant.token, body, headers });
+  }
+
+  async function awaitingApproval(tenant: Tenant, missionId: string): Promise<any> {
+    return eventually(async () => {
+      const mission = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenant.token });
+      if (['succeeded', 'failed', 'rejected', 'cancelled'].includes(mission.body.status)) throw new Error(`Mission ended ${mission.body.status} instead of waiting`);
+      return mission.body.status === 'awaiting_approval' ? mission.body : undefined;
+    }, `mission ${missionId} to await approval`);
+  }
+
+  async function missionWaitingFor(tenant: Tenant, title = 'Ship it?'): Promise<{ missionId: string; hitId: string }> {
+    const submitted = await submit(tenant, {
+      title: 'Needs a human',
+      objective: 'Decide',
+      steps: [{ type: 'brain.query', query: 'before' }, { type: 'approval', title, description: 'Check the numbers' }, { type: 'brain.query', query: 'after' }],
+    });
+    expect(submitted.status).toBe(202);
+    const waiting = await awaitingApproval(tenant, submitted.body.id);
+    expect(waiting.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'running', 'pending']);
+    expect(waiting.steps[1].hitId).toEqual(expect.any(String));
+    return { missionId: submitted.body.id, hitId: waiting.steps[1].hitId };
+  }
+
+  async function pendingIds(tenant: Tenant): Promise<string[]> {
+    const ids: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page: any = await call(gateway(), 'GET', `/api/hit?limit=100${cursor ? `&cursor=${cursor}` : ''}`, { token: tenant.token });
+      expect(page.status).toBe(200);
+      ids.push(...page.body.items.map((item: { id: string }) => item.id));
+      cursor = page.body.nextCursor;
+    } while (cursor);
+    return ids;
+  }
+
+  describe('human approvals', () => {
+    it('parks a mission on its approval step, lists the item, and resumes it to success on approval', async () => {
+      const { tenantA } = context;
+      const { missionId, hitId } = await missionWaitingFor(tenantA);
+
+      const item = await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
+      expect(item.status).toBe(200);
+      expect(item.body).toMatchObject({ id: hitId, missionId, title: 'Ship it?', description: 'Check the numbers', status: 'pending' });
+      expect(await pendingIds(tenantA)).toContain(hitId);
+
+      const approved = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { comment: 'Looks right' } });
+      expect(approved.status).toBe(200);
+      expect(approved.body).toMatchObject({ id: hitId, status: 'approved', decidedBy: tenantA.clientId, comment: 'Looks right' });
+      expect(Date.parse(approved.body.decidedAt)).not.toBeNaN();
+
+      const done = await waitForMission(gateway(), tenantA.token, missionId);
+      expect(done.status).toBe('succeeded');
+      expect(done.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'succeeded', 'succeeded']);
+      expect(done.steps[1].output).toEqual({ hitId, decision: 'approved', decidedBy: tenantA.clientId, comment: 'Looks right' });
+      expect(done.result.steps).toHaveLength(3);
+      expect(done.result.steps[1]).toEqual(done.steps[1].output);
+      expect(await pendingIds(tenantA)).not.toContain(hitId);
+    });
+
+    it('ends the mission rejected when the item is rejected, skipping the later steps', async () => {
+      const { tenantA } = context;
+      const { missionId, hitId } = await missionWaitingFor(tenantA);
+      const rejected = await call(gateway(), 'POST', `/api/hit/${hitId}/reject`, { token: tenantA.token });
+      expect(rejected.status).toBe(200);
+      expect(rejected.body).toMatchObject({ status: 'rejected', decidedBy: tenantA.clientId });
+      const done = await waitForMission(gateway(), tenantA.token, missionId);
+      expect(done.status).toBe('rejected');
+      expect(done.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'failed', 'skipped']);
+      expect(done.steps[1].output).toEqual({ hitId, decision: 'rejected', decidedBy: tenantA.clientId });
+      expect(done.result).toBeUndefined();
+    });
+
+    it('decides an item once: a second decision is 409', async () => {
+      const { tenantA } = context;
+      const { hitId } = await missionWaitingFor(tenantA);
+      expect((await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token })).status).toBe(200);
+      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token }), 409, 'conflict');
+      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/reject`, { token: tenantA.token }), 409, 'conflict');
+    });
+
+    it('lets exactly one of several concurrent approvals win', async () => {
+      const { tenantA } = context;
+      const { missionId, hitId } = await missionWaitingFor(tenantA);
+      const responses = await Promise.all(Array.from({ length: 6 }, () => call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token })));
+      expect(responses.map((r) => r.status).sort()).toEqual([200, 409, 409, 409, 409, 409]);
+      const done = await waitForMission(gateway(), tenantA.token, missionId);
+      expect(done.status).toBe('succeeded');
+    });
+
+    it('cancels a waiting mission and takes its item off the pending list', async () => {
+      const { tenantA } = context;
+      const { missionId, hitId } = await missionWaitingFor(tenantA);
+      const cancelled = await call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: tenantA.token });
+      expect(cancelled.status).toBe(200);
+      expect(cancelled.body).toMatchObject({ id: missionId, status: 'cancelled', completedAt: expect.any(String) });
+      expect(cancelled.body.steps.map((s: { status: string }) => s.status)).toEqual(['succeeded', 'skipped', 'skipped']);
+      await eventually(async () => ((await pendingIds(tenantA)).includes(hitId) ? undefined : true), 'the item to leave the pending list');
+      expect((await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('cancelled');
+      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token }), 409, 'conflict');
+      expectProblem(await call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: tenantA.token }), 409, 'conflict');
+    });
+
+    it('refuses to cancel a mission that already finished', async () => {
+      const { tenantA } = context;
+      const submitted = await submit(tenantA, { title: 'Quick', objective: 'O' });
+      await waitForMission(gateway(), tenantA.token, submitted.body.id);
+      expectProblem(await call(gateway(), 'POST', `/api/missions/${submitted.body.id}/cancel`, { token: tenantA.token }), 409, 'conflict');
+    });
+
+    it('keeps items and missions of one tenant invisible and untouchable to another', async () => {
+      const { tenantA, tenantB } = context;
+      const { missionId, hitId } = await missionWaitingFor(tenantA);
+      expectProblem(await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantB.token }), 404, 'not_found');
+      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantB.token }), 404, 'not_found');
+      expectProblem(await call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: tenantB.token }), 404, 'not_found');
+      expect(await pendingIds(tenantB)).not.toContain(hitId);
+      const listedByB = await call(gateway(), 'GET', '/api/missions?limit=100', { token: tenantB.token });
+      expect(listedByB.body.items.map((m: { id: string }) => m.id)).not.toContain(missionId);
+      expect((await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('pending');
+    });
+
+    it('needs hits:approve to decide and hits:read to list', async () => {
+      const { tenantA } = context;
+      const { hitId } = await missionWaitingFor(tenantA);
+      const readOnly = await clientCredentialsToken(context.deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'hits:read missions:read');
+      const refused = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: readOnly.access_token });
+      expectProblem(refused, 403, 'insufficient_scope');
+      expect(refused.headers.get('www-authenticate')).toContain('scope="hits:approve"');
+      const noHits = await clientCredentialsToken(context.deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'missions:read');
+      expectProblem(await call(gateway(), 'GET', '/api/hit', { token: noHits.access_token }), 403, 'insufficient_scope');
+    });
+
+    it('validates decisions: comments are bounded and unknown fields refused', async () => {
+      const { tenantA } = context;
+      const { hitId } = await missionWaitingFor(tenantA);
+      const long = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { comment: 'x'.repeat(2_001) } });
+      expectProblem(long, 400, 'validation_failed');
+      const extra = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { verdict: 'yes' } });
+      expectProblem(extra, 400, 'validation_failed');
+      expect((await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('pending');
+    });
+  });
+
+  describe('listing', () => {
+    let tenantC: Tenant;
+    const missionIds: string[] = [];
+
+    beforeAll(async () => {
+      const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Tenant C', tier: 'business' } });
+      const { clientId, clientSecret } = created.body.client;
+      tenantC = { id: created.body.id, clientId, clientSecret, token: (await clientCredentialsToken(context.deployment.issuer, clientId, clientSecret)).access_token };
+      for (let n = 0; n < 7; n++) {
+        const submitted = await submit(tenantC, { title: `Approval ${n}`, objective: 'O', steps: [{ type: 'approval', title: `Decide ${n}` }] });
+        missionIds.push(submitted.body.id);
+      }
+      for (const id of missionIds) await awaitingApproval(tenantC, id);
+    }, 60_000);
+
+    it('pages through pending items oldest first, each exactly once', async () => {
+      const seen: any[] = [];
+      let cursor: string | null = null;
+      let pages = 0;
+      do {
+        const page: any = await call(gateway(), 'GET', `/api/hit?limit=3${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { token: tenantC.token });
+        expect(page.status).toBe(200);
+        expect(page.body.items.length).toBeLessThanOrEqual(3);
+        seen.push(...page.body.items);
+        cursor = page.body.nextCursor;
+        pages++;
+      } while (cursor);
+      expect(pages).toBe(3);
+      expect(seen.map((item) => item.missionId)).toEqual(missionIds);
+      expect(seen.map((item) => item.title)).toEqual(missionIds.map((_, n) => `Decide ${n}`));
+      expect(new Set(seen.map((item) => item.id)).size).toBe(7);
+      expect(seen.every((item) => item.status === 'pending')).toBe(true);
+    });
+
+    it('lists missions newest first, filtered by status, in pages that cover each once', async () => {
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: any = await call(gateway(), 'GET', `/api/missions?status=awaiting_approval&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { token: tenantC.token });
+        expect(page.status).toBe(200);
+        seen.push(...page.body.items.map((m: { id: string; status: string }) => m.id));
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      expect(seen).toEqual([...missionIds].reverse());
+      const succeeded = await call(gateway(), 'GET', '/api/missions?status=succeeded', { token: tenantC.token });
+      expect(succeeded.body).toEqual({ items: [], nextCursor: null });
+    });
+
+    it.each([
+      ['/api/hit?limit=0', 'limit'],
+      ['/api/hit?limit=101', 'limit'],
+      ['/api/hit?cursor=not-a-cursor', 'cursor'],
+      ['/api/missions?status=done', 'status'],
+      ['/api/missions?sort=asc', 'sort'],
+    ])('answers %s with 400 naming %s', async (path, field) => {
+      const response = await call(gateway(), 'GET', path, { token: tenantC.token });
+      expectProblem(response, 400, 'validation_failed');
+      expect(response.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+    });
+  });
+
+  describe('idempotent submission', () => {
+    it('returns the same mission for a repeat and refuses the key for another body', async () => {
+      const { tenantA } = context;
+      const key = `order-${randomUUID()}`;
+      const body = { title: 'Once only', objective: 'O', metadata: { a: '1', b: '2' } };
+      const first = await submit(tenantA, body, { 'idempotency-key': key });
+      const again = await submit(tenantA, { metadata: { b: '2', a: '1' }, objective: 'O', title: 'Once only' }, { 'idempotency-key': key });
+      expect(first.status).toBe(202);
+      expect(again.status).toBe(202);
+      expect(again.body.id).toBe(first.body.id);
+      expect(again.headers.get('location')).toBe(`/api/missions/${first.body.id}`);
+      expectProblem(await submit(tenantA, { ...body, title: 'Something else' }, { 'idempotency-key': key }), 422, 'idempotency_key_reused');
+      // Keys belong to a tenant: the same key elsewhere is a new mission.
+      const other = await submit(context.tenantB, body, { 'idempotency-key': key });
+      expect(other.status).toBe(202);
+      expect(other.body.id).not.toBe(first.body.id);
+    });
+
+    it('creates one mission for concurrent requests under one key; the others get it or 409', async () => {
+      const { tenantA } = context;
+      const key = `burst-${randomUUID()}`;
+      const responses = await Promise.all(Array.from({ length: 8 }, () => submit(tenantA, { title: 'Burst', objective: 'O' }, { 'idempotency-key': key })));
+      const accepted = responses.filter((r) => r.status === 202);
+      expect(accepted.length).toBeGreaterThan(0);
+      expect(new Set(accepted.map((r) => r.body.id)).size).toBe(1);
+      for (const refused of responses.filter((r) => r.status !== 202)) expectProblem(refused, 409, 'conflict');
+    });
+
+    it('refuses a malformed Idempotency-Key', async () => {
+      const response = await submit(context.tenantA, { title: 'T', objective: 'O' }, { 'idempotency-key': 'has space' });
+      expectProblem(response, 400, 'validation_failed');
+    });
+  });
+
+  describe('mission validation', () => {
+    it.each([
+      ['an empty step list', { steps: [] }, 'steps'],
+      ['an unknown step type', { steps: [{ type: 'shell' }] }, 'steps.0.type'],
+      ['an approval without a title', { steps: [{ type: 'approval' }] }, 'steps.0.title'],
+      ['more than 20 steps', { steps: Array.from({ length: 21 }, () => ({ type: 'brain.query' })) }, 'steps'],
+    ])('refuses %s with 400', async (_label, extra, field) => {
+      const response = await submit(context.tenantA, { title: 'T', objective: 'O', ...extra });
+      expectProblem(response, 400, 'validation_failed');
+      expect(response.body.errors.map((e: { field: string }) => e.field)).toContain(field);
+    });
+  });
+}
