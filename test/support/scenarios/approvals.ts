@@ -170,11 +170,12 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Tenant C', tier: 'business' } });
       const { clientId, clientSecret } = created.body.client;
       tenantC = { id: created.body.id, clientId, clientSecret, token: (await clientCredentialsToken(context.deployment.issuer, clientId, clientSecret)).access_token };
+      // One at a time, so the items' creation order (the list's order) is the submission order.
       for (let n = 0; n < 7; n++) {
         const submitted = await submit(tenantC, { title: `Approval ${n}`, objective: 'O', steps: [{ type: 'approval', title: `Decide ${n}` }] });
         missionIds.push(submitted.body.id);
+        await awaitingApproval(tenantC, submitted.body.id);
       }
-      for (const id of missionIds) await awaitingApproval(tenantC, id);
     }, 60_000);
 
     it('pages through pending items oldest first, each exactly once', async () => {
