@@ -1,0 +1,184 @@
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { Client } from 'pg';
+import { MessageTypes, Topics } from '@mission/contracts';
+import { KafkaBus } from '@mission/messaging';
+import { runWithTenant } from '@mission/tenant-context';
+import { call, clientCredentialsToken } from '../support/api-client';
+import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
+import { REPO_ROOT } from '../support/processes';
+
+const FINAL = ['succeeded', 'failed', 'rejected', 'cancelled'];
+const silent = { warn: () => undefined, error: () => undefined };
+
+/**
+ * Faults against the separate-process deployment: a crashed mission-service, duplicated Kafka
+ * messages and a Kafka outage must not lose, repeat or strand any accepted mission.
+ */
+describe('Fault tolerance of the distributed deployment', () => {
+  const brokers = process.env.KAFKA_BROKERS ?? '';
+  let stack: DistributedStack;
+  let db: Client;
+  let tenant: { id: string; token: string };
+
+  async function mission(id: string): Promise<any> {
+    const response = await call(stack.gatewayUrl, 'GET', `/api/missions/${id}`, { token: tenant.token });
+    if (response.status !== 200) throw new Error(`GET mission ${id}: ${response.status} ${JSON.stringify(response.body)}`);
+    return response.body;
+  }
+
+  async function waitAll(ids: readonly string[], accept: (m: any) => boolean, what: string, timeoutMs = 90_000): Promise<any[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const missions = await Promise.all(ids.map(async (id) => mission(id).catch(() => undefined)));
+      if (missions.every((m) => m && accept(m))) return missions;
+      if (Date.now() > deadline) {
+        const stuck = missions.filter((m) => !m || !accept(m)).map((m) => (m ? `${m.id}:${m.status}` : 'unreadable'));
+        throw new Error(`Timed out waiting for ${what}; not there: ${stuck.slice(0, 10).join(', ')} (${stuck.length})`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+
+  async function submit(steps: unknown[]): Promise<{ status: number; id?: string }> {
+    const response = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: tenant.token, body: { title: 'Fault test', objective: 'Survive', steps } });
+    return { status: response.status, id: response.status === 202 ? response.body.id : undefined };
+  }
+
+  async function approveAll(ids: readonly string[]): Promise<void> {
+    const waiting = await waitAll(ids, (m) => m.status === 'awaiting_approval', 'missions to await approval');
+    for (const m of waiting) {
+      const hitId = m.steps.find((s: { type: string }) => s.type === 'approval').hitId;
+      const response = await call(stack.gatewayUrl, 'POST', `/api/hit/${hitId}/approve`, { token: tenant.token });
+      expect(response.status).toBe(200);
+    }
+  }
+
+  async function completionsPerMission(ids: readonly string[]): Promise<Map<string, number>> {
+    const { rows } = await db.query(
+      `SELECT payload->>'missionId' AS id, count(*)::int AS n FROM mission.outbox WHERE type = $1 AND payload->>'missionId' = ANY($2) GROUP BY 1`,
+      [MessageTypes.missionCompleted, ids],
+    );
+    return new Map(rows.map((row: { id: string; n: number }) => [row.id, row.n]));
+  }
+
+  async function hitItemsPerMission(ids: readonly string[]): Promise<number[]> {
+    const { rows } = await db.query(`SELECT mission_id, count(*)::int AS n FROM hit.hit_items WHERE mission_id = ANY($1) GROUP BY 1`, [ids]);
+    return rows.map((row: { n: number }) => row.n);
+  }
+
+  beforeAll(async () => {
+    if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
+    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    db = new Client({ connectionString: stack.database.url });
+    await db.connect();
+    const adminToken = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
+    const created = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Faults', tier: 'enterprise', rpm: 100_000 } });
+    const { clientId, clientSecret } = created.body.client;
+    tenant = { id: created.body.id, token: (await clientCredentialsToken(stack.issuer, clientId, clientSecret)).access_token };
+  }, 180_000);
+
+  afterAll(async () => {
+    await db?.end();
+    if (stack) expect(await stack.stop()).toEqual([]);
+  }, 120_000);
+
+  it('finishes every mission exactly once after mission-service is killed mid-flight', async () => {
+    const approvals = await Promise.all(Array.from({ length: 8 }, () => submit([{ type: 'brain.query' }, { type: 'approval', title: 'Go?' }, { type: 'brain.query' }])));
+    const plain = await Promise.all(Array.from({ length: 12 }, () => submit([{ type: 'brain.query' }, { type: 'brain.query' }, { type: 'brain.query' }])));
+    expect([...approvals, ...plain].every((r) => r.status === 202)).toBe(true);
+
+    await stack.restart('mission-service', 'SIGKILL');
+
+    const approvalIds = approvals.map((r) => r.id ?? '');
+    const plainIds = plain.map((r) => r.id ?? '');
+    await approveAll(approvalIds);
+    const done = await waitAll([...approvalIds, ...plainIds], (m) => FINAL.includes(m.status), 'every mission to finish');
+
+    const report = {
+      submitted: done.length,
+      completed: done.filter((m) => m.status === 'succeeded').length,
+      duplicated: [...(await completionsPerMission(done.map((m) => m.id))).values()].filter((n) => n > 1).length,
+      lost: done.filter((m) => m.status !== 'succeeded').length,
+    };
+    process.stdout.write(`fault report (crash): ${JSON.stringify(report)}\n`);
+    expect(report).toEqual({ submitted: 20, completed: 20, duplicated: 0, lost: 0 });
+    expect(done.every((m) => m.steps.every((s: { status: string }) => s.status === 'succeeded'))).toBe(true);
+    expect(await hitItemsPerMission(approvalIds)).toEqual(approvalIds.map(() => 1));
+  }, 240_000);
+
+  it('changes nothing when Kafka delivers the same messages twice', async () => {
+    const first = await submit([{ type: 'approval', title: 'Twice?' }, { type: 'brain.query' }]);
+    const id = first.id ?? '';
+    const [waiting] = await waitAll([id], (m) => m.status === 'awaiting_approval', 'the mission to await approval');
+    const hitId = waiting.steps[0].hitId;
+
+    const bus = new KafkaBus({ brokers: brokers.split(','), clientId: 'fault-test', logger: silent });
+    await bus.start();
+    try {
+      // A second mission.queued for a mission already waiting must not create a second item.
+      await runWithTenant({ tenantId: tenant.id }, () =>
+        bus.publish(Topics.missionEvents, { type: MessageTypes.missionQueued, key: `${tenant.id}:${id}`, payload: { missionId: id } }),
+      );
+      const approved = await call(stack.gatewayUrl, 'POST', `/api/hit/${hitId}/approve`, { token: tenant.token });
+      expect(approved.status).toBe(200);
+      const [done] = await waitAll([id], (m) => FINAL.includes(m.status), 'the mission to finish');
+      // Replay the very same hit.decided (same message id) once more.
+      const { rows } = await db.query(`SELECT id, payload FROM hit.outbox WHERE type = $1 AND payload->>'hitId' = $2`, [MessageTypes.hitDecided, hitId]);
+      expect(rows).toHaveLength(1);
+      await runWithTenant({ tenantId: tenant.id }, () =>
+        bus.publish(Topics.hitEvents, { id: rows[0].id, type: MessageTypes.hitDecided, key: `${tenant.id}:${id}`, payload: rows[0].payload }),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      const after = await mission(id);
+      expect(after).toEqual(done);
+      expect(after.status).toBe('succeeded');
+      expect(await hitItemsPerMission([id])).toEqual([1]);
+      expect((await completionsPerMission([id])).get(id)).toBe(1);
+      const processed = await db.query(`SELECT count(*)::int AS n FROM mission.processed_messages WHERE message_id = $1`, [rows[0].id]);
+      expect(processed.rows[0].n).toBe(1);
+    } finally {
+      await bus.close();
+    }
+  }, 120_000);
+
+  it('loses no accepted mission when Kafka stops for a few seconds during submissions', async () => {
+    const kafka = (command: string): void => {
+      execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, stdio: 'ignore' });
+    };
+    const accepted: string[] = [];
+    const outcomes: number[] = [];
+    let submitting = true;
+    const submitter = (async () => {
+      while (submitting) {
+        const result = await submit([{ type: 'brain.query' }]).catch(() => ({ status: 0, id: undefined }));
+        outcomes.push(result.status);
+        if (result.id) accepted.push(result.id);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+    })();
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    kafka('stop');
+    await new Promise((resolve) => setTimeout(resolve, 4_000));
+    kafka('start');
+    await new Promise((resolve) => setTimeout(resolve, 3_000));
+    submitting = false;
+    await submitter;
+
+    const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the outage', 120_000);
+    const report = {
+      submitted: outcomes.length,
+      accepted: accepted.length,
+      refused: outcomes.filter((status) => status !== 202).length,
+      completed: done.filter((m) => m.status === 'succeeded').length,
+      duplicated: [...(await completionsPerMission(accepted)).values()].filter((n) => n > 1).length,
+      lost: accepted.length - done.filter((m) => m.status === 'succeeded').length,
+    };
+    process.stdout.write(`fault report (Kafka outage): ${JSON.stringify(report)}\n`);
+    expect(report.accepted).toBeGreaterThan(0);
+    expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);
+    expect(report.completed).toBe(report.accepted);
+    expect(report.duplicated).toBe(0);
+    expect(report.lost).toBe(0);
+  }, 300_000);
+});

@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { createTestDatabase, freePort, TestDatabase } from '@mission/persistence';
+import { RunningProcess, startProcess, waitUntilReady } from './processes';
+
+export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'gateway';
+
+export interface DistributedStack {
+  readonly gatewayUrl: string;
+  readonly issuer: string;
+  readonly admin: { readonly clientId: string; readonly clientSecret: string };
+  readonly database: TestDatabase;
+  /** The running process of an app (replaced by restart()). */
+  process(name: AppName): RunningProcess;
+  /** Stops an app (SIGTERM, or SIGKILL for a crash) and starts it again with the same environment. */
+  restart(name: AppName, signal?: NodeJS.Signals): Promise<void>;
+  /** Stops every app; resolves with the names of those that did not exit cleanly. */
+  stop(): Promise<string[]>;
+}
+
+/**
+ * The five deployables as separate processes, talking only over Kafka, on a fresh PostgreSQL
+ * database: the production topology on one machine.
+ */
+export async function startDistributedStack(brokers: string, adminPostgresUrl: string): Promise<DistributedStack> {
+  const database = await createTestDatabase(adminPostgresUrl);
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
+  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  const issuer = `http://127.0.0.1:${idpPort}`;
+  const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
+  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1' };
+
+  const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string }> = {
+    idp: {
+      entry: 'apps/idp/src/main.ts',
+      env: {
+        ...common,
+        PORT: String(idpPort),
+        IDP_ISSUER: issuer,
+        GATEWAY_AUDIENCE: gatewayUrl,
+        DATABASE_URL: database.url,
+        DATA_DIR: dataDir,
+        ADMIN_CLIENT_ID: admin.clientId,
+        ADMIN_CLIENT_SECRET: admin.clientSecret,
+      },
+      ready: `${issuer}/health/ready`,
+    },
+    'mission-service': {
+      entry: 'apps/mission-service/src/main.ts',
+      env: { ...common, HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url },
+      ready: `http://127.0.0.1:${missionHealth}/health/ready`,
+    },
+    'brain-service': {
+      entry: 'apps/brain-service/src/main.ts',
+      env: { ...common, HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url },
+      ready: `http://127.0.0.1:${brainHealth}/health/ready`,
+    },
+    'hit-service': {
+      entry: 'apps/hit-service/src/main.ts',
+      env: { ...common, HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url },
+      ready: `http://127.0.0.1:${hitHealth}/health/ready`,
+    },
+    gateway: {
+      entry: 'apps/gateway/src/main.ts',
+      env: { ...common, PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer },
+      ready: `${gatewayUrl}/health/ready`,
+    },
+  };
+  const names = Object.keys(apps) as AppName[];
+  const running = new Map<AppName, RunningProcess>(names.map((name) => [name, startProcess(name, apps[name].entry, apps[name].env)]));
+
+  const cleanup = async (): Promise<string[]> => {
+    const codes = await Promise.all([...running.values()].map(async (child) => [child.name, await child.stop()] as const));
+    await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
+    return codes.filter(([, code]) => code !== 0).map(([name]) => name);
+  };
+
+  try {
+    await Promise.all(names.map((name) => waitUntilReady(apps[name].ready, [...running.values()], 120_000)));
+  } catch (error) {
+    await Promise.all([...running.values()].map((child) => child.stop('SIGKILL')));
+    await database.drop();
+    await rm(dataDir, { recursive: true, force: true });
+    throw error;
+  }
+
+  return {
+    gatewayUrl,
+    issuer,
+    admin,
+    database,
+    process: (name) => {
+      const child = running.get(name);
+      if (!child) throw new Error(`No process ${name}`);
+      return child;
+    },
+    restart: async (name, signal = 'SIGTERM') => {
+      await running.get(name)?.stop(signal);
+      const child = startProcess(name, apps[name].entry, apps[name].env);
+      running.set(name, child);
+      await waitUntilReady(apps[name].ready, [child], 120_000);
+    },
+    stop: cleanup,
+  };
+}
