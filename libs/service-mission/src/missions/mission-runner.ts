@@ -1,4 +1,4 @@
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource } from 'typeorm';
 import {
   BrainQueryResult,
   DomainError,
@@ -8,15 +8,15 @@ import {
   HitView,
   MessageTypes,
   MISSION_LIMITS,
-  MissionCompletedEvent,
   MissionError,
   MissionQueuedEvent,
   Topics,
 } from '@mission/contracts';
 import { IncomingMessage, MessageBus } from '@mission/messaging';
-import { enqueueOutbox, markProcessed, tenantTransaction } from '@mission/persistence';
+import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
+import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MissionsRepository } from './missions.repository';
 
 const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
@@ -30,16 +30,6 @@ type StepOutcome =
   | { readonly kind: 'succeeded'; readonly output: Record<string, unknown> }
   | { readonly kind: 'failed'; readonly error: MissionError }
   | { readonly kind: 'waiting'; readonly hitId: string };
-
-/** Enqueues `mission.completed` in the transaction that made the mission final. */
-export async function announceCompletion(manager: EntityManager, mission: MissionEntity): Promise<void> {
-  const event: MissionCompletedEvent = { missionId: mission.id, status: mission.status, completedAt: (mission.completedAt ?? mission.updatedAt).toISOString() };
-  await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionCompleted, key: `${mission.tenantId}:${mission.id}`, payload: event });
-}
-
-export function skipStepsAfter(mission: MissionEntity, index: number): void {
-  mission.steps.filter((later) => later.index > index && (later.status === 'pending' || later.status === 'running')).forEach((later) => (later.status = 'skipped'));
-}
 
 /**
  * Executes missions step by step. Progress is saved after every step, so a redelivered event or

@@ -21,7 +21,7 @@ import {
 } from '@mission/contracts';
 import { enqueueOutbox, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
-import { announceCompletion, skipStepsAfter } from './mission-runner';
+import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { missionView } from './mission.view';
 import { MissionsRepository } from './missions.repository';

@@ -1,0 +1,15 @@
+import { EntityManager } from 'typeorm';
+import { MessageTypes, MissionCompletedEvent, Topics } from '@mission/contracts';
+import { enqueueOutbox } from '@mission/persistence';
+import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
+
+/** Enqueues `mission.completed` in the transaction that made the mission final. */
+export async function announceCompletion(manager: EntityManager, mission: MissionEntity): Promise<void> {
+  const event: MissionCompletedEvent = { missionId: mission.id, status: mission.status, completedAt: (mission.completedAt ?? mission.updatedAt).toISOString() };
+  await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionCompleted, key: `${mission.tenantId}:${mission.id}`, payload: event });
+}
+
+/** Marks every step after `index` that has not run as skipped (the mission ended early). */
+export function skipStepsAfter(mission: MissionEntity, index: number): void {
+  mission.steps.filter((later) => later.index > index && (later.status === 'pending' || later.status === 'running')).forEach((later) => (later.status = 'skipped'));
+}
