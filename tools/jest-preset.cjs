@@ -29,7 +29,7 @@ module.exports = {
       },
     ],
   },
-  // jose ships only ES modules; compile it to CommonJS like our own sources.
-  transformIgnorePatterns: ['/node_modules/(?!jose/)'],
+  // jose and stemmer ship only ES modules; compile them to CommonJS like our own sources.
+  transformIgnorePatterns: ['/node_modules/(?!(jose|stemmer)/)'],
   moduleFileExtensions: ['ts', 'js', 'json'],
 };

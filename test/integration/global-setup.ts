@@ -1,7 +1,19 @@
 import { execFileSync } from 'node:child_process';
+import net from 'node:net';
 import path from 'node:path';
 
 const root = path.join(__dirname, '..', '..');
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no free port'))));
+    });
+  });
+}
 
 function run(script: string, ...args: string[]): string {
   return execFileSync(process.execPath, [path.join(root, 'scripts', 'infra', script), ...args], {
@@ -11,10 +23,17 @@ function run(script: string, ...args: string[]): string {
   });
 }
 
-/** Ensures PostgreSQL and Redis are up and starts a fresh single-node Kafka broker for this run. */
+/** Ensures PostgreSQL, Redis and Chromium are there and starts a fresh single-node Kafka broker for this run. */
 export default async function globalSetup(): Promise<void> {
   run('services.mjs', 'ensure');
+  // The sign-in test drives Debian's Chromium; installed here (apt-get) when missing.
+  run('chromium.mjs', 'ensure');
   if (!process.env.KAFKA_BROKERS) {
+    // A broker of this run's own (ports and state directory), so that two runs on one machine
+    // never restart or stop each other's broker.
+    process.env.KAFKA_PORT ??= String(await freePort());
+    process.env.KAFKA_CONTROLLER_PORT ??= String(await freePort());
+    process.env.KAFKA_STATE_DIR ??= path.join(root, '.data', `kafka-run-${process.pid}`);
     const output = run('kafka.mjs', 'start', '--fresh');
     const brokers = /KAFKA_BROKERS=(\S+)/.exec(output)?.[1];
     if (!brokers) throw new Error(`Kafka did not report its address:\n${output}`);

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createTestDatabase, freePort, TestDatabase } from '@mission/persistence';
 import { RunningProcess, startProcess, waitUntilReady } from './processes';
+import { testSigningKeyEnv } from './test-signing-key';
 
 export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'gateway';
 
@@ -45,6 +46,7 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
         DATA_DIR: dataDir,
         ADMIN_CLIENT_ID: admin.clientId,
         ADMIN_CLIENT_SECRET: admin.clientSecret,
+        ...testSigningKeyEnv(),
       },
       ready: `${issuer}/health/ready`,
     },
@@ -55,7 +57,7 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
     },
     'brain-service': {
       entry: 'apps/brain-service/src/main.ts',
-      env: { ...common, HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url },
+      env: { ...common, HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url, BRAIN_INDEX_KEY: randomBytes(32).toString('base64') },
       ready: `http://127.0.0.1:${brainHealth}/health/ready`,
     },
     'hit-service': {
@@ -65,7 +67,7 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
     },
     gateway: {
       entry: 'apps/gateway/src/main.ts',
-      env: { ...common, PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer },
+      env: { ...common, PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
       ready: `${gatewayUrl}/health/ready`,
     },
   };

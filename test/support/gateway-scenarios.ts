@@ -2,6 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { call, clientCredentialsToken, waitForMission } from './api-client';
 import { describeApprovalScenarios } from './scenarios/approvals';
+import { describeBrainScenarios } from './scenarios/brain';
+import { describeIsolationScenarios } from './scenarios/isolation';
+import { describeOperatorScenarios } from './scenarios/operator';
+import { describeRateLimitScenarios } from './scenarios/rate-limits';
 
 export interface Deployment {
   readonly gatewayUrl: string;
@@ -249,6 +253,10 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     });
 
     describeApprovalScenarios(context);
+    describeBrainScenarios(context);
+    describeOperatorScenarios(context);
+    describeIsolationScenarios(context);
+    describeRateLimitScenarios(context);
 
     describe('operations', () => {
       it('reports liveness and readiness with details', async () => {

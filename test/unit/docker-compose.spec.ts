@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { ServiceConfigSchema } from '@mission/runtime';
+import { BrainServiceConfigSchema } from '@mission/service-brain';
 import { GatewayConfigSchema } from '@mission/service-gateway';
 import { IdpConfigSchema } from '@mission/service-idp';
 
@@ -27,7 +28,7 @@ const APPS: ReadonlyArray<{ readonly service: string; readonly app: string; read
   { service: 'gateway', app: 'gateway', schema: GatewayConfigSchema },
   { service: 'idp', app: 'idp', schema: IdpConfigSchema },
   { service: 'mission-service', app: 'mission-service', schema: ServiceConfigSchema },
-  { service: 'brain-service', app: 'brain-service', schema: ServiceConfigSchema },
+  { service: 'brain-service', app: 'brain-service', schema: BrainServiceConfigSchema },
   { service: 'hit-service', app: 'hit-service', schema: ServiceConfigSchema },
 ];
 
@@ -48,9 +49,12 @@ function environmentOf(service: string): Record<string, string> {
   return keyValues(compose.services[service]?.environment);
 }
 
-/** Replaces `${VAR}` / `${VAR:?message}` / `${VAR:-default}` as compose would, with a stand-in secret. */
+/**
+ * Replaces `${VAR}` / `${VAR:?message}` / `${VAR:-default}` as compose would, with a stand-in
+ * secret shaped like a generated one (base64url of 32 bytes), which also fits inside a URL.
+ */
 function interpolate(value: string): string {
-  return value.replace(/\$\{([A-Z0-9_]+)(?::?[-?][^}]*)?\}/g, (_, name: string) => `${name.toLowerCase().replace(/_/g, '-')}-stand-in-value`);
+  return value.replace(/\$\{([A-Z0-9_]+)(?::?[-?][^}]*)?\}/g, (_, name: string) => Buffer.from(`${name}-stand-in`.padEnd(32, '.')).toString('base64url'));
 }
 
 function requiredKeys(schema: ConfigSchema): string[] {

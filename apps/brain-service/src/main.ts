@@ -1,8 +1,9 @@
+import { loadConfig } from '@mission/config';
 import { runService } from '@mission/runtime';
-import { startBrainService } from '@mission/service-brain';
+import { BrainServiceConfigSchema, startBrainService } from '@mission/service-brain';
 
 runService({
   name: 'brain-service',
-  needsDatabase: false,
-  start: ({ bus }) => startBrainService({ bus }),
+  needsDatabase: true,
+  start: ({ bus, config }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
 });

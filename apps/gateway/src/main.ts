@@ -21,6 +21,7 @@ async function main(): Promise<void> {
     bus,
     logger,
     trustProxy: config.TRUST_PROXY,
+    rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
   });
   await app.listen(config.PORT, config.HOST);
   logger.info({ port: config.PORT }, 'Gateway listening');

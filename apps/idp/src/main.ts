@@ -2,7 +2,7 @@ import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
 import { contextLogger, createLogger, onShutdownSignal, platformTopics } from '@mission/runtime';
-import { IdpConfigSchema, startIdp } from '@mission/service-idp';
+import { IdpConfigSchema, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
 async function main(): Promise<void> {
@@ -24,6 +24,7 @@ async function main(): Promise<void> {
     dataDir: path.resolve(config.DATA_DIR),
     adminClient: { clientId: config.ADMIN_CLIENT_ID, clientSecret: config.ADMIN_CLIENT_SECRET },
     logger: contextLogger(logger),
+    testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
   });
   try {
     await bus.start();

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
+import { IndexSecretSchema } from '@mission/service-brain';
 
 const StandaloneConfigSchema = z
   .object({
@@ -11,7 +12,12 @@ const StandaloneConfigSchema = z
     DATA_DIR: z.string().default('./.data'),
     DATABASE_URL: env.url(['postgres', 'postgresql']).optional(),
     KAFKA_BROKERS: env.hostPorts().optional(),
+    BRAIN_INDEX_KEY: IndexSecretSchema.optional(),
+    REDIS_URL: env.url(['redis', 'rediss']).optional(),
+    GATEWAY_REPLICAS: env.positiveInt(1),
+    RATE_LIMITS: z.enum(['on', 'off']).default('on'),
     LOG_LEVEL: env.logLevel(),
+    IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
   })
   .transform((config) => {
     const localHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;

@@ -1,13 +1,12 @@
 import path from 'node:path';
-import { Topics, TOPIC_PARTITIONS } from '@mission/contracts';
 import { createGateway } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
-import { resolveAdminCredentials, startIdp } from '@mission/service-idp';
+import { parseTestPublishedKeys, resolveAdminCredentials, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/messaging';
-import { startBrainService } from '@mission/service-brain';
+import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { contextLogger, Logger } from '@mission/runtime';
+import { contextLogger, Logger, platformTopics } from '@mission/runtime';
 import { StandaloneConfig } from './standalone.config';
 
 export interface StandaloneHandle {
@@ -22,7 +21,7 @@ function createBus(config: StandaloneConfig, logger: Logger): MessageBus {
   return new KafkaBus({
     brokers: config.KAFKA_BROKERS,
     clientId: 'standalone',
-    topics: Object.values(Topics).map((name) => ({ name, partitions: TOPIC_PARTITIONS[name] })),
+    topics: platformTopics(),
     logger: busLogger,
   });
 }
@@ -66,11 +65,12 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       dataDir,
       adminClient: { clientId: admin.clientId, clientSecret: admin.clientSecret },
       logger: contextLogger(logger.child({ component: 'idp' })),
+      testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     });
     stops.push(() => idp.stop());
     const missions = await startMissionService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'mission-service' })) });
     stops.push(() => missions.stop());
-    const brain = await startBrainService({ bus });
+    const brain = await startBrainService({ databaseUrl, bus, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
     stops.push(() => brain.stop());
     const hits = await startHitService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'hit-service' })) });
     stops.push(() => hits.stop());
@@ -85,8 +85,10 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       issuer: config.IDP_ISSUER,
       bus,
       logger: logger.child({ component: 'gateway' }),
+      rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
       readiness: async () => ({
         database: await missions.ready(),
+        brain: await brain.ready(),
         identityProvider: await idp.ready(),
       }),
     });

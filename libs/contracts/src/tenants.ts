@@ -29,10 +29,98 @@ export const CreateTenantSchema = z
   });
 export type CreateTenantRequest = z.output<typeof CreateTenantSchema>;
 
+/**
+ * Body of `PATCH /admin/tenants/:id`. Whether rpm is required or allowed depends on the tier the
+ * tenant ends up with, which the identity provider checks against the stored tenant.
+ */
+export const UpdateTenantSchema = z
+  .strictObject({
+    tier: z.enum(TIERS).optional(),
+    rpm: z.int().min(1).max(MAX_ENTERPRISE_RPM).optional(),
+  })
+  .refine((value) => value.tier !== undefined || value.rpm !== undefined, { message: 'give tier, rpm or both' })
+  .superRefine((value, ctx) => {
+    if (value.tier !== undefined && value.tier !== 'enterprise' && value.rpm !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['rpm'], message: 'rpm can only be set for the enterprise tier' });
+    }
+  });
+export type UpdateTenantRequest = z.output<typeof UpdateTenantSchema>;
+
+/** Payload of `identity.tenant.update`: the tenant id and the validated patch. */
+export const UpdateTenantCommandSchema = z.strictObject({ id: z.string().min(1).max(200), patch: z.unknown() });
+
+const TenantScopeListSchema = z
+  .array(z.enum(TENANT_SCOPES))
+  .min(1, 'give at least one scope, or leave scopes out for all six')
+  .max(TENANT_SCOPES.length)
+  .refine((scopes) => new Set(scopes).size === scopes.length, { message: 'scopes must not repeat' });
+
+/** Redirect URIs of a client that signs users in (authorization_code): absolute http(s), no fragment. */
+const RedirectUriSchema = z
+  .string()
+  .max(2_000)
+  .refine((value) => {
+    const url = URL.parse(value);
+    return url !== null && (url.protocol === 'https:' || url.protocol === 'http:') && url.hash === '' && !url.username && !url.password;
+  }, 'must be an absolute http(s) URI without fragment or credentials');
+
+/** Body of `POST /admin/tenants/:id/clients`. A client with redirect URIs may also sign users in. */
+export const CreateClientSchema = z.strictObject({
+  scopes: TenantScopeListSchema.optional(),
+  redirectUris: z.array(RedirectUriSchema).min(1).max(10).optional(),
+});
+export type CreateClientRequest = z.output<typeof CreateClientSchema>;
+
+export const USER_PASSWORD_MIN_LENGTH = 12;
+export const USER_PASSWORD_MAX_LENGTH = 1_024;
+
+/** Body of `POST /admin/tenants/:id/users`. Usernames are unique within a tenant, case-insensitively. */
+const UsernameSchema = z
+  .string()
+  .trim()
+  .min(1)
+  .max(100)
+  .regex(/^[A-Za-z0-9._@+-]+$/, 'letters, digits and . _ @ + - only');
+
+export const CreateUserSchema = z.strictObject({
+  username: UsernameSchema,
+  password: z
+    .string()
+    .min(USER_PASSWORD_MIN_LENGTH, `at least ${USER_PASSWORD_MIN_LENGTH} characters`)
+    .max(USER_PASSWORD_MAX_LENGTH, `at most ${USER_PASSWORD_MAX_LENGTH} characters`),
+  scopes: TenantScopeListSchema.optional(),
+});
+export type CreateUserRequest = z.output<typeof CreateUserSchema>;
+
+/**
+ * Payload of `identity.user.create`. The gateway hashes the password before it goes on the bus,
+ * so no broker log or replay ever holds it; the idp checks the hash's form and stores it.
+ */
+export const CreateUserCommandSchema = z.strictObject({
+  tenantId: z.string().min(1).max(200),
+  username: UsernameSchema,
+  passwordHash: z.string().min(1).max(512),
+  scopes: TenantScopeListSchema.optional(),
+});
+export type CreateUserCommand = z.output<typeof CreateUserCommandSchema>;
+
+/** Payload of `identity.client.create`: the tenant id and the body. */
+export const TenantSubresourceCommandSchema = z.strictObject({ tenantId: z.string().min(1).max(200), body: z.unknown() });
+
 export interface ClientCredentialsView {
   readonly clientId: string;
   readonly clientSecret: string;
   readonly scopes: readonly (typeof TENANT_SCOPES)[number][];
+  readonly redirectUris?: readonly string[];
+}
+
+/** A tenant's user, as the operator API shows it: never the password or its hash. */
+export interface UserView {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly username: string;
+  readonly scopes: readonly (typeof TENANT_SCOPES)[number][];
+  readonly createdAt: string;
 }
 
 export interface TenantView {

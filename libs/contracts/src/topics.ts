@@ -23,14 +23,29 @@ export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
   [Topics.hitEvents]: 6,
 };
 
+/**
+ * Topics whose messages may exceed Kafka's default limit of about 1 MiB, with the largest message
+ * they accept (the topic's `max.message.bytes`): brain requests carry documents of up to 10 MiB.
+ */
+export const TOPIC_MAX_MESSAGE_BYTES: Readonly<Partial<Record<Topic, number>>> = {
+  [Topics.brainRequests]: 16 * 1024 * 1024,
+};
+
 export const MessageTypes = {
   tenantCreate: 'identity.tenant.create',
   tenantGet: 'identity.tenant.get',
+  tenantUpdate: 'identity.tenant.update',
+  clientCreate: 'identity.client.create',
+  userCreate: 'identity.user.create',
   missionSubmit: 'mission.submit',
   missionGet: 'mission.get',
   missionList: 'mission.list',
   missionCancel: 'mission.cancel',
   brainQuery: 'brain.query',
+  brainDocumentIngest: 'brain.document.ingest',
+  brainDocumentList: 'brain.document.list',
+  brainDocumentGet: 'brain.document.get',
+  brainDocumentDelete: 'brain.document.delete',
   hitCreate: 'hit.create',
   hitGet: 'hit.get',
   hitListPending: 'hit.list_pending',

@@ -4,8 +4,13 @@
  *
  * Semantics every adapter keeps:
  * - Payloads cross the bus as JSON: a handler never sees the sender's objects.
- * - The current tenant (tenant-context) travels in the `tenant-id` header and is restored
- *   around every handler.
+ * - The current tenant (tenant-context) travels in the `tenant-id` header, the current trace in
+ *   `traceparent` (W3C).
+ * - Tenancy is declared per registration (HandlerOptions): a tenant handler (the default) runs
+ *   in the tenant its message carries, and a message without a valid tenant is refused — a
+ *   request is answered with `internal_error`, and requests and events alike go to `<topic>.dlq`
+ *   with the reason; the handler never sees it. An operator handler serves platform-level
+ *   messages (the identity provider's) and always runs outside any tenant context.
  * - Requests: one handler of the serving group answers; a DomainError thrown there is rethrown
  *   to the caller with its code; any other failure becomes `internal_error` without details.
  *   A request unanswered within its timeout fails with `dependency_unavailable`.
@@ -45,6 +50,18 @@ export interface IncomingMessage<T = unknown> {
 }
 
 export type RequestHandler = (message: IncomingMessage) => Promise<unknown>;
+
+/** Whom the handlers of a registration act for. */
+export type Tenancy = 'tenant' | 'operator';
+
+export interface HandlerOptions {
+  /**
+   * `tenant` (the default, so a forgotten declaration fails closed): every message must carry a
+   * valid `tenant-id` header. `operator`: platform messages, handled outside any tenant context
+   * (a tenant header, if present, is not restored).
+   */
+  readonly tenancy?: Tenancy;
+}
 export type EventHandler = (message: IncomingMessage) => Promise<void>;
 
 export interface RequestOptions {
@@ -70,9 +87,9 @@ export interface BusHealth {
 
 export interface MessageBus {
   /** Answers requests of `topic` as part of consumer `group`. Register before start(). */
-  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>): void;
+  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options?: HandlerOptions): void;
   /** Delivers every event of `topic` to `handler`, once per `group`. Register before start(). */
-  subscribe(topic: string, group: string, handler: EventHandler): void;
+  subscribe(topic: string, group: string, handler: EventHandler, options?: HandlerOptions): void;
   start(): Promise<void>;
   request<R>(topic: string, type: string, payload: unknown, options?: RequestOptions): Promise<R>;
   publish(topic: string, message: OutgoingMessage): Promise<void>;

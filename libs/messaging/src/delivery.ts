@@ -1,7 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorBody, ErrorCode, isErrorBody } from '@mission/contracts';
-import { optionalTenant, runWithTenant, tenantFromHeaders, tenantHeaders } from '@mission/tenant-context';
-import { Headers, IncomingMessage, RetryPolicy } from './bus';
+import {
+  isTenantId,
+  optionalTenant,
+  runWithoutTenant,
+  runWithTenant,
+  runWithTrace,
+  TENANT_HEADER,
+  tenantHeaders,
+  traceHeaders,
+} from '@mission/tenant-context';
+import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
 
 /** What a reply carries: the handler's result or an error body. */
 export type ReplyEnvelope = { readonly ok: true; readonly data: unknown } | { readonly ok: false; readonly error: ErrorBody };
@@ -16,13 +25,14 @@ export const consoleBusLogger: BusLogger = {
   error: (message, context) => console.error(JSON.stringify({ level: 'error', msg: message, ...context })),
 };
 
-/** Headers of a new outgoing message: ids, type and the current tenant. Explicit headers win. */
+/** Headers of a new outgoing message: ids, type, the current tenant and trace. Explicit headers win. */
 export function outgoingHeaders(type: string, id: string = randomUUID(), extra: Readonly<Record<string, string>> = {}): Record<string, string> {
   return {
     [Headers.messageId]: id,
     [Headers.messageType]: type,
     [Headers.correlationId]: extra[Headers.correlationId] ?? id,
     ...tenantHeaders(),
+    ...traceHeaders(),
     ...extra,
   };
 }
@@ -32,24 +42,49 @@ export function defaultRequestKey(): string {
   return optionalTenant()?.tenantId ?? randomUUID();
 }
 
-/** Runs a handler inside the tenant context that the message's headers carry (if any). */
-export function withMessageTenant<T>(message: Pick<IncomingMessage, 'headers'>, fn: () => Promise<T>): Promise<T> {
-  const tenant = tenantFromHeaders(message.headers);
-  return tenant ? runWithTenant(tenant, fn) : fn();
+/** Why a message was not handed to a tenant handler; its text goes into the dead letter's `error` header. */
+export class TenantRefusedError extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'TenantRefused';
+  }
 }
+
+/** Runs a handler in the context a message may act in: its tenant (or none, for operator handlers) and its trace. */
+export type MessageScope = <T>(fn: () => Promise<T>) => Promise<T>;
+
+export type Admission = { readonly admitted: true; readonly scope: MessageScope } | { readonly admitted: false; readonly refusal: TenantRefusedError };
+
+/**
+ * Decides whether a message may reach a handler of the given tenancy, and in which context. A
+ * tenant handler needs a valid `tenant-id` header; missing or malformed is refused, never run as
+ * "no tenant". An operator handler runs outside any tenant context, whoever sent the message.
+ */
+export function admit(headers: Readonly<Record<string, string>>, tenancy: Tenancy): Admission {
+  const trace = headers[Headers.traceparent];
+  if (tenancy === 'operator') return { admitted: true, scope: (fn) => runWithoutTenant(() => runWithTrace(trace, fn)) };
+  const tenantId = headers[TENANT_HEADER];
+  if (tenantId === undefined) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message without a ${TENANT_HEADER} header`) };
+  if (!isTenantId(tenantId)) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message with an invalid ${TENANT_HEADER} header`) };
+  return { admitted: true, scope: (fn) => runWithTenant({ tenantId: tenantId.toLowerCase() }, () => runWithTrace(trace, fn)) };
+}
+
+/** What a refused request is answered with: the caller sent it outside a tenant, which is a bug on its side. */
+export const REFUSED_REPLY: ReplyEnvelope = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
 
 /** Invokes a request handler and turns its outcome into a reply, never throwing. */
 export async function answer(
   message: IncomingMessage,
   handler: ((message: IncomingMessage) => Promise<unknown>) | undefined,
   logger: BusLogger,
+  scope: MessageScope,
 ): Promise<ReplyEnvelope> {
   if (!handler) {
     logger.error('No handler for request type', { topic: message.topic, type: message.type });
     return { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
   }
   try {
-    const data = await withMessageTenant(message, () => handler(message));
+    const data = await scope(() => handler(message));
     return { ok: true, data: data === undefined ? null : data };
   } catch (error) {
     if (error instanceof DomainError) return { ok: false, error: error.toBody() };
@@ -82,21 +117,26 @@ export function describe(error: unknown): string {
 
 export type DeliveryOutcome =
   | { readonly outcome: 'handled' }
+  /** Not admitted (no valid tenant for a tenant handler): dead-letter it at once, retrying cannot help. */
+  | { readonly outcome: 'refused'; readonly error: TenantRefusedError }
   | { readonly outcome: 'failed'; readonly error: unknown; readonly attempts: number }
   /** The bus is stopping: leave the message for redelivery, neither handled nor dead-lettered. */
   | { readonly outcome: 'interrupted' };
 
-/** Delivers an event with retries and backoff; says whether it was handled, failed for good, or interrupted. */
+/** Delivers an event with retries and backoff; says whether it was handled, refused, failed for good, or interrupted. */
 export async function deliverWithRetries(
   message: Omit<IncomingMessage, 'attempt'>,
   handler: (message: IncomingMessage) => Promise<void>,
   policy: RetryPolicy,
   isStopping: () => boolean,
   beforeRetry: () => Promise<void> = async () => undefined,
+  tenancy: Tenancy = 'tenant',
 ): Promise<DeliveryOutcome> {
+  const admission = admit(message.headers, tenancy);
+  if (!admission.admitted) return { outcome: 'refused', error: admission.refusal };
   for (let attempt = 1; ; attempt++) {
     try {
-      await withMessageTenant(message, () => handler({ ...message, attempt }));
+      await admission.scope(() => handler({ ...message, attempt }));
       return { outcome: 'handled' };
     } catch (error) {
       if (attempt >= policy.attempts) return { outcome: 'failed', error, attempts: attempt };

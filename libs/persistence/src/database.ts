@@ -2,7 +2,7 @@ import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList }
 import { currentTenant } from '@mission/tenant-context';
 
 export interface ServiceDatabaseOptions {
-  /** postgres:// URL. */
+  /** postgres:// URL of the schema's owner: migrations run as this user. */
   readonly url: string;
   /** The service's own schema; nothing else is touched. */
   readonly schema: string;
@@ -12,18 +12,18 @@ export interface ServiceDatabaseOptions {
   readonly migrations: MixedList<Function | string>;
   readonly applicationName: string;
   readonly poolSize?: number;
+  /**
+   * The role every query of the returned DataSource runs as (see createServiceRole): entered with
+   * `SET ROLE` on each new connection, through the connection's startup options. Without it the
+   * DataSource runs as the connecting user (for schemas without tenant data, e.g. identity).
+   */
+  readonly serviceRole?: string;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
-/**
- * Opens the DataSource of one service's schema and brings the schema up to date with its
- * migrations (never `synchronize`). Replicas starting together take turns through an advisory
- * lock, so each migration runs exactly once.
- */
-export async function openServiceDatabase(options: ServiceDatabaseOptions): Promise<DataSource> {
-  if (!SCHEMA_NAME.test(options.schema)) throw new Error(`Invalid schema name: ${options.schema}`);
-  const dataSource = new DataSource({
+function dataSourceFor(options: ServiceDatabaseOptions, extra: Record<string, unknown>): DataSource {
+  return new DataSource({
     type: 'postgres',
     url: options.url,
     schema: options.schema,
@@ -34,25 +34,58 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
     migrationsRun: false,
     logging: ['error', 'warn', 'migration'],
     applicationName: options.applicationName,
-    extra: { max: options.poolSize ?? 10, connectionTimeoutMillis: 5_000 },
+    extra: { connectionTimeoutMillis: 5_000, ...extra },
   });
-  await dataSource.initialize();
-  const lock = dataSource.createQueryRunner();
+}
+
+/**
+ * Brings the schema up to date with its migrations (never `synchronize`), as the connecting user.
+ * Replicas starting together take turns through an advisory lock, so each migration runs once.
+ */
+async function migrate(options: ServiceDatabaseOptions): Promise<void> {
+  const owner = dataSourceFor(options, { max: 1 });
+  await owner.initialize();
+  const lock = owner.createQueryRunner();
   try {
     await lock.connect();
     await lock.query('SELECT pg_advisory_lock(hashtext($1))', [`migrations:${options.schema}`]);
     await lock.query(`CREATE SCHEMA IF NOT EXISTS "${options.schema}"`);
-    // On the connection that holds the lock: a second one from the pool would never come with
-    // a pool of one, and the start would time out.
-    const migrations = new MigrationExecutor(dataSource, lock);
+    // On the connection that holds the lock: the pool has no second one.
+    const migrations = new MigrationExecutor(owner, lock);
     migrations.transaction = 'each';
     await migrations.executePendingMigrations();
-  } catch (error) {
-    await dataSource.destroy();
-    throw error;
   } finally {
     await lock.query('SELECT pg_advisory_unlock(hashtext($1))', [`migrations:${options.schema}`]).catch(() => undefined);
     await lock.release();
+    await owner.destroy();
+  }
+}
+
+/** Refuses to serve through a role that row-level security would not apply to. */
+async function assertRowLevelSecurityApplies(dataSource: DataSource, role: string): Promise<void> {
+  const [row] = await dataSource.query(`SELECT current_user AS role, rolsuper AS superuser, rolbypassrls AS bypass FROM pg_roles WHERE rolname = current_user`);
+  if (!row || row.role !== role) throw new Error(`Expected queries to run as ${role}, but they run as ${row?.role ?? 'an unknown role'}`);
+  if (row.superuser || row.bypass) throw new Error(`The service role ${role} bypasses row-level security (superuser or BYPASSRLS)`);
+}
+
+/**
+ * Opens the DataSource of one service's schema after migrating it as the connecting user. With a
+ * `serviceRole`, every pooled connection then runs as that role, which row-level security binds.
+ */
+export async function openServiceDatabase(options: ServiceDatabaseOptions): Promise<DataSource> {
+  if (!SCHEMA_NAME.test(options.schema)) throw new Error(`Invalid schema name: ${options.schema}`);
+  if (options.serviceRole !== undefined && !SCHEMA_NAME.test(options.serviceRole)) throw new Error(`Invalid role name: ${options.serviceRole}`);
+  await migrate(options);
+  const dataSource = dataSourceFor(options, {
+    max: options.poolSize ?? 10,
+    ...(options.serviceRole ? { options: `-c role=${options.serviceRole}` } : {}),
+  });
+  await dataSource.initialize();
+  try {
+    if (options.serviceRole) await assertRowLevelSecurityApplies(dataSource, options.serviceRole);
+  } catch (error) {
+    await dataSource.destroy();
+    throw error;
   }
   return dataSource;
 }

@@ -3,3 +3,4 @@ export * from './database';
 export * from './test-database';
 export * from './outbox';
 export * from './processed-messages';
+export * from './row-level-security';

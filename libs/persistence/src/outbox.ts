@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import { tenantHeaders } from '@mission/tenant-context';
+import { runWithoutTenant, tenantHeaders, traceHeaders } from '@mission/tenant-context';
 
 /** An event to publish once the transaction that wrote it commits. */
 export interface OutboxEvent {
@@ -34,7 +34,7 @@ export function outboxTableSql(schema: string): string[] {
 
 /**
  * Writes an event into the outbox inside the caller's transaction. Returns the event id. The
- * current tenant goes into the stored headers: the relay publishes outside any tenant context.
+ * current tenant and trace go into the stored headers: the relay publishes outside any context.
  */
 export async function enqueueOutbox(manager: EntityManager, schema: string, event: OutboxEvent): Promise<string> {
   const id = randomUUID();
@@ -44,7 +44,7 @@ export async function enqueueOutbox(manager: EntityManager, schema: string, even
     event.type,
     event.key,
     JSON.stringify(event.payload),
-    JSON.stringify({ ...tenantHeaders(), ...event.headers }),
+    JSON.stringify({ ...tenantHeaders(), ...traceHeaders(), ...event.headers }),
   ]);
   return id;
 }
@@ -97,7 +97,8 @@ export class OutboxRelay {
       this.again = true;
       return;
     }
-    this.running = this.drain()
+    // Outside the tenant of whoever kicked it: every row carries its own tenant header.
+    this.running = runWithoutTenant(() => this.drain())
       .catch((error: unknown) => this.options.onError?.(error))
       .finally(() => {
         this.running = undefined;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError, env, loadConfig } from '@mission/config';
-import { Topics, TOPIC_PARTITIONS } from '@mission/contracts';
+import { Topics, TOPIC_MAX_MESSAGE_BYTES, TOPIC_PARTITIONS } from '@mission/contracts';
 import { KafkaBus, MessageBus } from '@mission/messaging';
 import { startHealthServer } from './health-server';
 import { contextLogger, createLogger, Logger } from './logger';
@@ -29,8 +29,11 @@ export interface ServiceDefinition {
 }
 
 /** Every topic of the platform, so any process can create what is missing before it consumes. */
-export function platformTopics(): Array<{ name: string; partitions: number }> {
-  return Object.values(Topics).map((name) => ({ name, partitions: TOPIC_PARTITIONS[name] }));
+export function platformTopics(): Array<{ name: string; partitions: number; maxMessageBytes?: number }> {
+  return Object.values(Topics).map((name) => {
+    const maxMessageBytes = TOPIC_MAX_MESSAGE_BYTES[name];
+    return { name, partitions: TOPIC_PARTITIONS[name], ...(maxMessageBytes ? { maxMessageBytes } : {}) };
+  });
 }
 
 /**

@@ -1,13 +1,21 @@
+import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
+import { openServiceDatabase, pingDatabase } from '@mission/persistence';
 import { brainRequestHandlers } from './brain/brain.handlers';
-import { BrainService } from './brain/brain.service';
+import { BrainRepository } from './brain/brain.repository';
+import { BRAIN_SCHEMA, BrainService } from './brain/brain.service';
+import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
+import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
 
 export const BRAIN_SERVICE_GROUP = 'brain-service';
 
 export interface BrainServiceOptions {
+  readonly databaseUrl: string;
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
+  /** The blind-index secret (BRAIN_INDEX_KEY), or a key provider. */
+  readonly indexKeys: Buffer | TenantIndexKeys;
 }
 
 export interface BrainServiceHandle {
@@ -15,10 +23,41 @@ export interface BrainServiceHandle {
   stop(): Promise<void>;
 }
 
+function keyProvider(indexKeys: Buffer | TenantIndexKeys): TenantIndexKeys {
+  return Buffer.isBuffer(indexKeys) ? new DerivedTenantIndexKeys(indexKeys) : indexKeys;
+}
+
+async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
+  return openServiceDatabase({ url: databaseUrl, schema: BRAIN_SCHEMA, entities: [], migrations: [CreateBrain1764633600000], applicationName: 'brain-service' });
+}
+
+/** Tenant-scoped knowledge store: owns schema `brain`, answers `brain.requests.v1`. */
 export async function startBrainService(options: BrainServiceOptions): Promise<BrainServiceHandle> {
-  options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(new BrainService()));
+  const dataSource = await openBrainDatabase(options.databaseUrl);
+  const brain = new BrainService(dataSource, new BrainRepository(), keyProvider(options.indexKeys));
+  options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(brain));
   return {
-    ready: async () => ({ up: true, details: {} }),
-    stop: async () => undefined,
+    ready: async () => {
+      const database = await pingDatabase(dataSource);
+      return { up: database, details: { database: database ? 'up' : 'down' } };
+    },
+    stop: () => dataSource.destroy(),
   };
+}
+
+export interface BrainReader {
+  /** The tenant's `limit` best passages, for the tenant in the current tenant context. */
+  search: BrainService['search'];
+  close(): Promise<void>;
+}
+
+/**
+ * The ranking of a brain database without the bus and without the public cap on `k`: for the
+ * retrieval evaluation, which needs rankings 1000 deep as trec_eval does. Same code, same data,
+ * same key as the service.
+ */
+export async function openBrainReader(options: Omit<BrainServiceOptions, 'bus'>): Promise<BrainReader> {
+  const dataSource = await openBrainDatabase(options.databaseUrl);
+  const brain = new BrainService(dataSource, new BrainRepository(), keyProvider(options.indexKeys));
+  return { search: (text, limit) => brain.search(text, limit), close: () => dataSource.destroy() };
 }

@@ -1,1 +1,3 @@
 export * from './brain-service';
+export * from './brain.config';
+export type { TenantIndexKeys } from './index/blind-index';

@@ -10,6 +10,9 @@ export const GatewayConfigSchema = z.object({
   IDP_JWKS_URI: env.url(['http', 'https']).optional(),
   KAFKA_BROKERS: env.hostPorts(),
   TRUST_PROXY: z.stringbool().default(false),
+  REDIS_URL: env.url(['redis', 'rediss']).optional(),
+  GATEWAY_REPLICAS: env.positiveInt(1),
+  RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   LOG_LEVEL: env.logLevel(),
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

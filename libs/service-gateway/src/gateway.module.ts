@@ -1,14 +1,20 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { Registry } from 'prom-client';
 import { AdminController } from './admin/admin.controller';
 import { AuthGuard } from './auth/auth.guard';
 import { TenantContextInterceptor } from './auth/tenant-context.interceptor';
 import { TokenVerifier } from './auth/token-verifier';
+import { BrainController } from './brain/brain.controller';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from './gateway.options';
 import { HealthController } from './health/health.controller';
 import { HitsController } from './hits/hits.controller';
 import { ProblemFilter } from './http/problem.filter';
+import { MetricsController } from './metrics/metrics.controller';
+import { METRICS } from './metrics/metrics.registry';
 import { MissionsController } from './missions/missions.controller';
+import { RateLimitGuard } from './rate-limit/rate-limit.guard';
+import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { ProtectedResourceController } from './well-known/protected-resource.controller';
 
 @Module({})
@@ -16,7 +22,7 @@ export class GatewayModule {
   static forRoot(options: GatewayOptions): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [MissionsController, HitsController, AdminController, ProtectedResourceController, HealthController],
+      controllers: [MissionsController, BrainController, HitsController, AdminController, ProtectedResourceController, HealthController, MetricsController],
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },
@@ -24,7 +30,11 @@ export class GatewayModule {
           provide: TokenVerifier,
           useFactory: () => new TokenVerifier({ issuer: options.issuer, audience: options.publicUrl, jwksUri: options.jwksUri }),
         },
+        { provide: METRICS, useFactory: () => new Registry() },
+        TenantRateLimiter,
+        // Guards run in this order: authentication first, then the tenant's rate limit.
         { provide: APP_GUARD, useClass: AuthGuard },
+        { provide: APP_GUARD, useClass: RateLimitGuard },
         { provide: APP_INTERCEPTOR, useClass: TenantContextInterceptor },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],

@@ -12,6 +12,15 @@ export interface GatewayOptions {
   readonly bus: MessageBus;
   readonly logger: Logger;
   readonly trustProxy?: boolean;
+  /** Per-tenant rate limits; on, with buckets in this process's memory, when absent. */
+  readonly rateLimits?: {
+    /** Buckets shared by every replica through this Redis (`redis://`, `rediss://`); unset: this process's memory. */
+    readonly redisUrl?: string;
+    /** Gateway replicas sharing the limits: while Redis is unreachable each allows limit ÷ replicas. */
+    readonly replicas?: number;
+    /** false: no limits and no RateLimit fields (benchmarks). */
+    readonly enabled?: boolean;
+  };
   /** Extra readiness checks of the process the gateway runs in (e.g. the embedded services). */
   readonly readiness?: () => Promise<Record<string, { up: boolean; [detail: string]: unknown }>>;
 }

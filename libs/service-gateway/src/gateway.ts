@@ -8,7 +8,7 @@ import { GatewayModule } from './gateway.module';
 import { GatewayOptions } from './gateway.options';
 import { DomainError, ErrorCode } from '@mission/contracts';
 
-/** Bodies above this are refused with 413 before they are parsed. */
+/** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
 export const MAX_BODY_BYTES = 1024 * 1024;
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
@@ -43,6 +43,11 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  // A route that declares `@RouteConfig({ bodyLimit })` gets its own body limit (document ingestion).
+  fastify.addHook('onRoute', (route) => {
+    const bodyLimit = (route.config as { bodyLimit?: unknown } | undefined)?.bodyLimit;
+    if (typeof bodyLimit === 'number') route.bodyLimit = bodyLimit;
+  });
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
   });

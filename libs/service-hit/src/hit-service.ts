@@ -1,11 +1,13 @@
+import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, OutboxRelay, pingDatabase } from '@mission/persistence';
+import { openServiceDatabase, OutboxRelay, pingDatabase, serviceRoleName } from '@mission/persistence';
 import { HitItemEntity } from './hits/hit-item.entity';
 import { hitRequestHandlers, missionEventHandler } from './hits/hits.handlers';
 import { HitsRepository } from './hits/hits.repository';
 import { HIT_SCHEMA, HitsService } from './hits/hits.service';
 import { CreateHitItems1763769600000 } from './migrations/1763769600000-create-hit-items';
+import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 
 export const HIT_SERVICE_GROUP = 'hit-service';
 export const HIT_MISSION_EVENTS_GROUP = 'hit-service-mission-events';
@@ -25,14 +27,20 @@ export interface HitServiceHandle {
 }
 
 /** Human approval tasks: created for missions' approval steps, listed, decided; decisions become `hit.decided` events. */
-export async function startHitService(options: HitServiceOptions): Promise<HitServiceHandle> {
-  const dataSource = await openServiceDatabase({
-    url: options.databaseUrl,
+/** The `hit` schema, migrated by the connecting user, queried as the service role (row-level security applies). */
+export function openHitDatabase(databaseUrl: string): Promise<DataSource> {
+  return openServiceDatabase({
+    url: databaseUrl,
     schema: HIT_SCHEMA,
     entities: [HitItemEntity],
-    migrations: [CreateHitItems1763769600000],
+    migrations: [CreateHitItems1763769600000, EnableRowLevelSecurity1764547200000],
     applicationName: 'hit-service',
+    serviceRole: serviceRoleName(HIT_SCHEMA),
   });
+}
+
+export async function startHitService(options: HitServiceOptions): Promise<HitServiceHandle> {
+  const dataSource = await openHitDatabase(options.databaseUrl);
   const relay = new OutboxRelay(dataSource, HIT_SCHEMA, options.bus, {
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });

@@ -2,7 +2,10 @@ import { DataSource } from 'typeorm';
 import { openServiceDatabase } from '@mission/persistence';
 import { ClientEntity } from './clients/client.entity';
 import { CreateIdentity1763769600000 } from './migrations/1763769600000-create-identity';
+import { CreateUsers1764460800000 } from './migrations/1764460800000-create-users';
+import { CreateOidcStore1764633600000 } from './migrations/1764633600000-create-oidc-store';
 import { TenantEntity } from './tenants/tenant.entity';
+import { UserEntity } from './users/user.entity';
 
 export const IDENTITY_SCHEMA = 'identity';
 
@@ -11,8 +14,8 @@ export function openIdentityDatabase(url: string): Promise<DataSource> {
   return openServiceDatabase({
     url,
     schema: IDENTITY_SCHEMA,
-    entities: [TenantEntity, ClientEntity],
-    migrations: [CreateIdentity1763769600000],
+    entities: [TenantEntity, ClientEntity, UserEntity],
+    migrations: [CreateIdentity1763769600000, CreateUsers1764460800000, CreateOidcStore1764633600000],
     applicationName: 'idp',
   });
 }

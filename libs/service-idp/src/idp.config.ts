@@ -13,5 +13,7 @@ export const IdpConfigSchema = z.object({
   ADMIN_CLIENT_ID: z.string().min(1).max(200),
   ADMIN_CLIENT_SECRET: z.string().min(16, 'must be at least 16 characters'),
   LOG_LEVEL: env.logLevel(),
+  /** Test suites only: see parseTestPublishedKeys. */
+  IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
 });
 export type IdpConfig = z.output<typeof IdpConfigSchema>;

@@ -7,15 +7,19 @@ import { hashClientSecret } from './clients/client-credentials';
 import { ClientsRepository } from './clients/clients.repository';
 import { closeServer, createIdpServer, listen } from './http/idp-server';
 import { openIdentityDatabase } from './identity-database';
+import { sweepExpired } from './oidc/postgres-adapter';
 import { loadIdpKeys } from './keys/idp-keys';
+import type { PublishedPublicKey } from './keys/test-published-keys';
 import { tenantRequestHandlers } from './tenants/tenants.handlers';
 import { TenantsRepository } from './tenants/tenants.repository';
 import { TenantsService } from './tenants/tenants.service';
+import { UsersRepository } from './users/users.repository';
 
 export const IDP_GROUP = 'idp';
 
 /** Requests in flight get this long to finish when the idp stops. */
 const SHUTDOWN_GRACE_MS = 10_000;
+const ARTEFACT_SWEEP_INTERVAL_MS = 10 * 60_000;
 
 export interface IdpLogger {
   info(message: string, context?: Record<string, unknown>): void;
@@ -45,6 +49,8 @@ export interface IdpOptions {
   /** The bootstrap operator client (scope platform:admin). Held in memory only, as a hash. */
   readonly adminClient: { readonly clientId: string; readonly clientSecret: string };
   readonly logger?: IdpLogger;
+  /** Tests only (parseTestPublishedKeys): extra public keys in the JWKS. */
+  readonly testPublishedKeys?: readonly PublishedPublicKey[];
 }
 
 export interface IdpHandle {
@@ -88,7 +94,8 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
   try {
     const clients = new ClientsRepository(dataSource);
     const tenants = new TenantsService(dataSource, new TenantsRepository(dataSource), clients);
-    options.bus.serve(Topics.identityRequests, IDP_GROUP, tenantRequestHandlers(tenants));
+    // Operator messages: provisioning and tenant lookups act on the platform, never inside one tenant.
+    options.bus.serve(Topics.identityRequests, IDP_GROUP, tenantRequestHandlers(tenants), { tenancy: 'operator' });
 
     // Loaded on start only: oidc-provider is an ES module, which keeps this library's other
     // exports (config schema, credentials) loadable by CommonJS tooling such as Jest.
@@ -99,9 +106,18 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       audience: options.audience,
       keys,
       clients,
+      users: new UsersRepository(dataSource),
+      dataSource,
       adminClient: { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) },
       onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
+      extraPublishedKeys: options.testPublishedKeys,
     });
+
+    // Expired sessions, codes and refresh tokens are unreadable already; this only reclaims the space.
+    const sweeper = setInterval(() => {
+      sweepExpired(dataSource).catch((error: unknown) => logger.warn('Sweeping expired OAuth artefacts failed', { error: String(error) }));
+    }, ARTEFACT_SWEEP_INTERVAL_MS);
+    sweeper.unref();
 
     let draining = false;
     const ready = async (): Promise<{ up: boolean; details: Record<string, unknown> }> => {
@@ -125,6 +141,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       stop: () => {
         stopping ??= (async () => {
           draining = true;
+          clearInterval(sweeper);
           await closeServer(server, SHUTDOWN_GRACE_MS);
           await dataSource.destroy();
         })();

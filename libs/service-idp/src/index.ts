@@ -3,3 +3,4 @@ export type { IdpHandle, IdpLogger, IdpOptions } from './idp';
 export { resolveAdminCredentials } from './admin-credentials';
 export type { AdminCredentials, ResolveAdminCredentialsOptions } from './admin-credentials';
 export { IdpConfigSchema } from './idp.config';
+export { parseTestPublishedKeys } from './keys/test-published-keys';

@@ -1,9 +1,10 @@
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, OutboxRelay, pingDatabase } from '@mission/persistence';
+import { openServiceDatabase, OutboxRelay, pingDatabase, serviceRoleName } from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
 import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-create-idempotency-keys';
+import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 import { MISSION_SCHEMA, MissionEntity } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
 import { missionRequestHandlers } from './missions/missions.handlers';
@@ -28,14 +29,20 @@ export interface MissionServiceHandle {
   stop(): Promise<void>;
 }
 
-export async function startMissionService(options: MissionServiceOptions): Promise<MissionServiceHandle> {
-  const dataSource: DataSource = await openServiceDatabase({
-    url: options.databaseUrl,
+/** The `mission` schema, migrated by the connecting user, queried as the service role (row-level security applies). */
+export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
+  return openServiceDatabase({
+    url: databaseUrl,
     schema: MISSION_SCHEMA,
     entities: [MissionEntity],
-    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000],
+    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000],
     applicationName: 'mission-service',
+    serviceRole: serviceRoleName(MISSION_SCHEMA),
   });
+}
+
+export async function startMissionService(options: MissionServiceOptions): Promise<MissionServiceHandle> {
+  const dataSource = await openMissionDatabase(options.databaseUrl);
   const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });

@@ -1,3 +1,4 @@
 export * from './tenant-context';
 export * from './headers';
 export * from './redis-keys';
+export * from './trace-context';

@@ -9,6 +9,13 @@ import {
   tenantFromHeaders,
   tenantHeaders,
   tenantRedisKey,
+  currentTraceparent,
+  newTraceparent,
+  parseTraceparent,
+  runWithoutTenant,
+  runWithTrace,
+  TRACEPARENT_HEADER,
+  traceHeaders,
 } from './index';
 
 describe('tenant context', () => {
@@ -52,5 +59,33 @@ describe('tenant context', () => {
     const tenantId = randomUUID();
     expect(runWithTenant({ tenantId }, () => tenantRedisKey('rl', 'bucket'))).toBe(`rl:t:${tenantId}:bucket`);
     expect(() => tenantRedisKey('rl')).toThrow(MissingTenantContextError);
+  });
+});
+
+describe('trace context', () => {
+  it('accepts only version-00 traceparents with non-zero ids', () => {
+    expect(parseTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentId: '00f067aa0ba902b7',
+      flags: '01',
+    });
+    for (const bad of ['', 'garbage', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01', '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01']) {
+      expect(parseTraceparent(bad)).toBeUndefined();
+    }
+  });
+
+  it('continues the current trace on outgoing headers with a new span, and starts one when none is valid', () => {
+    const incoming = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const outgoing = runWithTrace(incoming, () => traceHeaders())[TRACEPARENT_HEADER];
+    expect(parseTraceparent(outgoing)).toMatchObject({ traceId: '4bf92f3577b34da6a3ce929d0e0e4736', flags: '01' });
+    expect(outgoing).not.toBe(incoming);
+    expect(traceHeaders()).toEqual({});
+    expect(parseTraceparent(runWithTrace('nonsense', () => currentTraceparent()))).toBeDefined();
+    expect(parseTraceparent(newTraceparent())?.traceId).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('leaves the tenant context on request', () => {
+    const tenantId = randomUUID();
+    expect(runWithTenant({ tenantId }, () => runWithoutTenant(() => optionalTenant()))).toBeUndefined();
   });
 });

@@ -41,3 +41,11 @@ export function currentTenant(): TenantContext {
 export function optionalTenant(): TenantContext | undefined {
   return storage.getStore();
 }
+
+/**
+ * Runs `fn` outside any tenant context, whatever the caller's: for platform-level work (operator
+ * requests, cross-tenant sweeps) that must never act for the tenant it happened to be called from.
+ */
+export function runWithoutTenant<T>(fn: () => T): T {
+  return storage.exit(fn);
+}

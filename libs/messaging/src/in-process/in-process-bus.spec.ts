@@ -9,7 +9,7 @@ describeBusContract('in-process', async () => {
   const retry = { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 };
   const suffix = randomUUID();
   return {
-    topics: { requests: `contract.requests.${suffix}`, events: `contract.events.${suffix}`, unserved: `contract.unserved.${suffix}` },
+    topics: { requests: `contract.requests.${suffix}`, operatorRequests: `contract.operator.${suffix}`, events: `contract.events.${suffix}`, unserved: `contract.unserved.${suffix}` },
     retry,
     createBus: () => new InProcessBus(broker, { retry, logger: silent }),
     deadLetters: async (topic) => broker.deadLetters(topic),

@@ -6,6 +6,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_RETRY_POLICY,
   EventHandler,
+  HandlerOptions,
   Headers,
   IncomingMessage,
   MessageBus,
@@ -15,6 +16,7 @@ import {
   RetryPolicy,
 } from '../bus';
 import {
+  admit,
   answer,
   BusLogger,
   consoleBusLogger,
@@ -23,6 +25,8 @@ import {
   describe,
   deserialize,
   outgoingHeaders,
+  REFUSED_REPLY,
+  ReplyEnvelope,
   requestTimedOut,
   serialize,
   unwrapReply,
@@ -131,41 +135,54 @@ export class InProcessBus implements MessageBus {
     this.logger = options.logger ?? consoleBusLogger;
   }
 
-  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>): void {
+  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options: HandlerOptions = {}): void {
     this.assertNotStarted();
+    const tenancy = options.tenancy ?? 'tenant';
     this.registrations.push(() =>
       this.broker.join(topic, group, {
         bus: this,
         deliver: (wire) =>
           this.track(async () => {
             const replyTo = wire.headers[Headers.replyTo];
-            const reply = await answer(this.incoming(wire, 1), handlers[wire.type], this.logger);
+            const admission = admit(wire.headers, tenancy);
+            let reply: ReplyEnvelope;
+            if (admission.admitted) {
+              reply = await answer(this.incoming(wire, 1), handlers[wire.type], this.logger, admission.scope);
+            } else {
+              this.deadLetter(wire, topic, group, admission.refusal, 0);
+              reply = REFUSED_REPLY;
+            }
             if (replyTo) this.broker.produce(this.wire(replyTo, 'reply', wire.key, reply, { [Headers.correlationId]: wire.headers[Headers.correlationId] }));
           }),
       }),
     );
   }
 
-  subscribe(topic: string, group: string, handler: EventHandler): void {
+  subscribe(topic: string, group: string, handler: EventHandler, options: HandlerOptions = {}): void {
     this.assertNotStarted();
+    const tenancy = options.tenancy ?? 'tenant';
     this.registrations.push(() =>
       this.broker.join(topic, group, {
         bus: this,
         deliver: (wire) =>
           this.track(async () => {
             const { attempt: _first, ...message } = this.incoming(wire, 1);
-            const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started');
-            if (delivery.outcome === 'failed') {
-              this.logger.error('Message dead-lettered', { topic, group, type: wire.type, id: wire.id, attempts: delivery.attempts, error: describe(delivery.error) });
-              this.broker.produce({
-                ...wire,
-                topic: deadLetterTopic(topic),
-                headers: { ...wire.headers, [Headers.error]: describe(delivery.error), [Headers.attempts]: String(delivery.attempts) },
-              });
-            }
+            const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy);
+            if (delivery.outcome === 'failed') this.deadLetter(wire, topic, group, delivery.error, delivery.attempts);
+            if (delivery.outcome === 'refused') this.deadLetter(wire, topic, group, delivery.error, 0);
           }),
       }),
     );
+  }
+
+  /** Parks a message in `<topic>.dlq` with why and after how many deliveries (0: refused unhandled). */
+  private deadLetter(wire: WireMessage, topic: string, group: string, error: unknown, attempts: number): void {
+    this.logger.error('Message dead-lettered', { topic, group, type: wire.type, id: wire.id, attempts, error: describe(error) });
+    this.broker.produce({
+      ...wire,
+      topic: deadLetterTopic(topic),
+      headers: { ...wire.headers, [Headers.error]: describe(error), [Headers.attempts]: String(attempts) },
+    });
   }
 
   async start(): Promise<void> {

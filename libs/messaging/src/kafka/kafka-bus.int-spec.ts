@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Kafka, logLevel } from 'kafkajs';
-import { BusHealth, deadLetterTopic, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
+import { BusHealth, deadLetterTopic, HandlerOptions, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
 import { BusLogger } from '../delivery';
+import { runWithTenant } from '@mission/tenant-context';
 import { describeBusContract } from '../testing';
 import { ensureTopics, KafkaBus, kafkaLogCreator, TopicSpec } from './kafka-bus';
 import { headersFromKafka, withTimeout } from './kafka-mapping';
@@ -11,6 +12,10 @@ if (!brokersVariable) {
   throw new Error('KAFKA_BROKERS is not set: run with `npx jest -c jest.integration.config.js` (its global setup starts Kafka) or export it');
 }
 const brokers = brokersVariable.split(',').map((broker) => broker.trim());
+
+/** Tenant handlers (the default) refuse messages without a tenant: the tests below send as this one. */
+const TENANT = randomUUID();
+const asTenant = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: TENANT }, fn);
 
 /** Kafka and adapter warnings are kept and printed only when KAFKA_BUS_LOG=1. */
 const logger: BusLogger =
@@ -29,11 +34,11 @@ class PerRunGroups implements MessageBus {
     private readonly suffix: string,
     private readonly used: Set<string>,
   ) {}
-  serve(topic: string, group: string, handlers: Parameters<MessageBus['serve']>[2]): void {
-    this.bus.serve(topic, this.group(group), handlers);
+  serve(topic: string, group: string, handlers: Parameters<MessageBus['serve']>[2], options?: HandlerOptions): void {
+    this.bus.serve(topic, this.group(group), handlers, options);
   }
-  subscribe(topic: string, group: string, handler: Parameters<MessageBus['subscribe']>[2]): void {
-    this.bus.subscribe(topic, this.group(group), handler);
+  subscribe(topic: string, group: string, handler: Parameters<MessageBus['subscribe']>[2], options?: HandlerOptions): void {
+    this.bus.subscribe(topic, this.group(group), handler, options);
   }
   private group(name: string): string {
     const group = `${name}.${this.suffix}`;
@@ -59,9 +64,10 @@ class PerRunGroups implements MessageBus {
 
 describeBusContract('kafka', async () => {
   const run = randomUUID().slice(0, 8);
-  const topics = { requests: `contract.requests.${run}`, events: `contract.events.${run}`, unserved: `contract.unserved.${run}` };
+  const topics = { requests: `contract.requests.${run}`, operatorRequests: `contract.operator.${run}`, events: `contract.events.${run}`, unserved: `contract.unserved.${run}` };
   const specs: TopicSpec[] = [
     { name: topics.requests, partitions: 3 },
+    { name: topics.operatorRequests, partitions: 1 },
     { name: topics.events, partitions: 3 },
     { name: topics.unserved, partitions: 1 },
   ];
@@ -118,7 +124,7 @@ describeBusContract('kafka', async () => {
       try {
         await admin.deleteGroups([...groups]).catch(() => undefined);
         const existing = new Set(await admin.listTopics());
-        const mine = [...specs.map((s) => s.name), deadLetterTopic(topics.events)].filter((topic) => existing.has(topic));
+        const mine = [...specs.map((s) => s.name), ...[topics.events, topics.requests, topics.operatorRequests].map(deadLetterTopic)].filter((topic) => existing.has(topic));
         await admin.deleteTopics({ topics: mine, timeout: 5_000 }).catch(() => undefined);
       } finally {
         await admin.disconnect();
@@ -138,7 +144,7 @@ describe('KafkaBus on a real broker', () => {
       { name: topics.requests, partitions: 3 },
       { name: topics.events, partitions: 3 },
     ];
-    for (const name of [topics.requests, topics.events, deadLetterTopic(topics.events)]) created.add(name);
+    for (const name of [topics.requests, topics.events, deadLetterTopic(topics.events), deadLetterTopic(topics.requests)]) created.add(name);
     return { ...topics, specs };
   };
   const kafka = new Kafka({ brokers, clientId: `kafka-bus-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
@@ -196,7 +202,7 @@ describe('KafkaBus on a real broker', () => {
     for (let round = 0; round < 3; round++) {
       const requester = newBus(topics.specs);
       await requester.start();
-      await expect(requester.request(topics.requests, 'echo', { round }, { timeoutMs: 5_000 })).resolves.toEqual({ round });
+      await expect(asTenant(() => requester.request(topics.requests, 'echo', { round }, { timeoutMs: 5_000 }))).resolves.toEqual({ round });
       await requester.close(); // deletes its reply topic, which the server's producer has written to
     }
   }, 60_000);
@@ -211,7 +217,7 @@ describe('KafkaBus on a real broker', () => {
     });
     await first.start();
     const id = randomUUID();
-    await first.publish(topics.events, { id, type: 'handover', key: 'handover', payload: { n: 1 } });
+    await asTenant(() => first.publish(topics.events, { id, type: 'handover', key: 'handover', payload: { n: 1 } }));
     await until(() => seenByFirst.length === 1, 'the first delivery');
     await first.close();
     expect(seenByFirst).toEqual([1]);
@@ -237,7 +243,7 @@ describe('KafkaBus on a real broker', () => {
     await servers[1].start(); // joining makes the first one rebalance; start waits for the new assignment
     const client = newBus(topics.specs);
     await client.start();
-    const answers = await Promise.all(Array.from({ length: 30 }, (_, n) => client.request<string>(topics.requests, 'whoami', {}, { key: `key-${n}` })));
+    const answers = await Promise.all(Array.from({ length: 30 }, (_, n) => asTenant(() => client.request<string>(topics.requests, 'whoami', {}, { key: `key-${n}` }))));
     expect(new Set(answers)).toEqual(new Set(['one', 'two']));
   }, 60_000);
 
@@ -258,13 +264,13 @@ describe('KafkaBus on a real broker', () => {
         {
           key: 'same-key',
           value: JSON.stringify({ which: 'expired' }),
-          headers: { 'message-id': randomUUID(), 'message-type': 'note', 'correlation-id': randomUUID(), 'reply-to': 'replies.gone', 'request-deadline': String(Date.now() - 1_000) },
+          headers: { 'tenant-id': TENANT, 'message-id': randomUUID(), 'message-type': 'note', 'correlation-id': randomUUID(), 'reply-to': 'replies.gone', 'request-deadline': String(Date.now() - 1_000) },
         },
       ],
     });
     const client = newBus(topics.specs);
     await client.start();
-    await expect(client.request(topics.requests, 'note', { which: 'current' }, { key: 'same-key' })).resolves.toBe('noted');
+    await expect(asTenant(() => client.request(topics.requests, 'note', { which: 'current' }, { key: 'same-key' }))).resolves.toBe('noted');
     expect(handled).toEqual(['current']);
   }, 60_000);
 
@@ -277,9 +283,9 @@ describe('KafkaBus on a real broker', () => {
     });
     await consumerBus.start();
     const id = randomUUID();
-    await raw.send({ topic: topics.events, messages: [{ key: 'garbage', value: '{not json', headers: { 'message-id': id, 'message-type': 'garbage' } }] });
+    await raw.send({ topic: topics.events, messages: [{ key: 'garbage', value: '{not json', headers: { 'tenant-id': TENANT, 'message-id': id, 'message-type': 'garbage' } }] });
     const after = randomUUID();
-    await consumerBus.publish(topics.events, { id: after, type: 'fine', key: 'garbage', payload: {} });
+    await asTenant(() => consumerBus.publish(topics.events, { id: after, type: 'fine', key: 'garbage', payload: {} }));
     await until(() => handled.includes(after), 'the event behind the unreadable one');
     expect(handled).not.toContain(id);
 

@@ -103,6 +103,19 @@ describe('topic names', () => {
     expect(() => mergeTopicSpecs([{ name: 'a', partitions: 0 }])).toThrow(/positive partition count/);
   });
 
+  it('keeps the largest message size of a topic listed twice, and none for topics without one', () => {
+    expect(
+      mergeTopicSpecs([
+        { name: 'a', partitions: 3, maxMessageBytes: 4_000_000 },
+        { name: 'b', partitions: 1 },
+        { name: 'a', partitions: 1, maxMessageBytes: 16_000_000 },
+      ]),
+    ).toEqual([
+      { name: 'a', partitions: 3, maxMessageBytes: 16_000_000 },
+      { name: 'b', partitions: 1 },
+    ]);
+  });
+
   it('consumes between 2 and 16 partitions at once', () => {
     expect(partitionConcurrency(undefined)).toBe(2);
     expect(partitionConcurrency(1)).toBe(2);

@@ -22,6 +22,7 @@ import {
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_RETRY_POLICY,
   EventHandler,
+  HandlerOptions,
   Headers,
   IncomingMessage,
   MessageBus,
@@ -29,8 +30,10 @@ import {
   RequestHandler,
   RequestOptions,
   RetryPolicy,
+  Tenancy,
 } from '../bus';
 import {
+  admit,
   answer,
   BusLogger,
   consoleBusLogger,
@@ -39,6 +42,7 @@ import {
   describe,
   deserialize,
   outgoingHeaders,
+  REFUSED_REPLY,
   ReplyEnvelope,
   requestTimedOut,
   serialize,
@@ -159,7 +163,11 @@ async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicSpec>, l
     // Leaders are awaited below, not here: kafkajs's own wait fails outright when another process
     // created one of these topics a moment ago and its metadata has not reached the broker yet.
     await admin.createTopics({
-      topics: missing.map((topic) => ({ topic: topic.name, numPartitions: topic.partitions })),
+      topics: missing.map((topic) => ({
+        topic: topic.name,
+        numPartitions: topic.partitions,
+        ...(topic.maxMessageBytes ? { configEntries: [{ name: 'max.message.bytes', value: String(topic.maxMessageBytes) }] } : {}),
+      })),
       waitForLeaders: false,
       timeout: TOPIC_TIMEOUT_MS,
     });
@@ -220,8 +228,11 @@ interface ConsumerPlan {
 }
 
 type Registration =
-  | { readonly kind: 'serve'; readonly group: string; readonly topic: string; readonly handlers: Readonly<Record<string, RequestHandler>> }
-  | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly handler: EventHandler };
+  | { readonly kind: 'serve'; readonly group: string; readonly topic: string; readonly tenancy: Tenancy; readonly handlers: Readonly<Record<string, RequestHandler>> }
+  | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly tenancy: Tenancy; readonly handler: EventHandler };
+
+type ServedTopic = Pick<Extract<Registration, { kind: 'serve' }>, 'handlers' | 'tenancy'>;
+type SubscribedTopic = Pick<Extract<Registration, { kind: 'subscribe' }>, 'handler' | 'tenancy'>;
 
 /**
  * The MessageBus on Kafka (kafkajs), with the in-process adapter's semantics.
@@ -293,16 +304,16 @@ export class KafkaBus implements MessageBus {
     this.ready.catch(() => undefined);
   }
 
-  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>): void {
+  serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options: HandlerOptions = {}): void {
     this.assertNotStarted();
     this.assertGroupUsable('serve', topic, group);
-    this.registrations.push({ kind: 'serve', group, topic, handlers });
+    this.registrations.push({ kind: 'serve', group, topic, tenancy: options.tenancy ?? 'tenant', handlers });
   }
 
-  subscribe(topic: string, group: string, handler: EventHandler): void {
+  subscribe(topic: string, group: string, handler: EventHandler, options: HandlerOptions = {}): void {
     this.assertNotStarted();
     this.assertGroupUsable('subscribe', topic, group);
-    this.registrations.push({ kind: 'subscribe', group, topic, handler });
+    this.registrations.push({ kind: 'subscribe', group, topic, tenancy: options.tenancy ?? 'tenant', handler });
   }
 
   async start(): Promise<void> {
@@ -387,7 +398,6 @@ export class KafkaBus implements MessageBus {
   private async startAll(): Promise<void> {
     const configured = this.options.topics ?? [];
     const partitionsOf = new Map(mergeTopicSpecs(configured).map((topic) => [topic.name, topic.partitions]));
-    const subscribed = [...new Set(this.registrations.filter((r) => r.kind === 'subscribe').map((r) => r.topic))];
     const consumed = [...new Set(this.registrations.map((r) => r.topic))];
 
     const admin = this.kafka.admin();
@@ -398,7 +408,8 @@ export class KafkaBus implements MessageBus {
         admin,
         [
           ...configured,
-          ...subscribed.map((topic) => ({ name: deadLetterTopic(topic), partitions: partitionsOf.get(topic) ?? 1 })),
+          // Requests are dead-lettered too when refused (no tenant), so every consumed topic has its DLQ.
+          ...consumed.map((topic) => ({ name: deadLetterTopic(topic), partitions: partitionsOf.get(topic) ?? 1 })),
           { name: this.replyTopic, partitions: 1 },
         ],
         this.logger,
@@ -425,18 +436,18 @@ export class KafkaBus implements MessageBus {
       eachMessage: (payload) => this.onReply(payload),
     }];
     for (const [group, registrations] of this.groups('serve')) {
-      const handlers = new Map(registrations.map((r) => [r.topic, r.handlers]));
+      const handlers = new Map<string, ServedTopic>(registrations.map((r) => [r.topic, { handlers: r.handlers, tenancy: r.tenancy }]));
       plans.push({
         name: `serve ${group}`,
         groupId: group,
         topics: [...handlers.keys()],
         isReplyConsumer: false,
         concurrency: partitionConcurrency(Math.max(...[...handlers.keys()].map((topic) => partitions.get(topic) ?? 1))),
-        eachMessage: (payload) => this.onRequest(payload, handlers),
+        eachMessage: (payload) => this.onRequest(payload, group, handlers),
       });
     }
     for (const [group, registrations] of this.groups('subscribe')) {
-      const handlers = new Map(registrations.map((r) => [r.topic, r.handler]));
+      const handlers = new Map<string, SubscribedTopic>(registrations.map((r) => [r.topic, { handler: r.handler, tenancy: r.tenancy }]));
       plans.push({
         name: `subscribe ${group}`,
         groupId: group,
@@ -560,7 +571,7 @@ export class KafkaBus implements MessageBus {
     pending.resolve(reply);
   }
 
-  private async onRequest(payload: EachMessagePayload, handlersByTopic: ReadonlyMap<string, Readonly<Record<string, RequestHandler>>>): Promise<void> {
+  private async onRequest(payload: EachMessagePayload, group: string, servedTopics: ReadonlyMap<string, ServedTopic>): Promise<void> {
     const { topic, partition, message, heartbeat } = payload;
     await this.admit(topic, partition, message.offset);
     await this.track(async () => {
@@ -572,10 +583,17 @@ export class KafkaBus implements MessageBus {
         return;
       }
       let reply: ReplyEnvelope;
+      const served = servedTopics.get(topic);
+      const admission = admit(headers, served?.tenancy ?? 'tenant');
       try {
-        const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message), attempt: 1 };
-        const handler = handlersByTopic.get(topic)?.[request.type];
-        reply = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () => answer(request, handler, this.logger));
+        if (!admission.admitted) {
+          await this.deadLetter(topic, group, message, admission.refusal, 0);
+          reply = REFUSED_REPLY;
+        } else {
+          const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message), attempt: 1 };
+          const handler = served?.handlers[request.type];
+          reply = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () => answer(request, handler, this.logger, admission.scope));
+        }
       } catch (error) {
         this.logger.error('Unreadable request', { topic, partition, offset: message.offset, error: describe(error) });
         reply = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
@@ -591,11 +609,11 @@ export class KafkaBus implements MessageBus {
     });
   }
 
-  private async onEvent(payload: EachMessagePayload, group: string, handlersByTopic: ReadonlyMap<string, EventHandler>): Promise<void> {
+  private async onEvent(payload: EachMessagePayload, group: string, subscribedTopics: ReadonlyMap<string, SubscribedTopic>): Promise<void> {
     const { topic, partition, message, heartbeat } = payload;
     await this.admit(topic, partition, message.offset);
-    const handler = handlersByTopic.get(topic);
-    if (!handler) throw new Error(`Group ${group} got a message of ${topic}, which it does not subscribe to`);
+    const subscription = subscribedTopics.get(topic);
+    if (!subscription) throw new Error(`Group ${group} got a message of ${topic}, which it does not subscribe to`);
     await this.track(async () => {
       let event: Omit<IncomingMessage, 'attempt'>;
       try {
@@ -605,10 +623,11 @@ export class KafkaBus implements MessageBus {
         return;
       }
       const delivery = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () =>
-        deliverWithRetries(event, handler, this.retry, () => this.isStopping(), heartbeat),
+        deliverWithRetries(event, subscription.handler, this.retry, () => this.isStopping(), heartbeat, subscription.tenancy),
       );
       if (delivery.outcome === 'interrupted') throw new DeliveryInterrupted(topic, partition, message.offset);
       if (delivery.outcome === 'failed') await this.deadLetter(topic, group, message, delivery.error, delivery.attempts);
+      if (delivery.outcome === 'refused') await this.deadLetter(topic, group, message, delivery.error, 0);
     });
   }
 
@@ -632,7 +651,7 @@ export class KafkaBus implements MessageBus {
     }
   }
 
-  /** Parks a message that kept failing in `<topic>.dlq`; if that fails too, the message is redelivered. */
+  /** Parks a message that kept failing (or was refused: 0 attempts) in `<topic>.dlq`; if that fails too, the message is redelivered. */
   private async deadLetter(topic: string, group: string, message: EachMessagePayload['message'], error: unknown, attempts: number): Promise<void> {
     const headers = headersFromKafka(message.headers);
     this.logger.error('Message dead-lettered', {

@@ -15,6 +15,8 @@ export const REQUEST_DEADLINE_HEADER = 'request-deadline';
 export interface TopicSpec {
   readonly name: string;
   readonly partitions: number;
+  /** The topic's `max.message.bytes` when it must exceed the broker's default (about 1 MiB). */
+  readonly maxMessageBytes?: number;
 }
 
 /** kafkajs hands headers over as Buffers (or arrays of them for repeated keys): turn them into strings. */
@@ -69,14 +71,16 @@ export function replyTopicName(clientId: string, instanceId: string): string {
   return `replies.${topicNamePart(clientId)}.${topicNamePart(instanceId)}`.slice(0, MAX_TOPIC_LENGTH);
 }
 
-/** One entry per topic name; a name listed twice keeps its largest partition count. */
+/** One entry per topic name; a name listed twice keeps its largest partition count and message size. */
 export function mergeTopicSpecs(specs: Iterable<TopicSpec>): TopicSpec[] {
-  const byName = new Map<string, number>();
-  for (const { name, partitions } of specs) {
+  const byName = new Map<string, TopicSpec>();
+  for (const { name, partitions, maxMessageBytes } of specs) {
     if (!Number.isInteger(partitions) || partitions < 1) throw new Error(`Topic ${name} needs a positive partition count, got ${partitions}`);
-    byName.set(name, Math.max(partitions, byName.get(name) ?? 0));
+    const known = byName.get(name);
+    const largest = Math.max(maxMessageBytes ?? 0, known?.maxMessageBytes ?? 0);
+    byName.set(name, { name, partitions: Math.max(partitions, known?.partitions ?? 0), ...(largest > 0 ? { maxMessageBytes: largest } : {}) });
   }
-  return [...byName].map(([name, partitions]) => ({ name, partitions }));
+  return [...byName.values()];
 }
 
 /** kafkajs log levels (ERROR = 1, WARN = 2, INFO = 4, DEBUG = 5), without importing its enum. */

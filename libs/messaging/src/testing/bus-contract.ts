@@ -1,11 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorCode } from '@mission/contracts';
-import { currentTenant, optionalTenant, runWithTenant } from '@mission/tenant-context';
+import { currentTenant, currentTraceparent, optionalTenant, parseTraceparent, runWithTenant, runWithTrace } from '@mission/tenant-context';
 import { IncomingMessage, MessageBus, RetryPolicy } from '../bus';
 
 /** Topics a contract run may use; a Kafka run creates them fresh so runs never see each other. */
 export interface ContractTopics {
+  /** Served by tenant handlers. */
   readonly requests: string;
+  /** Served by operator handlers. */
+  readonly operatorRequests: string;
   readonly events: string;
   /** A request topic nobody serves. */
   readonly unserved: string;
@@ -50,6 +53,19 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     const secondGroup: IncomingMessage[] = [];
     const flakyAttempts = new Map<string, number>();
     const seenTenants: Array<string | undefined> = [];
+    /** Messages a handler saw although they carried no valid tenant: must stay empty. */
+    const handledWithoutTenant: string[] = [];
+    const asTenantA = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: tenantA }, fn);
+
+    async function deadLetterOf(topic: string, id: string): Promise<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }> {
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        const dead = (await fixture.deadLetters(topic)).find((m) => m.headers['message-id'] === id);
+        if (dead) return dead;
+        if (Date.now() > deadline) throw new Error(`Timed out waiting for ${id} in ${topic}.dlq`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+    }
 
     beforeAll(async () => {
       fixture = await setup();
@@ -57,7 +73,7 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
       server = fixture.createBus();
       client = fixture.createBus();
       server.serve(topics.requests, 'contract-server', {
-        echo: async (message) => ({ echoed: message.payload, tenant: optionalTenant()?.tenantId ?? null, type: message.type }),
+        echo: async (message) => ({ echoed: message.payload, tenant: optionalTenant()?.tenantId ?? null, type: message.type, trace: currentTraceparent() ?? null }),
         mutate: async (message) => {
           (message.payload as { touched?: boolean }).touched = true;
           return message.payload;
@@ -74,8 +90,15 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
           return 'late';
         },
       });
+      server.serve(
+        topics.operatorRequests,
+        'contract-operator',
+        { whoami: async (message) => ({ tenant: optionalTenant()?.tenantId ?? null, header: message.headers['tenant-id'] ?? null }) },
+        { tenancy: 'operator' },
+      );
       server.subscribe(topics.events, 'contract-group-1', async (message) => {
         seenTenants.push(optionalTenant()?.tenantId);
+        if (!optionalTenant()) handledWithoutTenant.push(message.id);
         if (message.type === 'flaky') {
           const attempts = (flakyAttempts.get(message.id) ?? 0) + 1;
           flakyAttempts.set(message.id, attempts);
@@ -85,6 +108,7 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         received.push(message);
       });
       client.subscribe(topics.events, 'contract-group-2', async (message) => {
+        if (!optionalTenant()) handledWithoutTenant.push(message.id);
         secondGroup.push(message);
       });
       await Promise.all([server.start(), client.start()]);
@@ -101,8 +125,36 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     });
 
     it('answers a request with the handler result', async () => {
-      const reply = await client.request<{ echoed: unknown; tenant: string | null }>(fixture.topics.requests, 'echo', { n: 1, s: 'ü' });
-      expect(reply).toEqual({ echoed: { n: 1, s: 'ü' }, tenant: null, type: 'echo' });
+      const reply = await asTenantA(() => client.request<{ echoed: unknown; tenant: string | null }>(fixture.topics.requests, 'echo', { n: 1, s: 'ü' }));
+      expect(reply).toMatchObject({ echoed: { n: 1, s: 'ü' }, tenant: tenantA, type: 'echo' });
+    }, timeoutMs);
+
+    it('continues the caller’s W3C trace in the handler, and starts one for a caller without', async () => {
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const traced = await runWithTrace(`00-${traceId}-00f067aa0ba902b7-01`, () => asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {})));
+      expect(parseTraceparent(traced.trace)?.traceId).toBe(traceId);
+      const untraced = await asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {}));
+      expect(parseTraceparent(untraced.trace)?.traceId).not.toBe(traceId);
+    }, timeoutMs);
+
+    it('refuses a tenant request without a tenant: an error reply, a dead letter with the reason, no handler call', async () => {
+      const before = (await fixture.deadLetters(fixture.topics.requests)).length;
+      await expect(client.request(fixture.topics.requests, 'requireTenant', { marker: 'no-tenant' })).rejects.toMatchObject({ code: ErrorCode.Internal });
+      const deadline = Date.now() + timeoutMs;
+      let refused: Awaited<ReturnType<BusContractFixture['deadLetters']>> = [];
+      while (refused.length <= before && Date.now() < deadline) {
+        refused = await fixture.deadLetters(fixture.topics.requests);
+        if (refused.length <= before) await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const dead = refused.find((m) => m.type === 'requireTenant');
+      expect(dead?.headers['error']).toMatch(/^TenantRefused: .*without a tenant-id header/);
+      expect(dead?.headers['attempts']).toBe('0');
+      expect(dead?.headers['tenant-id']).toBeUndefined();
+    }, timeoutMs * 2);
+
+    it('serves operator requests outside any tenant context, whoever sends them', async () => {
+      await expect(client.request(fixture.topics.operatorRequests, 'whoami', {})).resolves.toEqual({ tenant: null, header: null });
+      await expect(asTenantA(() => client.request(fixture.topics.operatorRequests, 'whoami', {}))).resolves.toEqual({ tenant: null, header: tenantA });
     }, timeoutMs);
 
     it('carries the tenant context to the handler and back', async () => {
@@ -114,31 +166,30 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
       expect(b.tenant).toBe(tenantB);
     }, timeoutMs);
 
-    it('runs a tenant-only handler without a tenant as a failure, never as "all tenants"', async () => {
-      await expect(client.request(fixture.topics.requests, 'requireTenant', {})).rejects.toMatchObject({ code: ErrorCode.Internal });
-      await expect(runWithTenant({ tenantId: tenantA }, () => client.request(fixture.topics.requests, 'requireTenant', {}))).resolves.toBe(tenantA);
+    it('runs a tenant handler in the tenant of its message', async () => {
+      await expect(asTenantA(() => client.request(fixture.topics.requests, 'requireTenant', {}))).resolves.toBe(tenantA);
     }, timeoutMs);
 
     it('never shares objects between sender and handler', async () => {
       const payload = { touched: false };
-      const reply = await client.request<{ touched: boolean }>(fixture.topics.requests, 'mutate', payload);
+      const reply = await asTenantA(() => client.request<{ touched: boolean }>(fixture.topics.requests, 'mutate', payload));
       expect(reply.touched).toBe(true);
       expect(payload.touched).toBe(false);
     }, timeoutMs);
 
     it('rethrows a domain error with its code and field errors', async () => {
-      const failure = client.request(fixture.topics.requests, 'refuse', {});
+      const failure = asTenantA(() => client.request(fixture.topics.requests, 'refuse', {}));
       await expect(failure).rejects.toBeInstanceOf(DomainError);
       await expect(failure).rejects.toMatchObject({ code: ErrorCode.Conflict, message: 'no longer pending', errors: [{ field: 'id', message: 'decided' }] });
     }, timeoutMs);
 
     it('hides unexpected failures behind internal_error', async () => {
-      const failure = client.request(fixture.topics.requests, 'crash', {});
+      const failure = asTenantA(() => client.request(fixture.topics.requests, 'crash', {}));
       await expect(failure).rejects.toMatchObject({ code: ErrorCode.Internal, message: 'internal error' });
     }, timeoutMs);
 
     it('answers an unknown message type with an error instead of hanging', async () => {
-      await expect(client.request(fixture.topics.requests, 'no-such-type', {})).rejects.toMatchObject({ code: ErrorCode.Internal });
+      await expect(asTenantA(() => client.request(fixture.topics.requests, 'no-such-type', {}))).rejects.toMatchObject({ code: ErrorCode.Internal });
     }, timeoutMs);
 
     it('fails with dependency_unavailable when nobody answers in time', async () => {
@@ -147,14 +198,14 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         code: ErrorCode.DependencyUnavailable,
       });
       expect(Date.now() - started).toBeGreaterThanOrEqual(290);
-      await expect(client.request(fixture.topics.requests, 'slow', { ms: 1_000 }, { timeoutMs: 200 })).rejects.toMatchObject({
+      await expect(asTenantA(() => client.request(fixture.topics.requests, 'slow', { ms: 1_000 }, { timeoutMs: 200 }))).rejects.toMatchObject({
         code: ErrorCode.DependencyUnavailable,
       });
     }, timeoutMs);
 
     it('matches many concurrent replies to their requests', async () => {
       const replies = await Promise.all(
-        Array.from({ length: 50 }, (_, n) => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` })),
+        Array.from({ length: 50 }, (_, n) => asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` }))),
       );
       expect(replies.map((reply) => reply.echoed.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
     }, timeoutMs);
@@ -181,14 +232,14 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
 
     it('keeps the message id given by the publisher, for idempotent consumers', async () => {
       const id = randomUUID();
-      await client.publish(fixture.topics.events, { id, type: 'with-id', key: 'ids', payload: {} });
+      await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'with-id', key: 'ids', payload: {} }));
       const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the event with a fixed id');
       expect(message.type).toBe('with-id');
     }, timeoutMs);
 
     it('retries a failing handler until it succeeds', async () => {
       const id = randomUUID();
-      await client.publish(fixture.topics.events, { id, type: 'flaky', key: 'flaky', payload: {} });
+      await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'flaky', key: 'flaky', payload: {} }));
       const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the flaky event to succeed');
       expect(message.attempt).toBe(2);
       expect(flakyAttempts.get(id)).toBe(2);
@@ -197,27 +248,38 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     it('dead-letters a message that keeps failing, with its headers and the error', async () => {
       const id = randomUUID();
       await runWithTenant({ tenantId: tenantB }, () => client.publish(fixture.topics.events, { id, type: 'poison', key: 'poison', payload: {} }));
-      const deadline = Date.now() + timeoutMs;
-      let dead: Awaited<ReturnType<BusContractFixture['deadLetters']>>[number] | undefined;
-      while (!dead && Date.now() < deadline) {
-        dead = (await fixture.deadLetters(fixture.topics.events)).find((m) => m.headers['message-id'] === id);
-        if (!dead) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      expect(dead).toBeDefined();
+      const dead = await deadLetterOf(fixture.topics.events, id);
       expect(dead?.type).toBe('poison');
       expect(dead?.headers['tenant-id']).toBe(tenantB);
       expect(dead?.headers['error']).toContain('always fails');
       expect(dead?.headers['attempts']).toBe(String(fixture.retry.attempts));
       // The poison message does not block the messages behind it, even those on its own key.
       const after = randomUUID();
-      await client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} });
+      await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} }));
       await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
+    }, timeoutMs * 2);
+
+    it.each([
+      ['without a tenant-id header', {}, /without a tenant-id header/],
+      ['with a malformed tenant-id header', { 'tenant-id': "x' OR 1=1" }, /invalid tenant-id header/],
+    ])('dead-letters an event %s at once, with the reason, and never hands it to a handler', async (_label, headers, reason) => {
+      const id = randomUUID();
+      await client.publish(fixture.topics.events, { id, type: 'untenanted', key: 'untenanted', payload: {}, headers });
+      const dead = await deadLetterOf(fixture.topics.events, id);
+      expect(dead.headers['error']).toMatch(reason);
+      expect(dead.headers['attempts']).toBe('0');
+      // A tenant event behind it on the same key still arrives: the refusal blocks nothing.
+      const after = randomUUID();
+      await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-untenanted', key: 'untenanted', payload: {} }));
+      await waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the tenant event after the refused one');
+      expect(received.some((m) => m.id === id)).toBe(false);
+      expect(handledWithoutTenant).toEqual([]);
     }, timeoutMs * 2);
 
     it('rejects a request still waiting for its reply when the bus closes', async () => {
       const leaving = fixture.createBus();
       await leaving.start();
-      const waiting = leaving.request(fixture.topics.requests, 'slow', { ms: 1_500 }, { timeoutMs: 10_000 });
+      const waiting = asTenantA(() => leaving.request(fixture.topics.requests, 'slow', { ms: 1_500 }, { timeoutMs: 10_000 }));
       const outcome = waiting.then(
         () => 'answered',
         (error: unknown) => error,

@@ -1,15 +1,187 @@
-import { BrainQueryResult, BrainQuerySchema, parseOrThrow } from '@mission/contracts';
+import { randomUUID } from 'node:crypto';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { DataSource } from 'typeorm';
+import {
+  BrainDocumentView,
+  BrainQueryResult,
+  BrainQuerySchema,
+  BrainResult,
+  decodeCursor,
+  DomainError,
+  encodeCursor,
+  IngestedDocumentView,
+  Page,
+  PageQuerySchema,
+  parseIngestDocument,
+  parseOrThrow,
+} from '@mission/contracts';
+import { tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
+import { TenantIndexKeys, TermHasher } from '../index/blind-index';
+import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
+import { analyze, termFrequencies } from '../text/analyzer';
+import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
+import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, RankedChunkRow } from './brain.repository';
+
+export const BRAIN_SCHEMA = 'brain';
+
+/** Distinct query terms considered; the rest of a very long query is ignored. */
+export const MAX_QUERY_TERMS = 1_024;
+
+/** Tenants whose term hashers (with their caches of recent hashes) are kept. */
+const MAX_CACHED_TENANTS = 64;
+
+/** Chunks analysed between two yields to the event loop while a large document is prepared. */
+const CHUNKS_PER_SLICE = 64;
+
+function documentView(row: DocumentRow): BrainDocumentView {
+  return {
+    id: row.id,
+    title: row.title,
+    ...(row.source !== null ? { source: row.source } : {}),
+    metadata: row.metadata,
+    chunkCount: row.chunkCount,
+    contentBytes: row.contentBytes,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+function resultView(row: RankedChunkRow): BrainResult {
+  return {
+    documentId: row.documentId,
+    chunkId: row.chunkId,
+    title: row.title,
+    text: row.text,
+    score: row.score,
+    ...(row.source !== null ? { source: row.source } : {}),
+  };
+}
+
+export interface BrainServiceSettings {
+  readonly bm25: Bm25Parameters;
+  readonly chunking: ChunkingOptions;
+}
 
 /**
- * Retrieval over the current tenant's documents. The store itself (ingestion, chunking, BM25
- * ranking) is not built yet, so every query is answered with no passages.
+ * The current tenant's knowledge store: documents are chunked, analysed and indexed under the
+ * tenant's blind-index key in the same transaction that stores them; queries rank chunks by BM25
+ * over the tenant's own statistics.
  */
 export class BrainService {
+  private readonly hashers = new Map<string, TermHasher>();
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly repository: BrainRepository,
+    private readonly keys: TenantIndexKeys,
+    private readonly settings: BrainServiceSettings = { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING },
+  ) {}
+
+  async ingest(payload: unknown): Promise<IngestedDocumentView> {
+    const request = parseIngestDocument(payload);
+    const { tenantId } = currentTenant();
+    const hasher = await this.hasherFor(tenantId);
+    const texts = chunkText(request.content, this.settings.chunking);
+    const titleTerms = analyze(request.title);
+    const chunks: IndexedChunk[] = [];
+    for (const [ordinal, text] of texts.entries()) {
+      // The title is indexed with every chunk, so a passage is found by its document's title too.
+      const frequencies = termFrequencies([...analyze(text), ...titleTerms]);
+      const termHashes = [...frequencies.keys()].map((term) => hasher.hash(term));
+      const length = [...frequencies.values()].reduce((sum, tf) => sum + tf, 0);
+      chunks.push({ id: randomUUID(), ordinal, text, length, termHashes, termFrequencies: [...frequencies.values()] });
+      if (ordinal % CHUNKS_PER_SLICE === CHUNKS_PER_SLICE - 1) await yieldToEventLoop();
+    }
+    const document: DocumentRow = {
+      id: randomUUID(),
+      tenantId,
+      title: request.title,
+      source: request.source ?? null,
+      metadata: request.metadata ?? {},
+      contentBytes: Buffer.byteLength(request.content, 'utf8'),
+      chunkCount: chunks.length,
+      createdAt: new Date(),
+    };
+    await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck()));
+    return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
+  }
+
+  async get(id: string): Promise<BrainDocumentView> {
+    const { tenantId } = currentTenant();
+    const row = await tenantTransaction(this.dataSource, (manager) => this.repository.findDocument(manager, tenantId, id));
+    if (!row) throw DomainError.notFound('Document');
+    return documentView(row);
+  }
+
+  /** Newest first. */
+  async list(query: unknown): Promise<Page<BrainDocumentView>> {
+    const { limit, cursor } = parseOrThrow(PageQuerySchema, query, 'Query');
+    const after = cursor ? decodeCursor(cursor) : undefined;
+    const { tenantId } = currentTenant();
+    const rows = await tenantTransaction(this.dataSource, (manager) => this.repository.documentPage(manager, tenantId, limit, after));
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return {
+      items: items.map(documentView),
+      nextCursor: rows.length > limit && last ? encodeCursor({ at: last.createdAt.toISOString(), id: last.id }) : null,
+    };
+  }
+
+  /** Removes the document, its chunks and postings, and its share of the tenant's statistics, in one transaction. */
+  async delete(id: string): Promise<{ id: string }> {
+    const { tenantId } = currentTenant();
+    const deleted = await tenantTransaction(this.dataSource, (manager) => this.repository.deleteDocument(manager, tenantId, id));
+    if (!deleted) throw DomainError.notFound('Document');
+    return { id };
+  }
+
+  /** The tenant's term hasher, kept while the process serves the tenant (bounded: the least recent go first). */
+  private async hasherFor(tenantId: string): Promise<TermHasher> {
+    let hasher = this.hashers.get(tenantId);
+    if (hasher) {
+      this.hashers.delete(tenantId);
+    } else {
+      hasher = new TermHasher(await this.keys.keyFor(tenantId));
+      if (this.hashers.size >= MAX_CACHED_TENANTS) this.hashers.delete(this.hashers.keys().next().value as string);
+    }
+    this.hashers.set(tenantId, hasher);
+    return hasher;
+  }
+
   async query(payload: unknown): Promise<BrainQueryResult> {
     const request = parseOrThrow(BrainQuerySchema, payload, 'Query');
-    // Tenant-scoped even while empty: a query outside a tenant is refused, never answered for all.
-    currentTenant();
-    return { query: request.q, results: [] };
+    return { query: request.q, results: await this.search(request.q, request.k) };
+  }
+
+  /**
+   * The `limit` best passages of the current tenant for `text`, best first. The public query caps
+   * `limit` at 50; the evaluation reads deeper rankings through this method.
+   */
+  async search(text: string, limit: number): Promise<BrainResult[]> {
+    const { tenantId } = currentTenant();
+    const hasher = await this.hasherFor(tenantId);
+    const queryFrequencies = new Map<string, number>();
+    for (const [term, frequency] of termFrequencies(analyze(text))) {
+      if (queryFrequencies.size >= MAX_QUERY_TERMS) break;
+      const hash = hasher.hash(term);
+      queryFrequencies.set(hash, (queryFrequencies.get(hash) ?? 0) + frequency);
+    }
+    // A query of stop words and punctuation only has nothing to look for: an empty ranking.
+    if (queryFrequencies.size === 0) return [];
+
+    const rows = await tenantTransaction(this.dataSource, async (manager) => {
+      const stats = await this.repository.statistics(manager, tenantId, [...queryFrequencies.keys()]);
+      if (!stats || stats.chunkCount === 0) return [];
+      if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
+      const weights = [...queryFrequencies]
+        .filter(([hash]) => stats.documentFrequencies.has(hash))
+        .map(([termHash, queryFrequency]) => ({
+          termHash,
+          weight: termWeight(queryFrequency, stats.chunkCount, stats.documentFrequencies.get(termHash) ?? 0, this.settings.bm25),
+        }));
+      if (weights.length === 0) return [];
+      return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit);
+    });
+    return rows.map(resultView);
   }
 }

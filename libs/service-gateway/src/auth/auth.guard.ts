@@ -13,6 +13,17 @@ function quoted(value: string): string {
   return `"${value.replace(/["\\]/g, '')}"`;
 }
 
+function resourceMetadata(publicUrl: string): string {
+  return `${publicUrl.replace(/\/$/, '')}/.well-known/oauth-protected-resource`;
+}
+
+/** A 401 with its Bearer challenge; RFC 6750 §3: no error code when no token was presented at all. */
+export function unauthorizedProblem(publicUrl: string, description: string, tokenPresented: boolean): HttpProblemError {
+  const parts = [`realm="mission-service"`, `resource_metadata=${quoted(resourceMetadata(publicUrl))}`];
+  if (tokenPresented) parts.push(`error="invalid_token"`, `error_description=${quoted(description)}`);
+  return new HttpProblemError(ErrorCode.Unauthorized, description, { 'WWW-Authenticate': `Bearer ${parts.join(', ')}` });
+}
+
 /**
  * Authenticates every request unless the route is @Public, then enforces the route's access rule.
  * Routes must declare a rule: an undeclared route fails closed.
@@ -51,21 +62,14 @@ export class AuthGuard implements CanActivate {
     return true;
   }
 
-  private resourceMetadata(): string {
-    return `${this.options.publicUrl.replace(/\/$/, '')}/.well-known/oauth-protected-resource`;
-  }
-
-  /** RFC 6750 §3: no error code when no token was presented at all. */
   private unauthorized(description: string, tokenPresented = false): HttpProblemError {
-    const parts = [`realm="mission-service"`, `resource_metadata=${quoted(this.resourceMetadata())}`];
-    if (tokenPresented) parts.push(`error="invalid_token"`, `error_description=${quoted(description)}`);
-    return new HttpProblemError(ErrorCode.Unauthorized, description, { 'WWW-Authenticate': `Bearer ${parts.join(', ')}` });
+    return unauthorizedProblem(this.options.publicUrl, description, tokenPresented);
   }
 
   private insufficientScope(needed: readonly string[]): HttpProblemError {
     const scope = needed.join(' ');
     return new HttpProblemError(ErrorCode.InsufficientScope, `This operation needs the scope ${scope}`, {
-      'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope", scope=${quoted(scope)}, resource_metadata=${quoted(this.resourceMetadata())}`,
+      'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope", scope=${quoted(scope)}, resource_metadata=${quoted(resourceMetadata(this.options.publicUrl))}`,
     });
   }
 }

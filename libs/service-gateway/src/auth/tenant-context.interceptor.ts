@@ -1,17 +1,26 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
-import type { FastifyRequest } from 'fastify';
+import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Observable } from 'rxjs';
-import { runWithTenant } from '@mission/tenant-context';
+import { childTraceparent, runWithTenant, runWithTrace, TRACEPARENT_HEADER } from '@mission/tenant-context';
 
-/** Runs tenant routes inside the caller's tenant context, so the bus stamps it on every message. */
+/**
+ * Runs every route inside a W3C trace (continuing the caller's `traceparent`, or starting one)
+ * and tenant routes inside the caller's tenant context, so the bus stamps both on every message.
+ */
 @Injectable()
 export class TenantContextInterceptor implements NestInterceptor {
   intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
-    const auth = context.switchToHttp().getRequest<FastifyRequest>().auth;
+    const http = context.switchToHttp();
+    const request = http.getRequest<FastifyRequest>();
+    const traceparent = childTraceparent(request.headers[TRACEPARENT_HEADER] as string | undefined);
+    void http.getResponse<FastifyReply>().header(TRACEPARENT_HEADER, traceparent);
+    const auth = request.auth;
     const tenantId = auth?.tenantId;
-    if (!auth || !tenantId) return next.handle();
     return new Observable((subscriber) =>
-      runWithTenant({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }, () => next.handle().subscribe(subscriber)),
+      runWithTrace(traceparent, () => {
+        if (!auth || !tenantId) return next.handle().subscribe(subscriber);
+        return runWithTenant({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }, () => next.handle().subscribe(subscriber));
+      }),
     );
   }
 }

@@ -3,6 +3,7 @@ import type { FastifyReply } from 'fastify';
 import { Public } from '../auth/auth.decorators';
 import { TokenVerifier } from '../auth/token-verifier';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
 import type { MessageBus } from '@mission/messaging';
 
 @Controller('health')
@@ -12,6 +13,7 @@ export class HealthController {
     @Inject(BUS) private readonly bus: MessageBus,
     @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
     private readonly verifier: TokenVerifier,
+    private readonly rateLimits: TenantRateLimiter,
   ) {}
 
   @Get('live')
@@ -26,7 +28,8 @@ export class HealthController {
     const bus = this.bus.health();
     const identity = await this.verifier.reachable();
     const extra = (await this.options.readiness?.()) ?? {};
-    const details: Record<string, { up: boolean }> = { bus, identityProvider: { up: identity }, ...extra };
+    // Rate limits never fail readiness: without Redis they are served per replica, shown here.
+    const details: Record<string, { up: boolean }> = { bus, identityProvider: { up: identity }, rateLimits: this.rateLimits.health(), ...extra };
     const up = Object.values(details).every((check) => check.up);
     void reply.status(up ? 200 : 503);
     return { status: up ? 'up' : 'down', details };

@@ -15,6 +15,10 @@ export class ClientEntity {
   @Column('text', { array: true })
   scopes!: string[];
 
+  /** Empty for a machine client; a client with redirect URIs may also sign users in. */
+  @Column('text', { name: 'redirect_uris', array: true, default: () => "'{}'" })
+  redirectUris!: string[];
+
   @Column('timestamptz', { name: 'created_at' })
   createdAt!: Date;
 }

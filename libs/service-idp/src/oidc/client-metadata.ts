@@ -12,6 +12,7 @@ export interface OidcClientMetadata {
   readonly client_secret: string;
   readonly grant_types: readonly string[];
   readonly response_types: readonly string[];
+  readonly redirect_uris?: readonly string[];
   readonly token_endpoint_auth_method: 'client_secret_basic';
   readonly scope: string;
   readonly tenant_id?: string;
@@ -29,8 +30,20 @@ function machineClient(clientId: string, secretHash: string, scopes: readonly st
   };
 }
 
-export function tenantClientMetadata(client: Pick<ClientEntity, 'clientId' | 'secretHash' | 'scopes' | 'tenantId'>): OidcClientMetadata {
-  return { ...machineClient(client.clientId, client.secretHash, client.scopes), tenant_id: client.tenantId };
+/**
+ * A tenant's client. With redirect URIs it also signs the tenant's users in: authorization_code
+ * (PKCE S256 required by the provider for every client) and rotating refresh tokens.
+ */
+export function tenantClientMetadata(client: Pick<ClientEntity, 'clientId' | 'secretHash' | 'scopes' | 'tenantId'> & { redirectUris?: readonly string[] }): OidcClientMetadata {
+  const machine = { ...machineClient(client.clientId, client.secretHash, client.scopes), tenant_id: client.tenantId };
+  if (!client.redirectUris || client.redirectUris.length === 0) return machine;
+  return {
+    ...machine,
+    grant_types: ['client_credentials', 'authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    redirect_uris: [...client.redirectUris],
+    scope: [...client.scopes, 'openid', 'offline_access'].join(' '),
+  };
 }
 
 export function adminClientMetadata(clientId: string, secretHash: string): OidcClientMetadata {

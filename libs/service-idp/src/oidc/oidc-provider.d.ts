@@ -66,8 +66,14 @@ declare module 'oidc-provider' {
 
   export interface KoaContextWithOIDC {
     readonly oidc: OIDCContext;
+    readonly req: IncomingMessage;
+    readonly res: ServerResponse;
+    /** False when a middleware wrote the raw response itself. */
+    respond?: boolean;
+    set(field: string, value: string): void;
     readonly method: string;
     readonly path: string;
+    status: number;
     type: string;
     body: unknown;
   }
@@ -91,7 +97,10 @@ declare module 'oidc-provider' {
       validator?: (ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: Record<string, unknown>) => void;
     };
     extraTokenClaims?: (ctx: KoaContextWithOIDC, token: AccessTokenLike) => Promise<Record<string, unknown> | undefined>;
-    findAccount?: (ctx: KoaContextWithOIDC, sub: string, token?: unknown) => Promise<undefined>;
+    findAccount?: (ctx: KoaContextWithOIDC, sub: string, token?: unknown) => Promise<Account | undefined>;
+    interactions?: { url?: (ctx: KoaContextWithOIDC, interaction: { readonly uid: string }) => string | Promise<string> };
+    pkce?: { required?: (ctx: KoaContextWithOIDC, client: Client) => boolean };
+    rotateRefreshToken?: boolean | ((ctx: KoaContextWithOIDC) => boolean | Promise<boolean>);
     renderError?: (ctx: KoaContextWithOIDC, out: Record<string, string>, error: Error) => Promise<void>;
     features?: Record<string, Record<string, unknown>>;
     formats?: {
@@ -101,15 +110,52 @@ declare module 'oidc-provider' {
     enabledJWA?: Record<string, string[]>;
   }
 
+  export interface Account {
+    readonly accountId: string;
+    claims(): Promise<{ sub: string; [claim: string]: unknown }>;
+  }
+
+  export interface InteractionDetails {
+    readonly uid: string;
+    readonly prompt: { readonly name: string; readonly reasons: readonly string[]; readonly details: Record<string, unknown> };
+    readonly params: Readonly<Record<string, unknown>>;
+    readonly session?: { readonly accountId?: string };
+    readonly grantId?: string;
+  }
+
+  export interface InteractionResult {
+    readonly login?: { readonly accountId: string };
+    readonly consent?: { readonly grantId: string };
+    readonly error?: string;
+    readonly error_description?: string;
+  }
+
+  export interface Grant {
+    addOIDCScope(scope: string): void;
+    rejectOIDCScope(scope: string): void;
+    addResourceScope(resource: string, scope: string): void;
+    rejectResourceScope(resource: string, scope: string): void;
+    save(): Promise<string>;
+  }
+
+  export interface GrantStatic {
+    new (properties: { clientId: string; accountId: string }): Grant;
+    find(id: string): Promise<Grant | undefined>;
+  }
+
   export class Provider {
     constructor(issuer: string, configuration?: Configuration);
     readonly issuer: string;
     readonly Client: ClientStatic;
+    readonly Grant: GrantStatic;
+    interactionDetails(req: IncomingMessage, res: ServerResponse): Promise<InteractionDetails>;
+    interactionFinished(req: IncomingMessage, res: ServerResponse, result: InteractionResult, options?: { mergeWithLastSubmission?: boolean }): Promise<void>;
     readonly ClientCredentials: new (properties: { client: Client; scope?: string }) => ClientCredentialsToken;
     readonly ResourceServer: new (identifier: string, info: ResourceServerInfo) => ResourceServer;
     callback(): (req: IncomingMessage, res: ServerResponse) => Promise<void>;
     registerGrantType(name: string, handler: (ctx: KoaContextWithOIDC) => Promise<void>, parameters?: string[], allowedDuplicateParameters?: string[]): void;
     on(event: string, listener: (...args: unknown[]) => void): this;
+    use(middleware: (ctx: KoaContextWithOIDC, next: () => Promise<void>) => Promise<void>): this;
   }
 
   export class OIDCProviderError extends Error {

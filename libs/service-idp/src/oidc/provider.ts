@@ -1,13 +1,15 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AdapterPayload, Client, errors, KoaContextWithOIDC, Provider } from 'oidc-provider';
+import type { DataSource } from 'typeorm';
+import { Client, errors, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { isUuid } from '@mission/contracts';
 import { ClientsRepository } from '../clients/clients.repository';
 import { verifyClientSecret } from '../clients/client-credentials';
 import { IdpKeys, SIGNING_ALGORITHM } from '../keys/idp-keys';
 import { ClientDirectory } from './client-directory';
-import { ExpiringStore } from './expiring-store';
-import { createOidcAdapter, DEFAULT_MAX_STORED_ARTEFACTS } from './oidc-adapter';
-import { ACCESS_TOKEN_TTL_SECONDS, decideScopes, gatewayResourceServer, pinExpiry, SUPPORTED_SCOPES, tenantClaims } from './token-policy';
+import type { UsersRepository } from '../users/users.repository';
+import { interactionRoutes } from './interactions';
+import { createPostgresAdapter } from './postgres-adapter';
+import { ACCESS_TOKEN_TTL_SECONDS, decideScopes, REFRESH_TOKEN_TTL_SECONDS, gatewayResourceServer, pinExpiry, SUPPORTED_SCOPES, tenantClaims } from './token-policy';
 
 export interface OidcProviderOptions {
   readonly issuer: string;
@@ -15,8 +17,13 @@ export interface OidcProviderOptions {
   readonly audience: string;
   readonly keys: IdpKeys;
   readonly clients: Pick<ClientsRepository, 'findById'>;
+  readonly users: Pick<UsersRepository, 'findById' | 'findByUsername'>;
+  /** Where sessions, grants, codes and refresh tokens are kept (identity.oidc_artefacts). */
+  readonly dataSource: DataSource;
   readonly adminClient: { readonly clientId: string; readonly secretHash: string };
   readonly onServerError: (error: unknown) => void;
+  /** Public keys published in the JWKS besides the provider's own (tests only: see test-published-keys). */
+  readonly extraPublishedKeys?: ReadonlyArray<Record<string, unknown>>;
 }
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
@@ -38,10 +45,8 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     return gateway;
   };
   const directory = new ClientDirectory(options.clients, options.adminClient);
-  const store = new ExpiringStore<AdapterPayload>(DEFAULT_MAX_STORED_ARTEFACTS);
-
   const provider = new Provider(options.issuer, {
-    adapter: createOidcAdapter(directory, store),
+    adapter: createPostgresAdapter(options.dataSource, directory),
     jwks: structuredClone({ keys: [...options.keys.jwks.keys] }),
     cookies: { keys: [...options.keys.cookieKeys] },
     clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
@@ -54,11 +59,18 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     enabledJWA: { idTokenSigningAlgValues: [SIGNING_ALGORITHM] },
     // Machine clients call from servers; no browser origin is trusted with the token endpoint.
     clientBasedCORS: () => false,
-    // No authorization endpoint flows yet (authorization_code + PKCE comes with end-user login).
-    responseTypes: [],
-    scopes: [...SUPPORTED_SCOPES],
-    // There are no end-user accounts yet; the library's default would invent one for any `sub`.
-    findAccount: async () => undefined,
+    // authorization_code only (no implicit or hybrid flows), PKCE S256 for every client.
+    responseTypes: ['code'],
+    pkce: { required: () => true },
+    scopes: [...SUPPORTED_SCOPES, 'openid', 'offline_access'],
+    // Tenant users only; the library's default would invent an account for any `sub`.
+    findAccount: async (_ctx, sub) => {
+      const user = await options.users.findById(sub);
+      return user ? { accountId: user.id, claims: async () => ({ sub: user.id }) } : undefined;
+    },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
+    // Every refresh rotates; presenting a used one again revokes the whole grant (its family).
+    rotateRefreshToken: true,
     extraClientMetadata: {
       properties: ['tenant_id'],
       validator: (_ctx, key, value) => {
@@ -72,7 +84,15 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
       ctx.body = out;
     },
     formats: { customizers: { jwt: (_ctx, _token, jwt) => pinExpiry(jwt.payload) } },
-    ttl: { ClientCredentials: ACCESS_TOKEN_TTL_SECONDS, AccessToken: ACCESS_TOKEN_TTL_SECONDS },
+    ttl: {
+      ClientCredentials: ACCESS_TOKEN_TTL_SECONDS,
+      AccessToken: ACCESS_TOKEN_TTL_SECONDS,
+      AuthorizationCode: 60,
+      Interaction: 10 * 60,
+      Session: 24 * 3600,
+      Grant: REFRESH_TOKEN_TTL_SECONDS,
+      RefreshToken: REFRESH_TOKEN_TTL_SECONDS,
+    },
     features: {
       // client_credentials is registered below with this platform's scope defaults.
       clientCredentials: { enabled: false },
@@ -120,6 +140,17 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     },
     ['scope', 'resource'],
   );
+
+  provider.use(interactionRoutes({ provider, clients: directory, users: options.users, audience }));
+
+  const extraKeys = options.extraPublishedKeys ?? [];
+  if (extraKeys.length > 0) {
+    provider.use(async (ctx, next) => {
+      await next();
+      const body = ctx.body as { keys?: unknown[] } | undefined;
+      if (ctx.path === '/jwks' && ctx.status === 200 && Array.isArray(body?.keys)) ctx.body = { keys: [...body.keys, ...extraKeys] };
+    });
+  }
 
   provider.on('server_error', (_ctx, error) => options.onServerError(error));
   return provider.callback();

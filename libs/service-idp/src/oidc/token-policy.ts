@@ -4,6 +4,9 @@ import { SIGNING_ALGORITHM } from '../keys/idp-keys';
 /** Access tokens live one hour: `exp = iat + 3600`. */
 export const ACCESS_TOKEN_TTL_SECONDS = 3600;
 
+/** A sign-in's refresh tokens (rotated on every use) and its grant last 14 days. */
+export const REFRESH_TOKEN_TTL_SECONDS = 14 * 24 * 3600;
+
 /** Every scope the provider knows: the tenant scopes and the operator scope. */
 export const SUPPORTED_SCOPES: readonly string[] = [...TENANT_SCOPES, Scopes.platformAdmin];
 

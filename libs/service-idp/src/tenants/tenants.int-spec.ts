@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { CreatedTenantView, DomainError, ErrorCode, MessageTypes, TENANT_SCOPES, Topics } from '@mission/contracts';
 import { InProcessBroker, InProcessBus } from '@mission/messaging';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
+import { hashSecret } from '@mission/crypto';
 import { verifyClientSecret } from '../clients/client-credentials';
 import { ClientsRepository } from '../clients/clients.repository';
 import { openIdentityDatabase } from '../identity-database';
@@ -42,11 +43,11 @@ describe('tenants on PostgreSQL', () => {
 
   it('creates the identity schema through its migrations, once', async () => {
     const tables = await dataSource.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'identity' ORDER BY table_name`);
-    expect(tables.map((row: { table_name: string }) => row.table_name)).toEqual(['clients', 'migrations', 'tenants']);
+    expect(tables.map((row: { table_name: string }) => row.table_name)).toEqual(['clients', 'migrations', 'oidc_artefacts', 'tenants', 'users']);
     const again = await openIdentityDatabase(database.url);
     try {
-      const applied = await again.query(`SELECT name FROM identity.migrations`);
-      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }]);
+      const applied = await again.query(`SELECT name FROM identity.migrations ORDER BY id`);
+      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }]);
     } finally {
       await again.destroy();
     }
@@ -125,10 +126,41 @@ describe('tenants on PostgreSQL', () => {
     expect(after).toBe(before);
   });
 
+  it('changes tier and limit under the creation rules', async () => {
+    const { id } = await tenants.create({ name: 'Growing', tier: 'starter' });
+    await expect(tenants.update(id, { tier: 'enterprise', rpm: 9_000 })).resolves.toMatchObject({ tier: 'enterprise', rpm: 9_000 });
+    await expect(tenants.update(id, { rpm: 9_500 })).resolves.toMatchObject({ tier: 'enterprise', rpm: 9_500 });
+    await expect(tenants.update(id, { tier: 'business' })).resolves.toMatchObject({ tier: 'business', rpm: 500 });
+    const [row] = await dataSource.query(`SELECT tier, rpm FROM identity.tenants WHERE id = $1`, [id]);
+    expect(row).toEqual({ tier: 'business', rpm: null });
+    expect((await domainErrorOf(tenants.update(id, { tier: 'enterprise' }))).errors).toEqual([{ field: 'rpm', message: 'rpm is required for the enterprise tier' }]);
+    expect((await domainErrorOf(tenants.update(id, { rpm: 5 }))).code).toBe(ErrorCode.ValidationFailed);
+    expect((await domainErrorOf(tenants.update(randomUUID(), { tier: 'business' }))).code).toBe(ErrorCode.NotFound);
+  });
+
+  it('stores a user with the password hash it was given, unique per tenant regardless of case', async () => {
+    const { id } = await tenants.create({ name: 'People', tier: 'starter' });
+    const passwordHash = await hashSecret('correct horse battery staple');
+    const user = await tenants.createUser(id, { username: 'Grace', passwordHash });
+    expect(user).toEqual({ id: expect.any(String), tenantId: id, username: 'grace', scopes: [...TENANT_SCOPES], createdAt: expect.any(String) });
+    const [row] = await dataSource.query(`SELECT password_hash FROM identity.users WHERE id = $1`, [user.id]);
+    expect(row.password_hash).toBe(passwordHash);
+    expect((await domainErrorOf(tenants.createUser(id, { username: 'GRACE', passwordHash }))).code).toBe(ErrorCode.Conflict);
+    expect((await domainErrorOf(tenants.createUser(id, { username: 'plain', passwordHash: 'hunter2hunter2' }))).code).toBe(ErrorCode.ValidationFailed);
+    expect((await domainErrorOf(tenants.createUser(randomUUID(), { username: 'x', passwordHash }))).code).toBe(ErrorCode.NotFound);
+  });
+
+  it('creates further clients with a scope subset and sign-in redirect URIs', async () => {
+    const { id } = await tenants.create({ name: 'Apps', tier: 'starter' });
+    const client = await tenants.createClient(id, { scopes: ['missions:read'], redirectUris: ['http://127.0.0.1:9/cb'] });
+    expect(client).toMatchObject({ scopes: ['missions:read'], redirectUris: ['http://127.0.0.1:9/cb'] });
+    await expect(clients.findById(client.clientId)).resolves.toMatchObject({ tenantId: id, scopes: ['missions:read'], redirectUris: ['http://127.0.0.1:9/cb'] });
+  });
+
   it('serves create and get over the bus, with validation and not-found as domain errors', async () => {
     const broker = new InProcessBroker();
     const server = new InProcessBus(broker);
-    server.serve(Topics.identityRequests, 'idp', tenantRequestHandlers(tenants));
+    server.serve(Topics.identityRequests, 'idp', tenantRequestHandlers(tenants), { tenancy: 'operator' });
     const caller = new InProcessBus(broker);
     await server.start();
     await caller.start();

@@ -15,4 +15,14 @@ export class TenantsRepository {
     if (!isUuid(id)) return null;
     return this.dataSource.getRepository(TenantEntity).findOne({ where: { id } });
   }
+
+  /** The tenant, locked for the rest of the transaction so concurrent changes apply one after the other. */
+  async lockById(manager: EntityManager, id: string): Promise<TenantEntity | null> {
+    if (!isUuid(id)) return null;
+    return manager.findOne(TenantEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
+  }
+
+  async updateLimits(manager: EntityManager, tenant: Pick<TenantEntity, 'id' | 'tier' | 'rpm'>): Promise<void> {
+    await manager.update(TenantEntity, { id: tenant.id }, { tier: tenant.tier, rpm: tenant.rpm });
+  }
 }

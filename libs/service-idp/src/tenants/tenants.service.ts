@@ -1,9 +1,27 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
-import { CreatedTenantView, CreateTenantRequest, DomainError, rpmFor, TENANT_SCOPES, TenantView } from '@mission/contracts';
+import {
+  ClientCredentialsView,
+  CreateClientRequest,
+  CreatedTenantView,
+  CreateTenantRequest,
+  CreateUserCommand,
+  DomainError,
+  ErrorCode,
+  isUuid,
+  rpmFor,
+  TENANT_SCOPES,
+  TenantScope,
+  TenantView,
+  UpdateTenantRequest,
+  UserView,
+} from '@mission/contracts';
+import { isSecretHash } from '@mission/crypto';
 import { ClientEntity } from '../clients/client.entity';
 import { generateClientId, generateClientSecret, hashClientSecret } from '../clients/client-credentials';
 import { ClientsRepository } from '../clients/clients.repository';
+import { UserEntity } from '../users/user.entity';
+import { UsersRepository } from '../users/users.repository';
 import { TenantEntity } from './tenant.entity';
 import { TenantsRepository } from './tenants.repository';
 
@@ -17,12 +35,21 @@ export function toTenantView(tenant: TenantEntity): TenantView {
   };
 }
 
-/** Provisioning: tenants and their machine clients. */
+function toUserView(user: UserEntity): UserView {
+  return { id: user.id, tenantId: user.tenantId, username: user.username, scopes: user.scopes as TenantScope[], createdAt: user.createdAt.toISOString() };
+}
+
+function rpmError(message: string): DomainError {
+  return new DomainError(ErrorCode.ValidationFailed, 'Tenant is invalid', [{ field: 'rpm', message }]);
+}
+
+/** Provisioning (the operator API): tenants, their machine and sign-in clients, and their users. */
 export class TenantsService {
   constructor(
     private readonly dataSource: DataSource,
     private readonly tenants: TenantsRepository,
     private readonly clients: ClientsRepository,
+    private readonly users: UsersRepository = new UsersRepository(dataSource),
     private readonly now: () => Date = () => new Date(),
   ) {}
 
@@ -39,24 +66,82 @@ export class TenantsService {
       rpm: request.tier === 'enterprise' ? (request.rpm ?? null) : null,
       createdAt,
     };
-    const clientSecret = generateClientSecret();
-    const client: ClientEntity = {
-      clientId: generateClientId(),
-      tenantId: tenant.id,
-      secretHash: await hashClientSecret(clientSecret),
-      scopes: [...TENANT_SCOPES],
-      createdAt,
-    };
+    const { entity, view } = await this.newClient(tenant.id, {}, createdAt);
     await this.dataSource.transaction(async (manager) => {
       await this.tenants.insert(manager, tenant);
-      await this.clients.insert(manager, client);
+      await this.clients.insert(manager, entity);
     });
-    return { ...toTenantView(tenant), client: { clientId: client.clientId, clientSecret, scopes: [...TENANT_SCOPES] } };
+    return { ...toTenantView(tenant), client: view };
   }
 
   async get(id: string): Promise<TenantView> {
     const tenant = await this.tenants.findById(id);
     if (!tenant) throw DomainError.notFound('Tenant');
     return toTenantView(tenant);
+  }
+
+  /**
+   * Changes the tier and/or the enterprise limit. The result obeys the creation rules: an
+   * enterprise tenant has its own rpm (kept from before when the patch gives none), any other
+   * tier has none. The gateway reads the new limit through `identity.tenant.get` within seconds.
+   */
+  async update(id: string, patch: UpdateTenantRequest): Promise<TenantView> {
+    if (!isUuid(id)) throw DomainError.notFound('Tenant');
+    const updated = await this.dataSource.transaction(async (manager) => {
+      const tenant = await this.tenants.lockById(manager, id);
+      if (!tenant) throw DomainError.notFound('Tenant');
+      const tier = patch.tier ?? tenant.tier;
+      if (tier !== 'enterprise' && patch.rpm !== undefined) throw rpmError('rpm can only be set for the enterprise tier');
+      const rpm = tier === 'enterprise' ? (patch.rpm ?? tenant.rpm) : null;
+      if (tier === 'enterprise' && rpm === null) throw rpmError('rpm is required for the enterprise tier');
+      const next: TenantEntity = { ...tenant, tier, rpm };
+      await this.tenants.updateLimits(manager, next);
+      return next;
+    });
+    return toTenantView(updated);
+  }
+
+  /** Another client of an existing tenant, with all tenant scopes or the given subset. The secret is shown once. */
+  async createClient(tenantId: string, request: CreateClientRequest): Promise<ClientCredentialsView> {
+    await this.get(tenantId);
+    const { entity, view } = await this.newClient(tenantId.toLowerCase(), request, this.now());
+    await this.clients.insert(this.dataSource.manager, entity);
+    return view;
+  }
+
+  /**
+   * A user of the tenant, who signs in through the tenant's sign-in clients. The password arrives
+   * hashed (see CreateUserCommandSchema). 409 when the name is taken.
+   */
+  async createUser(tenantId: string, request: Omit<CreateUserCommand, 'tenantId'>): Promise<UserView> {
+    if (!isSecretHash(request.passwordHash)) {
+      throw new DomainError(ErrorCode.ValidationFailed, 'User is invalid', [{ field: 'passwordHash', message: 'not a password hash' }]);
+    }
+    await this.get(tenantId);
+    const user: UserEntity = {
+      id: randomUUID(),
+      tenantId: tenantId.toLowerCase(),
+      username: request.username.toLowerCase(),
+      passwordHash: request.passwordHash,
+      scopes: [...(request.scopes ?? TENANT_SCOPES)],
+      createdAt: this.now(),
+    };
+    if (!(await this.users.insert(user))) throw new DomainError(ErrorCode.Conflict, 'The tenant already has a user with this username');
+    return toUserView(user);
+  }
+
+  private async newClient(tenantId: string, request: CreateClientRequest, createdAt: Date): Promise<{ entity: ClientEntity; view: ClientCredentialsView }> {
+    const clientSecret = generateClientSecret();
+    const scopes = [...(request.scopes ?? TENANT_SCOPES)];
+    const entity: ClientEntity = {
+      clientId: generateClientId(),
+      tenantId,
+      secretHash: await hashClientSecret(clientSecret),
+      scopes,
+      redirectUris: [...(request.redirectUris ?? [])],
+      createdAt,
+    };
+    const view: ClientCredentialsView = { clientId: entity.clientId, clientSecret, scopes, ...(request.redirectUris ? { redirectUris: [...request.redirectUris] } : {}) };
+    return { entity, view };
   }
 }

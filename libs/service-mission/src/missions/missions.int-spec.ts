@@ -182,7 +182,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
           type: MessageTypes.missionQueued,
           key: `${tenantId}:${submitted.id}`,
           payload: { missionId: submitted.id },
-          headers: { [TENANT_HEADER]: tenantId },
+          headers: { [TENANT_HEADER]: tenantId, traceparent: expect.stringMatching(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/) },
         },
       ]);
       await waitForMission(tenantId, submitted.id);

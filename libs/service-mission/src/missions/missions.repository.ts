@@ -38,16 +38,13 @@ export class MissionsRepository {
     );
   }
 
-  /** Missions a runner must pick up again after a restart (system-wide, oldest first). */
+  /**
+   * Missions a runner must pick up again after a restart (every tenant's, oldest first): the one
+   * cross-tenant read, through a SECURITY DEFINER function that returns ids and tenants only.
+   */
   async findUnfinished(limit: number): Promise<Array<Pick<MissionEntity, 'id' | 'tenantId'>>> {
-    return this.dataSource
-      .getRepository(MissionEntity)
-      .createQueryBuilder('m')
-      .select(['m.id', 'm.tenantId'])
-      .where(`m.status IN ('queued', 'running')`)
-      .orderBy('m.updatedAt', 'ASC')
-      .limit(limit)
-      .getMany();
+    const rows: Array<{ id: string; tenant_id: string }> = await this.dataSource.query(`SELECT id, tenant_id FROM mission.unfinished_missions($1)`, [limit]);
+    return rows.map((row) => ({ id: row.id, tenantId: row.tenant_id }));
   }
 
   /** Newest first, optionally of one status, after `before` in (created_at, id) order; one extra row tells whether more follow. */

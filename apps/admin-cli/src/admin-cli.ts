@@ -1,0 +1,200 @@
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+
+/** One call of the operator API, as the command line asked for it. */
+export interface AdminCall {
+  readonly method: 'GET' | 'POST' | 'PATCH';
+  readonly path: string;
+  readonly body?: Record<string, unknown>;
+  /** `users create --password-stdin`: the password is read from standard input. */
+  readonly passwordFromStdin?: boolean;
+}
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export const USAGE = `Usage: npm run -s admin -- <command>
+
+  tenants create --name <name> --tier <starter|business|professional|enterprise> [--rpm <n>]
+  tenants get <tenantId>
+  tenants update <tenantId> [--tier <tier>] [--rpm <n>]
+  clients create <tenantId> [--scopes <scope,scope,...>] [--redirect-uri <uri>]...
+  users create <tenantId> --username <name> (--password <password> | --password-stdin) [--scopes <scope,...>]
+
+Prints the API's JSON answer; an error's problem details go to stderr (exit 1), usage errors exit 2.
+Environment: ADMIN_CLIENT_ID / ADMIN_CLIENT_SECRET (default: <DATA_DIR>/admin-client.json),
+GATEWAY_URL (http://127.0.0.1:3000), IDP_ISSUER (http://127.0.0.1:3001), DATA_DIR (./.data).`;
+
+interface Parsed {
+  readonly positional: string[];
+  readonly options: Map<string, string[]>;
+}
+
+const FLAGS_WITHOUT_VALUE = new Set(['password-stdin']);
+
+function parse(args: readonly string[]): Parsed {
+  const positional: string[] = [];
+  const options = new Map<string, string[]>();
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i] ?? '';
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const [name, inline] = arg.slice(2).split(/=(.*)/s, 2) as [string, string | undefined];
+    let value = inline;
+    if (value === undefined && !FLAGS_WITHOUT_VALUE.has(name)) {
+      value = args[++i];
+      if (value === undefined) throw new UsageError(`--${name} needs a value`);
+    }
+    options.set(name, [...(options.get(name) ?? []), value ?? 'true']);
+  }
+  return { positional, options };
+}
+
+function take(parsed: Parsed, allowed: readonly string[]): Map<string, string[]> {
+  for (const name of parsed.options.keys()) {
+    if (!allowed.includes(name)) throw new UsageError(`Unknown option --${name}`);
+  }
+  return parsed.options;
+}
+
+function single(options: Map<string, string[]>, name: string): string | undefined {
+  const values = options.get(name);
+  if (values && values.length > 1) throw new UsageError(`--${name} given more than once`);
+  return values?.[0];
+}
+
+/** Numbers stay numbers, so the server validates them (and rejects "abc" with a field error). */
+function numberOrText(value: string): number | string {
+  return /^-?\d+$/.test(value) ? Number(value) : value;
+}
+
+function list(value: string | undefined): string[] | undefined {
+  return value === undefined ? undefined : value.split(',').map((part) => part.trim()).filter(Boolean);
+}
+
+function tenantPath(id: string | undefined, what: string): string {
+  if (!id) throw new UsageError(`${what} needs a tenant id`);
+  return `/admin/tenants/${encodeURIComponent(id)}`;
+}
+
+function defined(body: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
+}
+
+/** Turns the arguments after `npm run admin --` into one operator API call. */
+export function commandToCall(args: readonly string[]): AdminCall {
+  const parsed = parse(args);
+  const [resource, action, id, ...extra] = parsed.positional;
+  const command = `${resource ?? ''} ${action ?? ''}`.trim();
+  const expectPositional = (count: number): void => {
+    if (extra.length > 0 || (count === 0 && id !== undefined)) throw new UsageError(`Unexpected argument for ${command}: ${[id, ...extra].filter(Boolean).join(' ')}`);
+    if (count === 1 && id === undefined) throw new UsageError(`${command} needs a tenant id`);
+  };
+  switch (command) {
+    case 'tenants create': {
+      expectPositional(0);
+      const options = take(parsed, ['name', 'tier', 'rpm']);
+      const rpm = single(options, 'rpm');
+      return { method: 'POST', path: '/admin/tenants', body: defined({ name: single(options, 'name'), tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm) }) };
+    }
+    case 'tenants get':
+      expectPositional(1);
+      take(parsed, []);
+      return { method: 'GET', path: tenantPath(id, command) };
+    case 'tenants update': {
+      expectPositional(1);
+      const options = take(parsed, ['tier', 'rpm']);
+      const rpm = single(options, 'rpm');
+      return { method: 'PATCH', path: tenantPath(id, command), body: defined({ tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm) }) };
+    }
+    case 'clients create': {
+      expectPositional(1);
+      const options = take(parsed, ['scopes', 'redirect-uri']);
+      return { method: 'POST', path: `${tenantPath(id, command)}/clients`, body: defined({ scopes: list(single(options, 'scopes')), redirectUris: options.get('redirect-uri') }) };
+    }
+    case 'users create': {
+      expectPositional(1);
+      const options = take(parsed, ['username', 'password', 'password-stdin', 'scopes']);
+      const password = single(options, 'password');
+      const fromStdin = options.has('password-stdin');
+      if (password !== undefined && fromStdin) throw new UsageError('Give --password or --password-stdin, not both');
+      return {
+        method: 'POST',
+        path: `${tenantPath(id, command)}/users`,
+        body: defined({ username: single(options, 'username'), password, scopes: list(single(options, 'scopes')) }),
+        passwordFromStdin: fromStdin,
+      };
+    }
+    default:
+      throw new UsageError(command ? `Unknown command: ${command}` : 'No command given');
+  }
+}
+
+export interface AdminEnvironment {
+  readonly gatewayUrl: string;
+  readonly issuer: string;
+  readonly clientId: string;
+  readonly clientSecret: string;
+}
+
+/** Base URLs and operator credentials: environment first, then the embedded mode's data directory and defaults. */
+export async function resolveEnvironment(env: Readonly<Record<string, string | undefined>>, cwd: string): Promise<AdminEnvironment> {
+  const gatewayUrl = (env.GATEWAY_URL || env.PUBLIC_URL || 'http://127.0.0.1:3000').replace(/\/$/, '');
+  const issuer = (env.IDP_ISSUER || 'http://127.0.0.1:3001').replace(/\/$/, '');
+  if (env.ADMIN_CLIENT_ID && env.ADMIN_CLIENT_SECRET) return { gatewayUrl, issuer, clientId: env.ADMIN_CLIENT_ID, clientSecret: env.ADMIN_CLIENT_SECRET };
+  if (env.ADMIN_CLIENT_ID || env.ADMIN_CLIENT_SECRET) throw new UsageError('Set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither');
+  const file = path.resolve(cwd, env.DATA_DIR || './.data', 'admin-client.json');
+  let stored: unknown;
+  try {
+    stored = JSON.parse(await readFile(file, 'utf8'));
+  } catch (error) {
+    throw new UsageError(`No operator credentials: set ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or start the embedded mode once to create ${file} (${(error as Error).message})`);
+  }
+  const { clientId, clientSecret } = (stored ?? {}) as { clientId?: unknown; clientSecret?: unknown };
+  if (typeof clientId !== 'string' || typeof clientSecret !== 'string') throw new UsageError(`${file} does not hold clientId and clientSecret`);
+  return { gatewayUrl, issuer, clientId, clientSecret };
+}
+
+export interface AdminResult {
+  readonly ok: boolean;
+  readonly status: number;
+  readonly body: unknown;
+}
+
+/** An operator token (client_credentials at the issuer's discovered token endpoint), then the call. */
+export async function perform(call: AdminCall, environment: AdminEnvironment, fetchImpl: typeof fetch = fetch): Promise<AdminResult> {
+  const discovery = await fetchImpl(`${environment.issuer}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(10_000) });
+  if (!discovery.ok) throw new Error(`The identity provider at ${environment.issuer} answered ${discovery.status} to discovery`);
+  const { token_endpoint: tokenEndpoint } = (await discovery.json()) as { token_endpoint?: string };
+  if (typeof tokenEndpoint !== 'string') throw new Error('The identity provider publishes no token endpoint');
+  const basic = Buffer.from(`${encodeURIComponent(environment.clientId)}:${encodeURIComponent(environment.clientSecret)}`).toString('base64');
+  const tokenResponse = await fetchImpl(tokenEndpoint, {
+    method: 'POST',
+    headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ grant_type: 'client_credentials' }),
+    signal: AbortSignal.timeout(10_000),
+  });
+  const token = (await tokenResponse.json()) as { access_token?: string };
+  if (!tokenResponse.ok || !token.access_token) return { ok: false, status: tokenResponse.status, body: token };
+
+  const response = await fetchImpl(`${environment.gatewayUrl}${call.path}`, {
+    method: call.method,
+    headers: { authorization: `Bearer ${token.access_token}`, ...(call.body ? { 'content-type': 'application/json' } : {}) },
+    body: call.body ? JSON.stringify(call.body) : undefined,
+    signal: AbortSignal.timeout(30_000),
+  });
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: printed as a string
+  }
+  return { ok: response.ok, status: response.status, body };
+}

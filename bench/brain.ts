@@ -1,0 +1,271 @@
+/**
+ * Brain benchmark: ingestion throughput and query latency at 100,000 chunks in one tenant.
+ *
+ *   node -r ./tools/register.cjs bench/brain.ts [--chunks=100000] [--queries=300] [--concurrency=4] [--json]
+ *
+ * Starts the all-in-one stack (as `npm start`) on a fresh embedded PostgreSQL, creates an
+ * enterprise tenant, and generates a synthetic English-like corpus (seeded, so every run indexes
+ * the same text): a 50,000-word vocabulary drawn from a Zipf–Mandelbrot distribution, between
+ * real English stop words, in sentences and paragraphs, in documents of about 150 KB.
+ *
+ * - Ingestion: every document through `POST /api/brain/documents`, `--concurrency` at a time;
+ *   MB/s of content (UTF-8) over the wall time.
+ * - Query latency: after a VACUUM (ANALYZE) of the brain schema (the steady state autovacuum
+ *   reaches by itself), `--queries` queries of 2 to 4 content words drawn by corpus frequency (so
+ *   most contain a common word with a long posting list: a pessimistic mix), one at a time,
+ *   after a warm-up of 50; measured end to end through `GET /api/brain/query?k=10` (HTTP, token
+ *   check, bus, SQL) and, interleaved, for the ranking alone on the same database (no HTTP, no bus).
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { Client } from 'pg';
+import { freePort, startEmbeddedPostgres } from '@mission/persistence';
+import { openBrainReader } from '@mission/service-brain';
+import { runWithTenant } from '@mission/tenant-context';
+import { call, clientCredentialsToken } from '../test/support/api-client';
+import { startProcess, waitUntilReady } from '../test/support/processes';
+
+const log = (message: string): void => {
+  process.stderr.write(`[bench:brain] ${message}\n`);
+};
+
+function option(name: string, fallback: number): number {
+  const raw = process.argv.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1];
+  const value = raw === undefined ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
+  return value;
+}
+
+/** mulberry32: a small seeded generator, so the corpus is the same on every run. */
+function seededRandom(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const STOP_WORDS = 'the of and to a in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can who out up than its what them into only'.split(' ');
+const VOCABULARY_SIZE = 50_000;
+/** Zipf–Mandelbrot offset: the most frequent content word is about 0.4 % of content words. */
+const ZIPF_OFFSET = 30;
+
+class Corpus {
+  private readonly random = seededRandom(20261122);
+  private readonly words: string[] = [];
+  private readonly cumulative = new Float64Array(VOCABULARY_SIZE);
+
+  constructor() {
+    const consonants = 'bcdfghjklmnprstvz';
+    const vowels = 'aeiou';
+    const seen = new Set<string>();
+    while (this.words.length < VOCABULARY_SIZE) {
+      const syllables = 2 + Math.floor(this.random() * 3);
+      let word = '';
+      for (let s = 0; s < syllables; s++) word += consonants[Math.floor(this.random() * consonants.length)] + vowels[Math.floor(this.random() * vowels.length)];
+      if (!seen.has(word)) {
+        seen.add(word);
+        this.words.push(word);
+      }
+    }
+    let total = 0;
+    for (let rank = 0; rank < VOCABULARY_SIZE; rank++) {
+      total += 1 / (rank + 1 + ZIPF_OFFSET);
+      this.cumulative[rank] = total;
+    }
+    for (let rank = 0; rank < VOCABULARY_SIZE; rank++) this.cumulative[rank] = (this.cumulative[rank] ?? 0) / total;
+  }
+
+  /** A content word drawn by its corpus frequency. */
+  word(): string {
+    const u = this.random();
+    let low = 0;
+    let high = VOCABULARY_SIZE - 1;
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if ((this.cumulative[middle] ?? 1) < u) low = middle + 1;
+      else high = middle;
+    }
+    return this.words[low] ?? 'x';
+  }
+
+  private sentence(): string {
+    const length = 8 + Math.floor(this.random() * 14);
+    const tokens: string[] = [];
+    for (let n = 0; n < length; n++) tokens.push(this.random() < 0.4 ? (STOP_WORDS[Math.floor(this.random() * STOP_WORDS.length)] ?? 'the') : this.word());
+    const text = tokens.join(' ');
+    return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+  }
+
+  document(targetBytes: number): string {
+    const paragraphs: string[] = [];
+    let size = 0;
+    while (size < targetBytes) {
+      const sentences = Array.from({ length: 4 + Math.floor(this.random() * 5) }, () => this.sentence()).join(' ');
+      paragraphs.push(sentences);
+      size += sentences.length + 2;
+    }
+    return paragraphs.join('\n\n');
+  }
+
+  query(): string {
+    return Array.from({ length: 2 + Math.floor(this.random() * 3) }, () => this.word()).join(' ');
+  }
+}
+
+interface Latency {
+  readonly p50: number;
+  readonly p90: number;
+  readonly p99: number;
+  readonly mean: number;
+  readonly max: number;
+}
+
+function summarise(samples: readonly number[]): Latency {
+  const sorted = [...samples].sort((a, b) => a - b);
+  const at = (q: number): number => Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) * 100) / 100;
+  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), mean: Math.round((sorted.reduce((a, b) => a + b, 0) / sorted.length) * 100) / 100, max: at(1) };
+}
+
+/** Runs `work` with `limit` calls in flight until `done()` holds. */
+async function whileNotDone(limit: number, done: () => boolean, work: (index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (!done()) await work(next++);
+    }),
+  );
+}
+
+async function main(): Promise<void> {
+  const targetChunks = option('chunks', 100_000);
+  const queryCount = option('queries', 300);
+  const concurrency = option('concurrency', 4);
+  const documentBytes = 150_000;
+  const corpus = new Corpus();
+
+  const workDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-brain-'));
+  await chmod(workDir, 0o755);
+  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message));
+  const indexSecret = randomBytes(32);
+  const [port, idpPort] = [await freePort(), await freePort()];
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
+    NODE_ENV: 'production',
+    PORT: String(port),
+    IDP_PORT: String(idpPort),
+    DATA_DIR: path.join(workDir, 'data'),
+    DATABASE_URL: postgres.url,
+    BRAIN_INDEX_KEY: indexSecret.toString('base64'),
+    KAFKA_BROKERS: '',
+    REDIS_URL: '',
+    ADMIN_CLIENT_ID: '',
+    ADMIN_CLIENT_SECRET: '',
+    PUBLIC_URL: '',
+    IDP_ISSUER: '',
+  });
+  try {
+    await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone], 120_000);
+    const issuer = `http://127.0.0.1:${idpPort}`;
+    const admin = JSON.parse(await readFile(path.join(workDir, 'data', 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
+    const adminToken = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
+    const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Brain benchmark', tier: 'enterprise', rpm: 1_000_000 } });
+    if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}`);
+    const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
+
+    // Ingestion: documents are generated just in time; the count follows the chunks the service reports.
+    const estimatedDocuments = Math.ceil(targetChunks / Math.floor(documentBytes / 1_200));
+    log(`ingesting about ${estimatedDocuments} documents of ~${documentBytes / 1000} KB until ${targetChunks} chunks, ${concurrency} at a time`);
+    let chunks = 0;
+    let bytes = 0;
+    let documents = 0;
+    const started = performance.now();
+    let lastReport = started;
+    await whileNotDone(concurrency, () => chunks >= targetChunks, async (index) => {
+      const content = corpus.document(documentBytes);
+      const response = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: `Synthetic document ${index}`, content } });
+      if (response.status !== 201) throw new Error(`Ingestion answered ${response.status}: ${JSON.stringify(response.body)}`);
+      chunks += response.body.chunkCount;
+      bytes += Buffer.byteLength(content);
+      documents += 1;
+      if (performance.now() - lastReport > 15_000) {
+        lastReport = performance.now();
+        log(`  ${chunks} chunks, ${(bytes / 1e6).toFixed(0)} MB, ${(bytes / 1e6 / ((lastReport - started) / 1000)).toFixed(2)} MB/s`);
+      }
+    });
+    const ingestSeconds = (performance.now() - started) / 1000;
+    log(`ingested ${documents} documents, ${chunks} chunks, ${(bytes / 1e6).toFixed(1)} MB in ${ingestSeconds.toFixed(1)} s`);
+
+    // Steady state: index-only scans need the visibility map that (auto)vacuum sets after a bulk
+    // load; without it every posting costs a heap visit. Autovacuum gets there on its own in
+    // minutes; the benchmark does not wait for it.
+    const vacuumStarted = performance.now();
+    const database = new Client({ connectionString: postgres.url });
+    await database.connect();
+    await database.query('VACUUM (ANALYZE) brain.postings, brain.chunks, brain.documents, brain.term_stats, brain.tenant_stats');
+    await database.end();
+    const vacuumSeconds = (performance.now() - vacuumStarted) / 1000;
+    log(`vacuumed in ${vacuumSeconds.toFixed(1)} s; querying`);
+
+    // The same queries end to end and through the ranking alone, interleaved so both see the same conditions.
+    const queries = Array.from({ length: queryCount + 50 }, () => corpus.query());
+    const reader = await openBrainReader({ databaseUrl: postgres.url, indexKeys: indexSecret });
+    const httpSamples: number[] = [];
+    const rankingSamples: number[] = [];
+    try {
+      for (const [index, q] of queries.entries()) {
+        let begin = performance.now();
+        const response = await call(gatewayUrl, 'GET', `/api/brain/query?q=${encodeURIComponent(q)}&k=10`, { token });
+        if (response.status !== 200) throw new Error(`Query answered ${response.status}`);
+        if (index >= 50) httpSamples.push(performance.now() - begin);
+        begin = performance.now();
+        await runWithTenant({ tenantId: tenant.body.id }, () => reader.search(q, 10));
+        if (index >= 50) rankingSamples.push(performance.now() - begin);
+      }
+    } finally {
+      await reader.close();
+    }
+
+    const report = {
+      date: new Date().toISOString(),
+      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100) },
+      corpus: { documents, chunks, megabytes: Math.round(bytes / 1e5) / 10, vocabulary: VOCABULARY_SIZE },
+      vacuumSeconds: Math.round(vacuumSeconds * 10) / 10,
+      ingestion: { seconds: Math.round(ingestSeconds * 10) / 10, megabytesPerSecond: Math.round((bytes / 1e6 / ingestSeconds) * 100) / 100, chunksPerSecond: Math.round(chunks / ingestSeconds), concurrency },
+      queryLatencyMs: { queries: queryCount, k: 10, http: summarise(httpSamples), ranking: summarise(rankingSamples), target: { p50: 15 } },
+    };
+    if (process.argv.includes('--json')) {
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    } else {
+      const row = (name: string, l: Latency): string => `| ${name} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.mean} | ${l.max} |`;
+      process.stdout.write(
+        [
+          `Brain benchmark ${report.date}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
+          `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight)`,
+          '',
+          `| query latency, ms (k = 10, ${queryCount} queries) | p50 | p90 | p99 | mean | max |`,
+          '|---|--:|--:|--:|--:|--:|',
+          row('GET /api/brain/query (end to end)', report.queryLatencyMs.http),
+          row('ranking alone (same database)', report.queryLatencyMs.ranking),
+          '',
+          `Target: p50 ≤ 15 ms. Machine: ${report.machine.cpus} × ${report.machine.model}, load average ${report.machine.loadAverage.join(' ')}.`,
+          '',
+        ].join('\n'),
+      );
+    }
+  } finally {
+    await standalone.stop();
+    await postgres.stop();
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench:brain failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,166 @@
+import autocannon from 'autocannon';
+
+/** One request of the load, with the body its response must carry (anything else is a mismatch). */
+export interface LoadRequest {
+  readonly path: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+}
+
+export interface LoadSettings {
+  /** http://host:port */
+  readonly origin: string;
+  /** Each connection sends these in turn. */
+  readonly requests: readonly LoadRequest[];
+  readonly connections: number;
+  readonly pipelining: number;
+  /** Offered req/s over all connections; undefined: closed loop, as fast as answered. */
+  readonly rate?: number;
+  readonly durationSeconds: number;
+  readonly timeoutSeconds: number;
+}
+
+export interface LoadResult {
+  readonly durationSeconds: number;
+  readonly responses: number;
+  readonly ok: number;
+  readonly non2xx: number;
+  readonly errors: number;
+  readonly timeouts: number;
+  readonly mismatches: number;
+  readonly resets: number;
+  readonly statusCodes: Record<string, number>;
+  /** First few distinct error messages, for the report. */
+  readonly errorSamples: string[];
+  /** 2xx responses completed in each full second of the run. */
+  readonly perSecond: number[];
+  readonly requestsPerSecond: { readonly mean: number; readonly median: number; readonly min: number; readonly max: number; readonly stddev: number };
+  /** Milliseconds, exact (from every 2xx response), not autocannon's whole-millisecond histogram. */
+  readonly latencyMs: { readonly mean: number; readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number };
+  /** autocannon's own summary, for cross-checking (its latencies are whole milliseconds). */
+  readonly autocannon: { readonly requestsMean: number; readonly requestsP50: number; readonly latencyP50: number; readonly latencyP99: number };
+}
+
+let current: autocannon.Instance | undefined;
+
+/** Stops the run in progress, if any (for Ctrl-C). */
+export function stopLoad(): void {
+  current?.stop();
+}
+
+/** Nearest-rank percentile of sorted values. */
+function percentile(sorted: Float64Array, fraction: number): number {
+  if (sorted.length === 0) return NaN;
+  const rank = Math.ceil(fraction * sorted.length);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] ?? NaN;
+}
+
+function median(values: readonly number[]): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? (sorted[middle] ?? NaN) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
+}
+
+const round2 = (value: number): number => Math.round(value * 100) / 100;
+
+/**
+ * One autocannon run in this process. Every response's latency (float milliseconds) and the
+ * second it completed in are recorded by a listener, which costs a few array writes per
+ * response: percentiles are exact and req/s comes from full one-second buckets only.
+ */
+export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
+  let latencies = new Float64Array(1 << 18);
+  let count = 0;
+  const buckets = new Array<number>(settings.durationSeconds + 1).fill(0);
+  const errorSamples = new Set<string>();
+  // autocannon starts its clock (and its connections) synchronously in this call.
+  const startedAt = performance.now();
+  const [first, ...more] = settings.requests;
+  if (!first) throw new Error('No request to send');
+  const target =
+    more.length === 0
+      ? { url: `${settings.origin}${first.path}`, headers: first.headers, expectBody: first.body }
+      : (() => {
+          const bodies = new Set(settings.requests.map((request) => request.body));
+          return {
+            url: settings.origin,
+            requests: settings.requests.map((request) => ({ method: 'GET', path: request.path, headers: request.headers })),
+            verifyBody: (body: string) => bodies.has(body),
+          };
+        })();
+  const instance = autocannon({
+    ...target,
+    connections: settings.connections,
+    pipelining: settings.pipelining,
+    ...(settings.rate === undefined ? {} : { overallRate: settings.rate }),
+    duration: settings.durationSeconds,
+    timeout: settings.timeoutSeconds,
+  });
+  current = instance;
+  instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {
+    if (statusCode < 200 || statusCode > 299) return;
+    if (count === latencies.length) {
+      const grown = new Float64Array(latencies.length * 2);
+      grown.set(latencies);
+      latencies = grown;
+    }
+    latencies[count++] = responseTimeMs;
+    const second = Math.floor((performance.now() - startedAt) / 1000);
+    buckets[Math.min(second, settings.durationSeconds)] += 1;
+  });
+  instance.on('reqError', (error: Error) => {
+    if (errorSamples.size < 5) errorSamples.add(error.message);
+  });
+
+  let result: autocannon.Result;
+  try {
+    result = await instance;
+  } finally {
+    current = undefined;
+  }
+
+  const sorted = latencies.subarray(0, count).sort();
+  let sum = 0;
+  for (const value of sorted) sum += value;
+  // The last bucket holds what completed after the nominal end (while autocannon stops): partial.
+  const perSecond = buckets.slice(0, settings.durationSeconds);
+  const mean = perSecond.reduce((a, b) => a + b, 0) / perSecond.length;
+  const variance = perSecond.reduce((a, b) => a + (b - mean) ** 2, 0) / perSecond.length;
+  const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, stats]) => [code, stats.count]));
+  const responses = Object.values(statusCodes).reduce((a, b) => a + b, 0);
+
+  return {
+    durationSeconds: settings.durationSeconds,
+    responses,
+    ok: count,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    mismatches: result.mismatches,
+    resets: result.resets,
+    statusCodes,
+    errorSamples: [...errorSamples],
+    perSecond,
+    requestsPerSecond: {
+      mean: Math.round(mean),
+      median: Math.round(median(perSecond)),
+      min: Math.min(...perSecond),
+      max: Math.max(...perSecond),
+      stddev: Math.round(Math.sqrt(variance)),
+    },
+    latencyMs: {
+      mean: round2(count > 0 ? sum / count : NaN),
+      p50: round2(percentile(sorted, 0.5)),
+      p90: round2(percentile(sorted, 0.9)),
+      p99: round2(percentile(sorted, 0.99)),
+      max: round2(count > 0 ? (sorted[count - 1] ?? NaN) : NaN),
+    },
+    autocannon: {
+      requestsMean: Math.round(result.requests.mean),
+      requestsP50: result.requests.p50,
+      latencyP50: result.latency.p50,
+      latencyP99: result.latency.p99,
+    },
+  };
+}

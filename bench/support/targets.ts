@@ -1,0 +1,325 @@
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { MAX_ENTERPRISE_RPM } from '@mission/contracts';
+import { createTestDatabase, freePort } from '@mission/persistence';
+import { call, clientCredentialsToken, waitForMission } from '../../test/support/api-client';
+import { Cleanup } from './cleanup';
+import type { LoadRequest } from './load';
+import type { TargetName } from './options';
+import { REPO_ROOT, ServerProcess, startServer, waitUntilReady } from './processes';
+
+/** A target that is up, with everything needed to load it. */
+export interface PreparedTarget {
+  readonly name: TargetName;
+  readonly description: string;
+  /** http://host:port of the target. */
+  readonly origin: string;
+  /** The requests under load (one per tenant), each with the exact body its response must carry. */
+  readonly requests: readonly LoadRequest[];
+  /** Server processes (and a Kafka broker started for the run) by name; descendants count with them in the CPU figures. */
+  readonly servers: Record<string, number>;
+  /** The database the target uses on the system PostgreSQL (its backends count as the target's). */
+  readonly databaseName?: string;
+  readonly startupSeconds: number;
+  readonly details: Record<string, unknown>;
+  /** Stops the target and removes what it created; exit codes by process. */
+  stop(): Promise<Record<string, number | null>>;
+}
+
+export interface TargetContext {
+  readonly cleanup: Cleanup;
+  readonly log: (message: string) => void;
+  readonly logLevel: string;
+  readonly tenants: number;
+  /** Extra node flags of the servers (--cpu-prof ...), by process name. */
+  readonly nodeArgs: (processName: string) => string[];
+}
+
+const READY_TIMEOUT_MS = 180_000;
+const MISSION = { title: 'Benchmark mission', objective: 'What do we know about microwave dielectrics?' };
+
+/** Variables the runner may have that would rewire a server (an unset one means the embedded default). */
+const WIRING_VARIABLES = ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_JWKS_URI', 'TRUST_PROXY'];
+
+function cleanEnv(extra: Record<string, string>, logLevel: string): Record<string, string> {
+  const env: Record<string, string> = { LOG_LEVEL: logLevel };
+  for (const name of WIRING_VARIABLES) env[name] = '';
+  return { ...env, ...extra };
+}
+
+async function distinctFreePorts(count: number): Promise<number[]> {
+  const ports = new Set<number>();
+  while (ports.size < count) ports.add(await freePort());
+  return [...ports];
+}
+
+/**
+ * What a client does before it can read a mission: an operator token, a tenant with its machine
+ * client (enterprise, at the highest rpm a tenant can have), a tenant token, a mission submitted
+ * and awaited until `succeeded`. Returns the request under load and the body it answers (checked
+ * to be stable: it is compared with every response).
+ */
+async function prepareMission(gatewayUrl: string, issuer: string, adminToken: string, index: number) {
+  const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', {
+    token: adminToken,
+    body: { name: `Benchmark tenant ${index + 1}`, tier: 'enterprise', rpm: MAX_ENTERPRISE_RPM },
+  });
+  if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}: ${JSON.stringify(tenant.body)}`);
+  const { clientId, clientSecret } = tenant.body.client as { clientId: string; clientSecret: string };
+  const token = (await clientCredentialsToken(issuer, clientId, clientSecret)).access_token;
+  const submitted = await call(gatewayUrl, 'POST', '/api/missions', { token, body: MISSION });
+  if (submitted.status !== 202) throw new Error(`Submitting the mission answered ${submitted.status}: ${JSON.stringify(submitted.body)}`);
+  const missionId = submitted.body.id as string;
+  const final = await waitForMission(gatewayUrl, token, missionId, 60_000);
+  if (final.status !== 'succeeded') throw new Error(`The mission ended ${final.status}, not succeeded: ${JSON.stringify(final)}`);
+
+  const requestPath = `/api/missions/${missionId}`;
+  const url = `${gatewayUrl}${requestPath}`;
+  const headers = { authorization: `Bearer ${token}` };
+  const bodies: string[] = [];
+  for (let i = 0; i < 2; i++) {
+    const response = await fetch(url, { headers });
+    const text = await response.text();
+    if (response.status !== 200) throw new Error(`GET ${url} answered ${response.status}: ${text}`);
+    bodies.push(text);
+  }
+  if (bodies[0] !== bodies[1]) throw new Error(`GET ${url} answers a different body each time; it cannot be checked:\n${bodies.join('\n')}`);
+  return { path: requestPath, headers, body: bodies[0] ?? '', missionId, tenantId: tenant.body.id as string };
+}
+
+/** `count` tenants, each with a finished mission: the requests under load and what they read. */
+async function prepareMissions(gatewayUrl: string, issuer: string, admin: { clientId: string; clientSecret: string }, count: number) {
+  const adminToken = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
+  const missions = [];
+  for (let index = 0; index < count; index++) missions.push(await prepareMission(gatewayUrl, issuer, adminToken, index));
+  return {
+    requests: missions.map(({ path: requestPath, headers, body }) => ({ path: requestPath, headers, body })),
+    details: { tenants: missions.map(({ tenantId, missionId }) => ({ tenantId, missionId })) },
+  };
+}
+
+async function stopAll(servers: readonly ServerProcess[]): Promise<Record<string, number | null>> {
+  const codes = await Promise.all(servers.map(async (server) => [server.name, await server.stop()] as const));
+  return Object.fromEntries(codes);
+}
+
+/** Kills a PostgreSQL left running in `databaseDir` (only if its owner died without stopping it). */
+async function killOrphanPostgres(databaseDir: string, log: (message: string) => void): Promise<void> {
+  const pidFile = path.join(databaseDir, 'postmaster.pid');
+  if (!existsSync(pidFile)) return;
+  const pid = Number((await readFile(pidFile, 'utf8')).split('\n')[0]);
+  if (!Number.isInteger(pid) || pid <= 0) return;
+  try {
+    process.kill(pid, 'SIGQUIT');
+  } catch {
+    return; // not running
+  }
+  log(`stopped an orphaned embedded PostgreSQL (pid ${pid})`);
+  for (let i = 0; i < 50; i++) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  process.kill(pid, 'SIGKILL');
+}
+
+/** (a) apps/standalone: every service in one process, embedded PostgreSQL, in-process bus. */
+export async function startEmbedded(context: TargetContext): Promise<PreparedTarget> {
+  const started = performance.now();
+  const { cleanup, log } = context;
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-embedded-'));
+  const removeDataDir = cleanup.add('embedded data dir', async () => {
+    await killOrphanPostgres(path.join(dataDir, 'postgres'), log);
+    await rm(dataDir, { recursive: true, force: true });
+  });
+  const [port, idpPort] = await distinctFreePorts(2);
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  const server = startServer(
+    'standalone',
+    'apps/standalone/src/main.ts',
+    cleanEnv({ HOST: '127.0.0.1', PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir }, context.logLevel),
+    context.nodeArgs('standalone'),
+  );
+  let codes: Record<string, number | null> = {};
+  const stopServer = cleanup.add('embedded server', async () => {
+    codes = await stopAll([server]);
+  });
+  await waitUntilReady(`${gatewayUrl}/health/ready`, [server], READY_TIMEOUT_MS);
+  const admin = JSON.parse(await readFile(path.join(dataDir, 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
+  const missions = await prepareMissions(gatewayUrl, `http://127.0.0.1:${idpPort}`, admin, context.tenants);
+  return {
+    name: 'embedded',
+    description: 'apps/standalone: gateway, idp and services in one process, embedded PostgreSQL, in-process bus',
+    origin: gatewayUrl,
+    requests: missions.requests,
+    servers: { standalone: server.pid },
+    startupSeconds: (performance.now() - started) / 1000,
+    details: missions.details,
+    stop: async () => {
+      await stopServer();
+      await removeDataDir();
+      return codes;
+    },
+  };
+}
+
+/** Runs one of scripts/infra/*.mjs; its progress goes to our stderr, its stdout is returned. */
+function runScript(script: string, args: string[], env: Record<string, string>, options: { detached?: boolean } = {}): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', script), ...args], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+      // Detached: Ctrl-C does not interrupt it half-way; the clean-up waits for it instead.
+      detached: options.detached ?? false,
+    });
+    let stdout = '';
+    child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString('utf8')));
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(stdout) : reject(new Error(`${script} ${args.join(' ')} exited with ${code}:\n${stdout}`))));
+  });
+}
+
+/**
+ * A Kafka broker of our own for this run: fresh state in a temp dir, on free ports, so that a
+ * broker someone else runs (on the default 127.0.0.1:19092 and ./.data/kafka) is never touched.
+ */
+async function startKafka(context: TargetContext): Promise<{ brokers: string; pid: number; stop: () => Promise<void> }> {
+  const base = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-kafka-'));
+  const [port, controllerPort] = await distinctFreePorts(2);
+  const stateDir = path.join(base, 'state');
+  const env = { KAFKA_STATE_DIR: stateDir, KAFKA_PORT: String(port), KAFKA_CONTROLLER_PORT: String(controllerPort) };
+  const stop = context.cleanup.add('Kafka broker', async () => {
+    try {
+      await runScript('kafka.mjs', ['stop'], env);
+    } finally {
+      await rm(base, { recursive: true, force: true });
+    }
+  });
+  const output = await runScript('kafka.mjs', ['start', '--fresh'], env, { detached: true });
+  const brokers = /KAFKA_BROKERS=(\S+)/.exec(output)?.[1];
+  if (!brokers) throw new Error(`Kafka did not report its address:\n${output}`);
+  const { pid } = JSON.parse(await readFile(path.join(stateDir, 'kafka.pid'), 'utf8')) as { pid: number };
+  return { brokers, pid, stop };
+}
+
+/**
+ * (b) gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and a fresh
+ * database, wired as test/support/distributed-stack.ts wires them for the integration suite.
+ */
+export async function startDistributed(context: TargetContext): Promise<PreparedTarget> {
+  const started = performance.now();
+  const { cleanup, log } = context;
+  await runScript('services.mjs', ['ensure'], {});
+  let brokers = process.env.KAFKA_BROKERS;
+  let kafka = `given by KAFKA_BROKERS (${brokers})`;
+  let stopKafka = async (): Promise<void> => undefined;
+  const infrastructure: Record<string, number> = {};
+  if (!brokers) {
+    log('starting a Kafka broker for this run');
+    const broker = await startKafka(context);
+    ({ brokers, stop: stopKafka } = broker);
+    infrastructure['kafka broker'] = broker.pid;
+    kafka = `started for this run (${brokers})`;
+  }
+  const adminUrl = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
+  // Shared limits live in Redis when the gateway runs as its own process(es).
+  const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
+  const database = await createTestDatabase(adminUrl, 'ms_bench');
+  const dropDatabase = cleanup.add('benchmark database', () => database.drop());
+  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-idp-'));
+  const removeDataDir = cleanup.add('idp data dir', () => rm(dataDir, { recursive: true, force: true }));
+
+  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await distinctFreePorts(5);
+  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
+  const issuer = `http://127.0.0.1:${idpPort}`;
+  const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
+  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1' };
+  const start = (name: string, entry: string, env: Record<string, string>): ServerProcess =>
+    startServer(name, entry, cleanEnv({ ...common, ...env }, context.logLevel), context.nodeArgs(name));
+
+  const servers: ServerProcess[] = [];
+  let codes: Record<string, number | null> = {};
+  const stopServers = cleanup.add('distributed servers', async () => {
+    codes = await stopAll(servers);
+  });
+  servers.push(
+    start('idp', 'apps/idp/src/main.ts', {
+      PORT: String(idpPort),
+      IDP_ISSUER: issuer,
+      GATEWAY_AUDIENCE: gatewayUrl,
+      DATABASE_URL: database.url,
+      DATA_DIR: dataDir,
+      ADMIN_CLIENT_ID: admin.clientId,
+      ADMIN_CLIENT_SECRET: admin.clientSecret,
+    }),
+    start('mission-service', 'apps/mission-service/src/main.ts', { HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url }),
+    start('brain-service', 'apps/brain-service/src/main.ts', { HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url }),
+    start('hit-service', 'apps/hit-service/src/main.ts', { HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url }),
+    start('gateway', 'apps/gateway/src/main.ts', { PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: redisUrl }),
+  );
+  await Promise.all([
+    waitUntilReady(`${issuer}/health/ready`, servers, READY_TIMEOUT_MS),
+    waitUntilReady(`http://127.0.0.1:${missionHealth}/health/ready`, servers, READY_TIMEOUT_MS),
+    waitUntilReady(`http://127.0.0.1:${brainHealth}/health/ready`, servers, READY_TIMEOUT_MS),
+    waitUntilReady(`http://127.0.0.1:${hitHealth}/health/ready`, servers, READY_TIMEOUT_MS),
+    waitUntilReady(`${gatewayUrl}/health/ready`, servers, READY_TIMEOUT_MS),
+  ]);
+  const missions = await prepareMissions(gatewayUrl, issuer, admin, context.tenants);
+  return {
+    name: 'distributed',
+    description: 'gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and PostgreSQL',
+    origin: gatewayUrl,
+    requests: missions.requests,
+    servers: { ...Object.fromEntries(servers.map((server) => [server.name, server.pid])), ...infrastructure },
+    databaseName: new URL(database.url).pathname.slice(1),
+    startupSeconds: (performance.now() - started) / 1000,
+    details: { ...missions.details, kafka, database: new URL(database.url).pathname.slice(1) },
+    stop: async () => {
+      await stopServers();
+      await removeDataDir();
+      await dropDatabase();
+      await stopKafka();
+      return codes;
+    },
+  };
+}
+
+/** (c) bench/baseline: bare NestJS on Fastify, one route answering a fixed copy of the mission. */
+export async function startBaseline(context: TargetContext, body: string | undefined): Promise<PreparedTarget> {
+  const started = performance.now();
+  const [port] = await distinctFreePorts(1);
+  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port) };
+  if (body !== undefined) env.BASELINE_BODY = body;
+  const server = startServer('baseline', 'bench/baseline/main.ts', env, context.nodeArgs('baseline'));
+  let codes: Record<string, number | null> = {};
+  const stopServer = context.cleanup.add('baseline server', async () => {
+    codes = await stopAll([server]);
+  });
+  const origin = `http://127.0.0.1:${port}`;
+  const requestPath = '/api/missions/00000000-0000-4000-8000-000000000000';
+  await waitUntilReady(`${origin}${requestPath}`, [server], READY_TIMEOUT_MS);
+  const response = await fetch(`${origin}${requestPath}`);
+  const text = await response.text();
+  if (body !== undefined && text !== body) throw new Error(`The baseline answers another body than the mission's:\n${text}\n${body}`);
+  return {
+    name: 'baseline',
+    description: 'bench/baseline: NestJS on Fastify, one route returning a fixed copy of the mission, no auth, no bus',
+    origin,
+    requests: [{ path: requestPath, headers: {}, body: text }],
+    servers: { baseline: server.pid },
+    startupSeconds: (performance.now() - started) / 1000,
+    details: { body: body === undefined ? 'bench/baseline/mission.json' : 'the mission measured before' },
+    stop: async () => {
+      await stopServer();
+      return codes;
+    },
+  };
+}

@@ -1,0 +1,238 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Redis } from 'ioredis';
+import { TIER_RPM } from '@mission/contracts';
+import { bucketFor, capacityInTokens, RateLimitPolicy } from './policy';
+import { RateLimiterLogger, RedisRateLimiter } from './rate-limiter';
+import { burstyOffsets, run, summarise, TakeRecord, trafficFor, windowViolations } from './testing/consequences';
+import { realTimeTaker } from './testing/real-time-taker';
+import { OwnRedisServer, startOwnRedisServer } from './testing/redis-server';
+import { microsUntilFull } from './token-bucket';
+
+const SHARED_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+// Enterprise at 50/min rather than a multiple of 6: its burst then has slack for real-time jitter.
+const TIERS: RateLimitPolicy[] = [
+  { name: 'starter', limit: TIER_RPM.starter },
+  { name: 'business', limit: TIER_RPM.business },
+  { name: 'professional', limit: TIER_RPM.professional },
+  { name: 'enterprise', limit: 50 },
+];
+
+function recordingLogger(): RateLimiterLogger & { readonly lines: Array<[string, string]> } {
+  const lines: Array<[string, string]> = [];
+  return { lines, info: (message) => lines.push(['info', message]), warn: (message) => lines.push(['warn', message]) };
+}
+
+async function eventually(condition: () => boolean, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`Condition not met within ${timeoutMs} ms`);
+    await sleep(25);
+  }
+}
+
+function commandCalls(info: string): Record<string, number> {
+  return Object.fromEntries([...info.matchAll(/^cmdstat_([a-z|]+):calls=(\d+)/gm)].map((match) => [match[1], Number(match[2])]));
+}
+
+describe('rate limits on the shared Redis', () => {
+  const prefix = `rate-limit-test:${randomUUID()}`;
+  const logger = recordingLogger();
+  let limiter: RedisRateLimiter;
+  let admin: Redis;
+
+  beforeAll(async () => {
+    limiter = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger });
+    await limiter.start();
+    expect(limiter.status().mode).toBe('redis');
+    admin = new Redis(SHARED_REDIS_URL);
+  });
+
+  afterAll(async () => {
+    const keys = await admin.keys(`${prefix}:*`);
+    if (keys.length > 0) await admin.del(...keys);
+    admin.disconnect();
+    await limiter?.close();
+  });
+
+  it('meets the four consequences for every tier, on Redis time', async () => {
+    const expectations = await Promise.all(
+      TIERS.map(async (policy) => {
+        const key = (vector: string): string => `${prefix}:${policy.name}:${vector}`;
+        const [steady, burst, sustained, bursty] = await Promise.all([
+          run(realTimeTaker(limiter, key('steady'), policy), trafficFor(policy.limit, 15)),
+          run(realTimeTaker(limiter, key('burst'), policy), trafficFor(2 * policy.limit, 10)),
+          run(realTimeTaker(limiter, key('sustained'), policy), trafficFor(2 * policy.limit, 30)),
+          run(realTimeTaker(limiter, key('bursty'), policy), burstyOffsets(policy, 30)),
+        ]);
+        const all: TakeRecord[] = [...steady, ...burst, ...sustained, ...bursty];
+        const firstRefusal = sustained.findIndex((record) => !record.decision.allowed);
+        const afterEmpty = summarise(sustained.slice(Math.max(firstRefusal, 0)));
+        return {
+          policy: `${policy.name} ${policy.limit}/min`,
+          stores: [...new Set(all.map((record) => record.decision.store))],
+          steadyRefused: summarise(steady).refused,
+          burstRefused: summarise(burst).refused,
+          sustainedLimitedAfter10s: firstRefusal > 0 && (sustained[firstRefusal]?.latest ?? 0) >= 9_900_000,
+          aboutHalfRefusedOnceEmpty: Math.abs(afterEmpty.refused - afterEmpty.offered / 2) <= Math.max(2, afterEmpty.offered * 0.05),
+          burstyRefusedSome: summarise(bursty).refused > 0,
+          windowViolations: [...windowViolations(sustained, policy), ...windowViolations(bursty, policy)],
+        };
+      }),
+    );
+    for (const outcome of expectations) {
+      expect(outcome).toEqual({
+        policy: outcome.policy,
+        stores: ['redis'],
+        steadyRefused: 0,
+        burstRefused: 0,
+        sustainedLimitedAfter10s: true,
+        aboutHalfRefusedOnceEmpty: true,
+        burstyRefusedSome: true,
+        windowViolations: [],
+      });
+    }
+  }, 90_000);
+
+  it('keeps one budget for a bucket hammered through two connections at once', async () => {
+    const other = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger });
+    await other.start();
+    try {
+      const policy = { name: 'business', limit: TIER_RPM.business };
+      const key = `${prefix}:hammered`;
+      const started = performance.now();
+      const outcomes = await Promise.all(
+        Array.from({ length: 40 }, async (_, worker) => {
+          const decisions = [];
+          const through = worker % 2 === 0 ? limiter : other;
+          while (performance.now() - started < 2_000) decisions.push(await through.consume(key, policy));
+          return decisions;
+        }),
+      );
+      const elapsedSeconds = (performance.now() - started) / 1000;
+      const admitted = outcomes.flat().filter((decision) => decision.allowed).length;
+      expect(outcomes.flat().length).toBeGreaterThan(1_000);
+      expect(admitted).toBeGreaterThanOrEqual(85);
+      expect(admitted).toBeLessThanOrEqual(Math.floor(85 + (policy.limit / 60) * elapsedSeconds));
+      const bystander = await limiter.consume(`${prefix}:bystander`, policy);
+      expect(bystander).toMatchObject({ allowed: true, remaining: 84 });
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('keeps each bucket only until it would be full again', async () => {
+    const policy = { name: 'starter', limit: TIER_RPM.starter };
+    const bucket = bucketFor(policy);
+    const key = `${prefix}:ttl`;
+    for (let i = 0; i < 3; i++) await limiter.consume(key, policy);
+    const ttl = await admin.pttl(key);
+    const untilFullMs = microsUntilFull(bucket.capacity - 3 * bucket.cost, bucket) / 1000;
+    expect(ttl).toBeGreaterThan(untilFullMs - 500);
+    expect(ttl).toBeLessThanOrEqual(Math.ceil(untilFullMs) + 1);
+    expect(await admin.get(key)).toMatch(/^\d+:\d+$/);
+  });
+});
+
+describe('rate limits on a Redis of this test’s own', () => {
+  let server: OwnRedisServer;
+  const policy = { name: 'business', limit: TIER_RPM.business };
+  const started: RedisRateLimiter[] = [];
+
+  async function startLimiter(replicas = 1, logger = recordingLogger()): Promise<RedisRateLimiter> {
+    const limiter = new RedisRateLimiter({ url: server.url, replicas, logger, probeIntervalMs: 100, commandTimeoutMs: 200 });
+    started.push(limiter);
+    await limiter.start();
+    return limiter;
+  }
+
+  beforeEach(async () => {
+    server = await startOwnRedisServer();
+  });
+
+  afterEach(async () => {
+    for (const limiter of started.splice(0)) await limiter.close();
+    server.resume();
+    await server.kill();
+  });
+
+  it('sends one command per request: EVALSHA', async () => {
+    const limiter = await startLimiter();
+    const admin = new Redis(server.url);
+    try {
+      await limiter.consume('warm-up', policy);
+      await admin.config('RESETSTAT');
+      for (let i = 0; i < 200; i++) await limiter.consume(`tenant-${i % 3}`, policy);
+      const calls = Object.entries(commandCalls(await admin.info('commandstats'))).filter(([command]) => !command.startsWith('config'));
+      // One round trip each; TIME, GET and SET are the script's own calls inside Redis.
+      expect(Object.fromEntries(calls)).toEqual({ evalsha: 200, time: 200, get: 200, set: 200 });
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('loads the script again when Redis has lost it (NOSCRIPT)', async () => {
+    const limiter = await startLimiter();
+    const admin = new Redis(server.url);
+    try {
+      expect((await limiter.consume('a', policy)).remaining).toBe(84);
+      await admin.script('FLUSH');
+      expect(await limiter.consume('a', policy)).toMatchObject({ allowed: true, remaining: 83, store: 'redis' });
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('serves per-replica buckets from memory while Redis is down, logs it once, and shares again when it is back', async () => {
+    const logger = recordingLogger();
+    const limiter = await startLimiter(2, logger);
+    expect(await limiter.consume('a', policy)).toMatchObject({ allowed: true, store: 'redis', remaining: 84 });
+
+    await server.kill();
+    const during = [];
+    for (let i = 0; i < 60; i++) during.push(await limiter.consume('b', policy));
+    // Half of business (250/min) per replica: ⌈250/6⌉ + 1 = 43 tokens.
+    expect(during.every((decision) => decision.store === 'fallback')).toBe(true);
+    expect(during.filter((decision) => decision.allowed).length).toBe(capacityInTokens(bucketFor(policy, 2)));
+    expect(during[0]).toMatchObject({ policy, remaining: 42 });
+    expect(limiter.status()).toMatchObject({ mode: 'fallback', replicas: 2, outages: 1, fallbackSince: expect.any(String) });
+    expect(logger.lines.filter(([level]) => level === 'warn')).toHaveLength(1);
+
+    await server.restart();
+    await eventually(() => limiter.status().mode === 'redis', 5_000);
+    expect(await limiter.consume('b', policy)).toMatchObject({ allowed: true, store: 'redis', remaining: 84 });
+    expect(logger.lines.map(([level]) => level)).toEqual(['warn', 'info']);
+    expect(limiter.status()).toEqual({ mode: 'redis', replicas: 2, outages: 1 });
+  });
+
+  it('keeps request latency bounded when Redis hangs, and recovers when it answers again', async () => {
+    const logger = recordingLogger();
+    const limiter = await startLimiter(1, logger);
+    await limiter.consume('a', policy);
+    server.pause();
+    const before = performance.now();
+    const first = await limiter.consume('a', policy);
+    const firstMs = performance.now() - before;
+    expect(first.store).toBe('fallback');
+    expect(firstMs).toBeLessThan(500);
+    const next = performance.now();
+    for (let i = 0; i < 100; i++) expect((await limiter.consume('a', policy)).store).toBe('fallback');
+    expect(performance.now() - next).toBeLessThan(100);
+
+    server.resume();
+    await eventually(() => limiter.status().mode === 'redis', 5_000);
+    expect((await limiter.consume('a', policy)).store).toBe('redis');
+    expect(logger.lines.map(([level]) => level)).toEqual(['warn', 'info']);
+  });
+
+  it('starts on the fallback when Redis is down, and moves to Redis once it is up', async () => {
+    await server.kill();
+    const limiter = await startLimiter();
+    expect(limiter.status().mode).toBe('fallback');
+    expect((await limiter.consume('a', policy)).store).toBe('fallback');
+    await server.restart();
+    await eventually(() => limiter.status().mode === 'redis', 5_000);
+    expect((await limiter.consume('a', policy)).store).toBe('redis');
+  });
+});

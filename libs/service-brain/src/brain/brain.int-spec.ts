@@ -1,0 +1,340 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import {
+  BrainDocumentView,
+  BrainQueryResult,
+  BRAIN_LIMITS,
+  DomainError,
+  ErrorCode,
+  IngestedDocumentView,
+  MessageTypes,
+  Page,
+  Topics,
+} from '@mission/contracts';
+import { InProcessBroker, InProcessBus } from '@mission/messaging';
+import { createTestDatabase, TestDatabase } from '@mission/persistence';
+import { runWithTenant } from '@mission/tenant-context';
+import { BrainServiceHandle, openBrainReader, startBrainService } from '../brain-service';
+import { rankInMemory } from '../ranking/bm25';
+import { analyze, termFrequencies } from '../text/analyzer';
+import { chunkText } from '../text/chunker';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+const CORPUS = [
+  { title: 'Transistor amplifiers', content: 'A transistor amplifier raises the power of a signal. Bipolar transistors and field effect transistors both amplify.' },
+  { title: 'Microwave dielectrics', content: 'The dielectric constant of liquids is measured with microwave techniques in a resonant cavity.' },
+  { title: 'Ferrite devices', content: 'Ferrite isolators and circulators pass microwave power in one direction only.' },
+  { title: 'Digital computers', content: 'An electronic digital computer stores its program in memory and executes instructions in sequence.' },
+  { title: 'Antenna arrays', content: 'Phased antenna arrays steer a radio beam without moving parts, by shifting the phase of each element.' },
+  { title: 'Superconductivity', content: 'Below its critical temperature a superconductor carries current without resistance.' },
+];
+
+describe('brain on PostgreSQL', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  const secret = randomBytes(32);
+  const broker = new InProcessBroker();
+  const serviceBus = new InProcessBus(broker);
+  const client = new InProcessBus(broker);
+  let brain: BrainServiceHandle;
+
+  const as = <T>(tenantId: string, work: () => Promise<T>): Promise<T> => runWithTenant({ tenantId }, work);
+  const ingest = (tenantId: string, body: unknown): Promise<IngestedDocumentView> =>
+    as(tenantId, () => client.request<IngestedDocumentView>(Topics.brainRequests, MessageTypes.brainDocumentIngest, body, { timeoutMs: 120_000 }));
+  const query = (tenantId: string, q: string, k = 10): Promise<BrainQueryResult> =>
+    as(tenantId, () => client.request<BrainQueryResult>(Topics.brainRequests, MessageTypes.brainQuery, { q, k }));
+  const get = (tenantId: string, id: string): Promise<BrainDocumentView> => as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentGet, { id }));
+  const list = (tenantId: string, params: Record<string, unknown> = {}): Promise<Page<BrainDocumentView>> =>
+    as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentList, params));
+  const remove = (tenantId: string, id: string): Promise<unknown> => as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentDelete, { id }));
+
+  async function domainErrorOf(promise: Promise<unknown>): Promise<DomainError> {
+    const error = await promise.then(
+      () => undefined,
+      (caught: unknown) => caught,
+    );
+    if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
+    return error;
+  }
+
+  async function seed(tenantId: string): Promise<Map<string, string>> {
+    const ids = new Map<string, string>();
+    for (const document of CORPUS) ids.set(document.title, (await ingest(tenantId, document)).id);
+    return ids;
+  }
+
+  /** What the tenant's statistics hold, and what its postings and chunks say they should hold. */
+  async function statisticsOf(tenantId: string): Promise<{ stored: unknown; derived: unknown }> {
+    const stored = await inspector.query(`SELECT document_count::int, chunk_count::int, total_length::int FROM brain.tenant_stats WHERE tenant_id = $1`, [tenantId]);
+    const derived = await inspector.query(
+      `SELECT (SELECT count(*)::int FROM brain.documents WHERE tenant_id = $1) AS document_count,
+              (SELECT count(*)::int FROM brain.chunks WHERE tenant_id = $1) AS chunk_count,
+              (SELECT coalesce(sum(length), 0)::int FROM brain.chunks WHERE tenant_id = $1) AS total_length`,
+      [tenantId],
+    );
+    const dfStored = await inspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId]);
+    const dfDerived = await inspector.query(`SELECT term_hash::text, count(*)::int AS df FROM brain.postings WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [tenantId]);
+    return { stored: { totals: stored.rows[0] ?? null, df: dfStored.rows }, derived: { totals: stored.rows[0] ? derived.rows[0] : null, df: dfDerived.rows } };
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'brain_test');
+    inspector = new Client({ connectionString: database.url });
+    await inspector.connect();
+    brain = await startBrainService({ databaseUrl: database.url, bus: serviceBus, indexKeys: secret });
+    await serviceBus.start();
+    await client.start();
+  });
+
+  afterAll(async () => {
+    await client.close();
+    await serviceBus.close();
+    await brain?.stop();
+    await inspector?.end();
+    await database?.drop();
+  });
+
+  describe('documents', () => {
+    it('ingests a document and shows it, without its text, to its tenant only', async () => {
+      const tenant = randomUUID();
+      const created = await ingest(tenant, { title: 'Notes', content: 'Some notes on waveguides.', source: 'https://example.org/notes', metadata: { team: 'rf' } });
+      expect(created).toEqual({ id: expect.any(String), title: 'Notes', chunkCount: 1, createdAt: expect.any(String) });
+      await expect(get(tenant, created.id)).resolves.toEqual({
+        id: created.id,
+        title: 'Notes',
+        source: 'https://example.org/notes',
+        metadata: { team: 'rf' },
+        chunkCount: 1,
+        contentBytes: 25,
+        createdAt: created.createdAt,
+      });
+      for (const id of [created.id, randomUUID(), 'not-a-uuid', "'; DROP TABLE brain.documents; --"]) {
+        expect((await domainErrorOf(get(randomUUID(), id))).code).toBe(ErrorCode.NotFound);
+      }
+    });
+
+    it('lists documents newest first across pages, and a cursor never reaches another tenant', async () => {
+      const tenant = randomUUID();
+      const other = randomUUID();
+      await ingest(other, { title: 'Other tenant', content: 'Not yours.' });
+      const ids: string[] = [];
+      for (let n = 0; n < 5; n++) ids.push((await ingest(tenant, { title: `Doc ${n}`, content: `Content ${n}.` })).id);
+
+      const first = await list(tenant, { limit: '2' });
+      expect(first.items.map((item) => item.title)).toEqual(['Doc 4', 'Doc 3']);
+      expect(first.nextCursor).toEqual(expect.any(String));
+      const second = await list(tenant, { limit: '2', cursor: first.nextCursor });
+      const third = await list(tenant, { limit: '2', cursor: second.nextCursor });
+      expect([...first.items, ...second.items, ...third.items].map((item) => item.id)).toEqual([...ids].reverse());
+      expect(third.nextCursor).toBeNull();
+      expect((await list(tenant)).items).toHaveLength(5);
+
+      // The cursor positions the other tenant's own listing and shows nothing of ours.
+      const foreign = await list(other, { cursor: first.nextCursor });
+      expect(foreign.items.every((item) => !ids.includes(item.id))).toBe(true);
+    });
+
+    it('deletes a document with its chunks, postings and share of the statistics', async () => {
+      const tenant = randomUUID();
+      await ingest(tenant, CORPUS[0]);
+      const before = await statisticsOf(tenant);
+      const doomed = await ingest(tenant, { title: 'Transient', content: 'A transistor and a superconductor walk into a waveguide. '.repeat(200) });
+      expect(doomed.chunkCount).toBeGreaterThan(1);
+      expect((await query(tenant, 'waveguide')).results.map((r) => r.documentId)).toContain(doomed.id);
+
+      await expect(remove(tenant, doomed.id)).resolves.toEqual({ id: doomed.id });
+
+      expect((await domainErrorOf(get(tenant, doomed.id))).code).toBe(ErrorCode.NotFound);
+      expect((await query(tenant, 'waveguide')).results).toEqual([]);
+      expect((await query(tenant, 'transistor')).results.map((r) => r.documentId)).not.toContain(doomed.id);
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM brain.chunks WHERE document_id = $1`, [doomed.id]);
+      expect(rows).toEqual([{ n: 0 }]);
+      const after = await statisticsOf(tenant);
+      expect(after).toEqual(before);
+      expect(after.stored).toEqual(after.derived);
+      expect((await domainErrorOf(remove(tenant, doomed.id))).code).toBe(ErrorCode.NotFound);
+    });
+
+    it('refuses to delete another tenant’s document and leaves it intact', async () => {
+      const owner = randomUUID();
+      const { id } = await ingest(owner, CORPUS[1]);
+      expect((await domainErrorOf(remove(randomUUID(), id))).code).toBe(ErrorCode.NotFound);
+      await expect(get(owner, id)).resolves.toMatchObject({ id });
+      expect((await query(owner, 'dielectric')).results.map((r) => r.documentId)).toEqual([id]);
+    });
+
+    it('indexes a document of the full 10 MiB and finds a word from its end', async () => {
+      const tenant = randomUUID();
+      const filler = 'Resonant cavities store electromagnetic energy at microwave frequencies. ';
+      let content = filler.repeat(Math.floor(BRAIN_LIMITS.contentBytes / filler.length));
+      const ending = ' The last paragraph mentions a magnetron.';
+      content = content.slice(0, BRAIN_LIMITS.contentBytes - ending.length) + ending;
+      expect(Buffer.byteLength(content)).toBe(BRAIN_LIMITS.contentBytes);
+      const started = performance.now();
+      const created = await ingest(tenant, { title: 'Ten mebibytes', content });
+      const seconds = (performance.now() - started) / 1000;
+      expect(created.chunkCount).toBeGreaterThan(5_000);
+      const found = await query(tenant, 'magnetron', 3);
+      expect(found.results).toHaveLength(1);
+      expect(found.results[0]?.text).toContain('magnetron');
+      process.stdout.write(`10 MiB document: ${created.chunkCount} chunks indexed in ${seconds.toFixed(1)} s\n`);
+    }, 180_000);
+  });
+
+  describe('ranking', () => {
+    it('ranks the passage about the query first and leaves out passages that match nothing', async () => {
+      const tenant = randomUUID();
+      const ids = await seed(tenant);
+      const answer = await query(tenant, 'dielectric constant of liquids');
+      expect(answer.results.map((r) => r.documentId)).toEqual([ids.get('Microwave dielectrics')]);
+      expect(answer.results[0]).toMatchObject({ title: 'Microwave dielectrics', text: CORPUS[1]?.content, score: expect.any(Number) });
+
+      const microwave = await query(tenant, 'microwave power');
+      expect(microwave.results.map((r) => r.title)).toEqual(['Ferrite devices', 'Microwave dielectrics', 'Transistor amplifiers']);
+      const scores = microwave.results.map((r) => r.score);
+      expect([...scores].sort((a, b) => b - a)).toEqual(scores);
+    });
+
+    it('finds a passage by its document title', async () => {
+      const tenant = randomUUID();
+      const ids = await seed(tenant);
+      expect((await query(tenant, 'superconductivity')).results.map((r) => r.documentId)).toEqual([ids.get('Superconductivity')]);
+    });
+
+    it('scores exactly as the in-memory BM25 reference over the same chunks', async () => {
+      const tenant = randomUUID();
+      await seed(tenant);
+      const chunks = CORPUS.flatMap((document) =>
+        chunkText(document.content).map((text) => {
+          const terms = termFrequencies([...analyze(text), ...analyze(document.title)]);
+          return { id: text, terms, length: [...terms.values()].reduce((a, b) => a + b, 0) };
+        }),
+      );
+      for (const q of ['microwave power', 'transistor transistor amplifier', 'digital computer memory', 'phase of radio beams']) {
+        const expected = rankInMemory(termFrequencies(analyze(q)), chunks);
+        const actual = (await query(tenant, q, 50)).results;
+        expect(actual.map((r) => r.text)).toEqual(expected.map((r) => r.id));
+        actual.forEach((result, index) => expect(result.score).toBeCloseTo(expected[index]?.score ?? NaN, 10));
+      }
+    });
+
+    it('answers hostile queries with a ranking, never an error', async () => {
+      const tenant = randomUUID();
+      await seed(tenant);
+      const hostile = [
+        "'; DROP TABLE brain.postings; --",
+        'transistor OR 1=1 AND NOT (microwave) | & ! * ? ~ ^',
+        'x'.repeat(10_000),
+        Array.from({ length: 2_000 }, (_, n) => `w${n}`).join(' ').slice(0, 10_000),
+        '\ud800\udc00\ud800 🧪 东京 مرحبا \u202e\u0000',
+        'the of and a an',
+        '%00%27%22',
+      ];
+      for (const q of hostile) {
+        const answer = await query(tenant, q);
+        expect(Array.isArray(answer.results)).toBe(true);
+      }
+      expect((await query(tenant, 'transistor OR 1=1 AND NOT (microwave)')).results.length).toBeGreaterThan(0);
+    });
+  });
+
+  describe('tenant isolation', () => {
+    it('never returns another tenant’s passages, and another tenant’s documents never change our scores', async () => {
+      const tenantA = randomUUID();
+      const tenantB = randomUUID();
+      await seed(tenantA);
+      const before = await query(tenantA, 'microwave power transistor', 50);
+
+      // B floods its own index with the same words: our document frequencies and lengths must not move.
+      for (let n = 0; n < 20; n++) await ingest(tenantB, { title: `B ${n}`, content: 'microwave power transistor '.repeat(n + 1) });
+      const after = await query(tenantA, 'microwave power transistor', 50);
+      expect(after).toEqual(before);
+
+      const fromB = await query(tenantB, 'microwave power transistor', 50);
+      const aDocuments = new Set(before.results.map((r) => r.documentId));
+      expect(fromB.results.some((r) => aDocuments.has(r.documentId))).toBe(false);
+      expect((await query(randomUUID(), 'microwave')).results).toEqual([]);
+    });
+
+    it('keeps statistics per tenant that always equal what the postings hold, under concurrent ingestion', async () => {
+      const tenant = randomUUID();
+      await Promise.all(
+        Array.from({ length: 12 }, (_, n) => ingest(tenant, { title: `Concurrent ${n}`, content: `${CORPUS[n % CORPUS.length]?.content} Extra word${n % 3}.` })),
+      );
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+      expect((stored as { totals: { document_count: number } }).totals.document_count).toBe(12);
+    });
+  });
+
+  describe('blind index', () => {
+    it('stores terms only as keyed hashes that differ between tenants', async () => {
+      const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+      await ingest(tenantA, { title: 'Canary', content: 'The word xylophonic appears here.' });
+      await ingest(tenantB, { title: 'Canary', content: 'The word xylophonic appears here.' });
+      const columns = await inspector.query(
+        `SELECT table_name, column_name, data_type FROM information_schema.columns
+         WHERE table_schema = 'brain' AND table_name IN ('postings', 'term_stats') ORDER BY table_name, ordinal_position`,
+      );
+      expect(columns.rows.filter((c) => c.data_type === 'text')).toEqual([]);
+      const hashesOf = async (tenantId: string): Promise<string[]> =>
+        (await inspector.query(`SELECT term_hash::text FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId])).rows.map((row) => row.term_hash);
+      const [hashesA, hashesB] = [await hashesOf(tenantA), await hashesOf(tenantB)];
+      expect(hashesA).toHaveLength(hashesB.length);
+      expect(hashesA.filter((hash) => hashesB.includes(hash))).toEqual([]);
+      expect((await query(tenantA, 'xylophonic')).results).toHaveLength(1);
+    });
+
+    it('refuses to rank with another key instead of silently finding nothing', async () => {
+      const tenant = randomUUID();
+      await ingest(tenant, CORPUS[2]);
+      const reader = await openBrainReader({ databaseUrl: database.url, indexKeys: randomBytes(32) });
+      try {
+        await expect(as(tenant, () => reader.search('ferrite', 5))).rejects.toThrow(/another blind-index key/);
+      } finally {
+        await reader.close();
+      }
+      const sameKey = await openBrainReader({ databaseUrl: database.url, indexKeys: secret });
+      try {
+        await expect(as(tenant, () => sameKey.search('ferrite', 500))).resolves.toHaveLength(1);
+      } finally {
+        await sameKey.close();
+      }
+    });
+  });
+
+  describe('transactions', () => {
+    it('stores nothing of a document whose index cannot be written', async () => {
+      const tenant = randomUUID();
+      await ingest(tenant, CORPUS[3]);
+      const before = await statisticsOf(tenant);
+      await inspector.query(`ALTER TABLE brain.term_stats ADD CONSTRAINT term_stats_refuses CHECK (false) NOT VALID`);
+      try {
+        const error = await domainErrorOf(ingest(tenant, { title: 'Doomed', content: 'A brand new word: quasiparticle.' }));
+        expect(error.code).toBe(ErrorCode.Internal);
+      } finally {
+        await inspector.query(`ALTER TABLE brain.term_stats DROP CONSTRAINT term_stats_refuses`);
+      }
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM brain.documents WHERE tenant_id = $1 AND title = 'Doomed'`, [tenant]);
+      expect(rows).toEqual([{ n: 0 }]);
+      expect(await statisticsOf(tenant)).toEqual(before);
+      expect((await query(tenant, 'quasiparticle')).results).toEqual([]);
+    });
+
+    it('keeps a document whole when its deletion fails half-way', async () => {
+      const tenant = randomUUID();
+      const { id } = await ingest(tenant, CORPUS[4]);
+      const before = await statisticsOf(tenant);
+      await inspector.query(`ALTER TABLE brain.tenant_stats ADD CONSTRAINT tenant_stats_refuses CHECK (false) NOT VALID`);
+      try {
+        expect((await domainErrorOf(remove(tenant, id))).code).toBe(ErrorCode.Internal);
+      } finally {
+        await inspector.query(`ALTER TABLE brain.tenant_stats DROP CONSTRAINT tenant_stats_refuses`);
+      }
+      await expect(get(tenant, id)).resolves.toMatchObject({ id });
+      expect(await statisticsOf(tenant)).toEqual(before);
+      expect((await query(tenant, 'antenna')).results.map((r) => r.documentId)).toEqual([id]);
+    });
+  });
+});

@@ -1,0 +1,246 @@
+import { EntityManager } from 'typeorm';
+import { CursorPosition, isUuid } from '@mission/contracts';
+
+export interface DocumentRow {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly title: string;
+  readonly source: string | null;
+  readonly metadata: Record<string, string>;
+  readonly contentBytes: number;
+  readonly chunkCount: number;
+  readonly createdAt: Date;
+}
+
+/** A chunk ready to be written: its distinct term hashes with their frequencies, and its length in terms. */
+export interface IndexedChunk {
+  readonly id: string;
+  readonly ordinal: number;
+  readonly text: string;
+  readonly length: number;
+  readonly termHashes: readonly string[];
+  readonly termFrequencies: readonly number[];
+}
+
+export interface TenantIndexStatistics {
+  readonly chunkCount: number;
+  readonly totalLength: number;
+  readonly keyCheck: string;
+  /** Document frequency by term hash, for the terms asked about that occur. */
+  readonly documentFrequencies: ReadonlyMap<string, number>;
+}
+
+export interface RankedChunkRow {
+  readonly chunkId: string;
+  readonly documentId: string;
+  readonly title: string;
+  readonly text: string;
+  readonly source: string | null;
+  readonly score: number;
+}
+
+/** Raised when a tenant's index was built with another blind-index key than the one configured. */
+export class IndexKeyMismatchError extends Error {
+  constructor(tenantId: string) {
+    super(`The brain index of tenant ${tenantId} was built with another blind-index key; the configured BRAIN_INDEX_KEY must not change`);
+    this.name = 'IndexKeyMismatchError';
+  }
+}
+
+const CHUNK_BATCH = 1_000;
+const POSTING_BATCH = 50_000;
+
+const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
+
+/**
+ * The only code that touches the brain schema. Every statement is filtered by tenant. Writers of
+ * a tenant's statistics (term document frequencies and the tenant totals) take a per-tenant
+ * transaction lock first, so concurrent ingestions and deletions of one tenant never deadlock on
+ * those rows, and the statistics always equal what the postings hold.
+ */
+export class BrainRepository {
+  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string): Promise<void> {
+    await manager.query(
+      `INSERT INTO brain.documents (id, tenant_id, title, source, metadata, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
+      [document.id, document.tenantId, document.title, document.source, JSON.stringify(document.metadata), document.contentBytes, document.chunkCount, document.createdAt],
+    );
+    const seqByOrdinal = new Map<number, string>();
+    for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
+      const batch = chunks.slice(start, start + CHUNK_BATCH);
+      const params: unknown[] = [document.tenantId, document.id];
+      const rows = batch.map((chunk) => {
+        params.push(chunk.id, chunk.ordinal, chunk.text, chunk.length, chunk.termHashes);
+        const at = params.length - 5;
+        return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[])`;
+      });
+      const inserted: Array<{ seq: string; ordinal: number }> = await manager.query(
+        `INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes) VALUES ${rows.join(', ')} RETURNING seq, ordinal`,
+        params,
+      );
+      for (const row of inserted) seqByOrdinal.set(row.ordinal, String(row.seq));
+    }
+
+    let terms: string[] = [];
+    let seqs: string[] = [];
+    let frequencies: number[] = [];
+    let lengths: number[] = [];
+    const documentFrequencies = new Map<string, number>();
+    const flush = async (): Promise<void> => {
+      if (terms.length === 0) return;
+      await manager.query(
+        `INSERT INTO brain.postings (tenant_id, term_hash, chunk_seq, tf, length)
+         SELECT $1::uuid, t, s, f, l FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::int[]) AS p(t, s, f, l)`,
+        [document.tenantId, terms, seqs, frequencies, lengths],
+      );
+      terms = [];
+      seqs = [];
+      frequencies = [];
+      lengths = [];
+    };
+    for (const chunk of chunks) {
+      const seq = seqByOrdinal.get(chunk.ordinal);
+      if (seq === undefined) throw new Error(`Chunk ${chunk.ordinal} was not stored`);
+      chunk.termHashes.forEach((hash, index) => {
+        terms.push(hash);
+        seqs.push(seq);
+        frequencies.push(chunk.termFrequencies[index] ?? 1);
+        lengths.push(chunk.length);
+        documentFrequencies.set(hash, (documentFrequencies.get(hash) ?? 0) + 1);
+      });
+      if (terms.length >= POSTING_BATCH) await flush();
+    }
+    await flush();
+
+    await this.lockTenantStatistics(manager, document.tenantId);
+    const hashes = [...documentFrequencies.keys()];
+    await manager.query(
+      `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
+       SELECT $1::uuid, t, d FROM unnest($2::bigint[], $3::int[]) AS s(t, d)
+       ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
+      [document.tenantId, hashes, hashes.map((hash) => documentFrequencies.get(hash))],
+    );
+    const totalLength = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
+    const updated: unknown[] = await manager.query(
+      `INSERT INTO brain.tenant_stats (tenant_id, document_count, chunk_count, total_length, key_check, updated_at)
+       VALUES ($1, 1, $2, $3, $4, clock_timestamp())
+       ON CONFLICT (tenant_id) DO UPDATE SET
+         document_count = brain.tenant_stats.document_count + 1,
+         chunk_count = brain.tenant_stats.chunk_count + EXCLUDED.chunk_count,
+         total_length = brain.tenant_stats.total_length + EXCLUDED.total_length,
+         updated_at = EXCLUDED.updated_at
+       WHERE brain.tenant_stats.key_check = EXCLUDED.key_check
+       RETURNING 1`,
+      [document.tenantId, chunks.length, totalLength, keyCheck],
+    );
+    if (updated.length !== 1) throw new IndexKeyMismatchError(document.tenantId);
+  }
+
+  /** Deletes a document with its chunks and postings, and takes them out of the statistics. False when there is no such document. */
+  async deleteDocument(manager: EntityManager, tenantId: string, id: string): Promise<boolean> {
+    if (!isUuid(id)) return false;
+    const found: unknown[] = await manager.query(`SELECT 1 FROM brain.documents WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
+    if (found.length === 0) return false;
+    const chunksOfDocument = `SELECT seq, unnest(term_hashes) AS term_hash FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2`;
+    await manager.query(
+      `DELETE FROM brain.postings p USING (${chunksOfDocument}) g
+       WHERE p.tenant_id = $1 AND p.term_hash = g.term_hash AND p.chunk_seq = g.seq`,
+      [tenantId, id],
+    );
+    const [totals]: Array<{ chunks: string; length: string }> = await manager.query(
+      `SELECT count(*) AS chunks, coalesce(sum(length), 0) AS length FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2`,
+      [tenantId, id],
+    );
+
+    await this.lockTenantStatistics(manager, tenantId);
+    const frequencies = `SELECT term_hash, count(*)::int AS n FROM (${chunksOfDocument}) t GROUP BY term_hash`;
+    await manager.query(`DELETE FROM brain.term_stats s USING (${frequencies}) g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash AND s.df <= g.n`, [tenantId, id]);
+    await manager.query(`UPDATE brain.term_stats s SET df = s.df - g.n FROM (${frequencies}) g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash`, [tenantId, id]);
+    await manager.query(`DELETE FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+    await manager.query(
+      `UPDATE brain.tenant_stats SET document_count = document_count - 1, chunk_count = chunk_count - $2, total_length = total_length - $3, updated_at = clock_timestamp()
+       WHERE tenant_id = $1`,
+      [tenantId, Number(totals?.chunks ?? 0), Number(totals?.length ?? 0)],
+    );
+    return true;
+  }
+
+  async findDocument(manager: EntityManager, tenantId: string, id: string): Promise<DocumentRow | null> {
+    if (!isUuid(id)) return null;
+    const rows: DocumentRow[] = await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+    return rows[0] ?? null;
+  }
+
+  /** Newest first, after `after` in (created_at, id) order; one extra row tells whether more follow. */
+  async documentPage(manager: EntityManager, tenantId: string, limit: number, after?: CursorPosition): Promise<DocumentRow[]> {
+    if (after) {
+      return manager.query(
+        `SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND (created_at, id) < ($3::timestamptz, $4::uuid)
+         ORDER BY created_at DESC, id DESC LIMIT $2`,
+        [tenantId, limit + 1, after.at, after.id],
+      );
+    }
+    return manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit + 1]);
+  }
+
+  /**
+   * The tenant's collection statistics and the document frequencies of `termHashes`, read in one
+   * statement (one snapshot). Also sets up the transaction for the scoring query: no JIT
+   * compilation (cheap per row, but it can look expensive to the planner, and compiling would cost
+   * more than running it), no memoizing of the per-term scans (each term is scanned once; caching
+   * its postings only costs), and memory enough to aggregate tens of thousands of postings per
+   * chunk without spilling to disk.
+   */
+  async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
+    const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null }> = await manager.query(
+      `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
+         set_config('work_mem', '32MB', true)
+       FROM brain.tenant_stats s
+       LEFT JOIN brain.term_stats t ON t.tenant_id = s.tenant_id AND t.term_hash = ANY($2::bigint[])
+       WHERE s.tenant_id = $1`,
+      [tenantId, termHashes],
+    );
+    const first = rows[0];
+    if (!first) return null;
+    const documentFrequencies = new Map<string, number>();
+    for (const row of rows) if (row.term_hash !== null && row.df !== null) documentFrequencies.set(String(row.term_hash), row.df);
+    return { chunkCount: Number(first.chunk_count), totalLength: Number(first.total_length), keyCheck: String(first.key_check), documentFrequencies };
+  }
+
+  /**
+   * The `limit` best chunks by BM25: Σ weight·tf / (tf + constant + perTerm·length) over the
+   * query terms a chunk contains, best first (ties: the chunk indexed first). One index-only
+   * range scan per term (a lateral join, so each posting meets its term's weight without a hash
+   * probe), aggregated per chunk; only the winners are joined to their text.
+   */
+  async rank(
+    manager: EntityManager,
+    tenantId: string,
+    weights: ReadonlyArray<{ readonly termHash: string; readonly weight: number }>,
+    normalisation: { readonly constant: number; readonly perTerm: number },
+    limit: number,
+  ): Promise<RankedChunkRow[]> {
+    const rows: Array<RankedChunkRow & { score: number | string }> = await manager.query(
+      `WITH scored AS (
+         SELECT p.chunk_seq, sum(w.weight * p.tf / (p.tf + $4::float8 + $5::float8 * p.length)) AS score
+         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
+         CROSS JOIN LATERAL (
+           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
+         ) p
+         GROUP BY p.chunk_seq
+         ORDER BY score DESC, p.chunk_seq
+         LIMIT $6
+       )
+       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.title, c.text, d.source, s.score
+       FROM scored s
+       JOIN brain.chunks c ON c.seq = s.chunk_seq AND c.tenant_id = $1
+       JOIN brain.documents d ON d.id = c.document_id AND d.tenant_id = $1
+       ORDER BY s.score DESC, s.chunk_seq`,
+      [tenantId, weights.map((w) => w.termHash), weights.map((w) => w.weight), normalisation.constant, normalisation.perTerm, limit],
+    );
+    return rows.map((row) => ({ ...row, score: Number(row.score) }));
+  }
+
+  private async lockTenantStatistics(manager: EntityManager, tenantId: string): Promise<void> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.statistics:' || $1::text, 0))`, [tenantId]);
+  }
+}

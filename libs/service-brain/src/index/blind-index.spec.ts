@@ -1,0 +1,44 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { DerivedTenantIndexKeys, TermHasher } from './blind-index';
+
+describe('blind index', () => {
+  const secret = randomBytes(32);
+  const keys = new DerivedTenantIndexKeys(secret);
+
+  it('derives a stable, distinct 256-bit key per tenant', async () => {
+    const [a, b] = [randomUUID(), randomUUID()];
+    const keyA = await keys.keyFor(a);
+    expect(keyA).toHaveLength(32);
+    expect(await new DerivedTenantIndexKeys(Buffer.from(secret)).keyFor(a)).toEqual(keyA);
+    expect(await keys.keyFor(b)).not.toEqual(keyA);
+    expect(await new DerivedTenantIndexKeys(randomBytes(32)).keyFor(a)).not.toEqual(keyA);
+  });
+
+  it('refuses a short secret', () => {
+    expect(() => new DerivedTenantIndexKeys(randomBytes(16))).toThrow(/at least 32 bytes/);
+  });
+
+  it('hashes a term to a signed 64-bit decimal that never contains the term and differs per tenant', async () => {
+    const hasherA = new TermHasher(await keys.keyFor(randomUUID()));
+    const hasherB = new TermHasher(await keys.keyFor(randomUUID()));
+    const hash = hasherA.hash('transistor');
+    expect(hash).toMatch(/^-?\d{1,19}$/);
+    expect(BigInt(hash)).toBeGreaterThanOrEqual(-(2n ** 63n));
+    expect(BigInt(hash)).toBeLessThan(2n ** 63n);
+    expect(hasherA.hash('transistor')).toBe(hash);
+    expect(hasherB.hash('transistor')).not.toBe(hash);
+    expect(hasherA.hash('transistors')).not.toBe(hash);
+  });
+
+  it('keeps distinct terms distinct (no collision among 100,000 terms)', async () => {
+    const hasher = new TermHasher(await keys.keyFor(randomUUID()));
+    const hashes = new Set(Array.from({ length: 100_000 }, (_, n) => hasher.hash(`term${n}`)));
+    expect(hashes.size).toBe(100_000);
+  });
+
+  it('has a key check that depends on the key only', async () => {
+    const tenant = randomUUID();
+    expect(new TermHasher(await keys.keyFor(tenant)).keyCheck()).toBe(new TermHasher(await keys.keyFor(tenant)).keyCheck());
+    expect(new TermHasher(await keys.keyFor(tenant)).keyCheck()).not.toBe(new TermHasher(await new DerivedTenantIndexKeys(randomBytes(32)).keyFor(tenant)).keyCheck());
+  });
+});

@@ -1,0 +1,64 @@
+import { createHmac, hkdfSync } from 'node:crypto';
+
+/**
+ * Where the per-tenant keys of the blind index come from. Today they are derived from one
+ * configured secret; the encryption work replaces this with per-tenant data keys wrapped by a
+ * key-encryption key (or a KMS) behind the same port.
+ */
+export interface TenantIndexKeys {
+  keyFor(tenantId: string): Promise<Buffer>;
+}
+
+export const MIN_INDEX_SECRET_BYTES = 32;
+const DERIVATION_SALT = Buffer.from('mission-service/brain/blind-index/v1', 'utf8');
+
+/** HKDF-SHA256(secret, salt, info = tenant id): one independent 256-bit key per tenant. */
+export class DerivedTenantIndexKeys implements TenantIndexKeys {
+  private readonly keys = new Map<string, Buffer>();
+
+  constructor(private readonly secret: Buffer) {
+    if (secret.length < MIN_INDEX_SECRET_BYTES) throw new Error(`The blind-index secret must be at least ${MIN_INDEX_SECRET_BYTES} bytes`);
+  }
+
+  async keyFor(tenantId: string): Promise<Buffer> {
+    let key = this.keys.get(tenantId);
+    if (!key) {
+      key = Buffer.from(hkdfSync('sha256', this.secret, DERIVATION_SALT, Buffer.from(tenantId, 'utf8'), 32));
+      this.keys.set(tenantId, key);
+    }
+    return key;
+  }
+}
+
+/**
+ * Keyed hashes of index terms: HMAC-SHA256(tenant key, term), truncated to its first 64 bits and
+ * stored as a signed bigint. The database holds no plaintext term, another tenant's hashes of the
+ * same word differ, and ranking is unchanged: BM25 only compares terms for equality, and two
+ * distinct terms of one tenant share a hash with probability about n²/2⁶⁵ (≈ 3·10⁻⁸ for a
+ * million distinct terms).
+ */
+export class TermHasher {
+  /** Recent hashes: term frequencies are Zipfian, so most terms of a new document were hashed before. */
+  private readonly cache = new Map<string, string>();
+
+  constructor(
+    private readonly key: Buffer,
+    private readonly cacheLimit = 100_000,
+  ) {}
+
+  /** Decimal string of the signed 64-bit hash (PostgreSQL bigint). */
+  hash(term: string): string {
+    let hash = this.cache.get(term);
+    if (hash === undefined) {
+      hash = createHmac('sha256', this.key).update(term, 'utf8').digest().readBigInt64BE(0).toString();
+      if (this.cache.size >= this.cacheLimit) this.cache.clear();
+      this.cache.set(term, hash);
+    }
+    return hash;
+  }
+
+  /** Proves which key indexed a tenant's terms, so a changed secret is detected instead of silently finding nothing. */
+  keyCheck(): string {
+    return this.hash('\u0000mission-service/brain/key-check');
+  }
+}

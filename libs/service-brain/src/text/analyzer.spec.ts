@@ -1,0 +1,71 @@
+import { analyze, MAX_TOKEN_LENGTH, normalizeText, termFrequencies } from './analyzer';
+
+describe('analyze', () => {
+  it('lower-cases, drops stop words and punctuation, and stems English words with Porter', () => {
+    expect(analyze('Measurement of the Dielectric Constant of Liquids by the use of Microwave Techniques')).toEqual([
+      'measur',
+      'dielectr',
+      'constant',
+      'liquid',
+      'us',
+      'microwav',
+      'techniqu',
+    ]);
+  });
+
+  it('gives a query and a document the same terms for inflections of one word', () => {
+    expect(analyze('connected connecting connection connections')).toEqual(['connect', 'connect', 'connect', 'connect']);
+    expect(analyze('GENERALIZATIONS')).toEqual(analyze('generalization'));
+  });
+
+  it('applies Unicode compatibility normalisation before anything else', () => {
+    // Full-width letters, the "fi" ligature and a superscript two become their plain forms.
+    expect(normalizeText('ＴＲＡＮＳＩＳＴＯＲ ﬁlter x²')).toBe('transistor filter x2');
+    expect(analyze('ＴＲＡＮＳＩＳＴＯＲＳ')).toEqual(analyze('transistors'));
+  });
+
+  it('treats contractions as the stop words they are but keeps the words they resemble', () => {
+    expect(analyze("she'll don't won't")).toEqual([]);
+    expect(analyze('shell well shed')).toEqual(['shell', 'well', 'shed']);
+  });
+
+  it('drops the possessive and inner apostrophes, whatever apostrophe character is used', () => {
+    expect(analyze("Maxwell's equations")).toEqual(['maxwel', 'equat']);
+    expect(analyze('Maxwell’s O’Neill')).toEqual(['maxwel', 'oneil']);
+  });
+
+  it('keeps numbers and non-English words unstemmed', () => {
+    expect(analyze('the 1950s and 3.5 GHz')).toEqual(['1950s', '3', '5', 'ghz']);
+    expect(analyze('Größe résumé Москва')).toEqual(['größe', 'résumé', 'москва']);
+  });
+
+  it('splits Han, Hiragana and Katakana into one term per character', () => {
+    expect(analyze('東京タワー tokyo')).toEqual(['東', '京', 'タ', 'ワ', 'ー', 'tokyo']);
+  });
+
+  it('skips tokens longer than the limit', () => {
+    expect(analyze(`${'a'.repeat(MAX_TOKEN_LENGTH + 1)} ok`)).toEqual(['ok']);
+    expect(analyze('b'.repeat(MAX_TOKEN_LENGTH))).toEqual(['b'.repeat(MAX_TOKEN_LENGTH)]);
+  });
+
+  it('returns no terms for stop words, operators and punctuation alone', () => {
+    expect(analyze('the of and OR AND NOT')).toEqual([]);
+    expect(analyze('!!! ((*)) && || -- "" \' ; DROP')).toEqual(['drop']);
+    expect(analyze('')).toEqual([]);
+  });
+
+  it('never throws on arbitrary Unicode, lone surrogates and control characters', () => {
+    const hostile = ['\ud800\udfff\ud800', '\u0000\u0001\u202e', '🧪🔬 emoji', 'a\u0301'.repeat(1000), '\uFFFF\uFFFE'];
+    for (const text of hostile) expect(() => analyze(text)).not.toThrow();
+    expect(analyze('🧪🔬 emoji')).toEqual(['emoji']);
+  });
+});
+
+describe('termFrequencies', () => {
+  it('counts repeated terms', () => {
+    expect([...termFrequencies(['a', 'b', 'a'])]).toEqual([
+      ['a', 2],
+      ['b', 1],
+    ]);
+  });
+});

@@ -1,0 +1,44 @@
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
+import { Reflector } from '@nestjs/core';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { ErrorCode } from '@mission/contracts';
+import { rateLimitHeaders } from '@mission/rate-limit';
+import { ACCESS_KEY, AccessRule } from '../auth/auth.decorators';
+import { unauthorizedProblem } from '../auth/auth.guard';
+import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import { HttpProblemError } from '../http/http-problem.error';
+import { TenantRateLimiter } from './tenant-rate-limiter';
+
+/**
+ * Takes every tenant request from its tenant's budget, after the AuthGuard (registered after it)
+ * and before the handler, and writes the RateLimit fields on the response, whatever its status
+ * turns out to be. Public and operator routes are not limited.
+ */
+@Injectable()
+export class RateLimitGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly rateLimits: TenantRateLimiter,
+    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
+  ) {}
+
+  async canActivate(context: ExecutionContext): Promise<boolean> {
+    if (!this.rateLimits.enabled) return true;
+    const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
+    if (rule?.kind !== 'tenant') return true;
+    const http = context.switchToHttp();
+    const tenantId = http.getRequest<FastifyRequest>().auth?.tenantId;
+    if (!tenantId) throw new Error('The rate limit ran before authentication: RateLimitGuard must come after AuthGuard');
+
+    const decision = await this.rateLimits.admit(tenantId);
+    if (!decision) throw unauthorizedProblem(this.options.publicUrl, 'The token’s tenant does not exist', true);
+    void http.getResponse<FastifyReply>().headers(rateLimitHeaders(decision));
+    if (!decision.allowed) {
+      const { policy, retryAfterSeconds } = decision;
+      throw new HttpProblemError(ErrorCode.RateLimited, `The ${policy.name} limit of ${policy.limit} requests per minute is used up; retry after ${retryAfterSeconds} s`, {
+        'Retry-After': String(retryAfterSeconds),
+      });
+    }
+    return true;
+  }
+}

@@ -1,0 +1,94 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { MissionView } from '@mission/contracts';
+import { createTestDatabase, TestDatabase, tenantTransaction } from '@mission/persistence';
+import { runWithTenant } from '@mission/tenant-context';
+import { openMissionDatabase } from '../mission-service';
+import { MissionsRepository } from './missions.repository';
+import { MissionsService } from './missions.service';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** Row-level security as the second wall: what the database itself refuses, whatever the code asks. */
+describe('mission tables under row-level security', () => {
+  let database: TestDatabase;
+  let dataSource: DataSource;
+  let repository: MissionsRepository;
+  let service: MissionsService;
+  const tenantA = randomUUID();
+  const tenantB = randomUUID();
+  let missionA: MissionView;
+  let missionB: MissionView;
+
+  const count = async (run: (sql: string) => Promise<Array<{ n: number }>>, table: string): Promise<number> => (await run(`SELECT count(*)::int AS n FROM mission.${table}`))[0]?.n ?? -1;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'mission_rls');
+    dataSource = await openMissionDatabase(database.url);
+    repository = new MissionsRepository(dataSource);
+    service = new MissionsService(dataSource, repository, () => undefined);
+    missionA = await runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a' }));
+    missionB = await runWithTenant({ tenantId: tenantB }, () => service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b' }));
+  });
+
+  afterAll(async () => {
+    await dataSource?.destroy();
+    await database?.drop();
+  });
+
+  it('runs the service’s queries as a role that neither owns the tables nor bypasses row-level security', async () => {
+    const [role] = await dataSource.query(`SELECT current_user AS name, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user`);
+    expect(role).toEqual({ name: 'mission_service', rolsuper: false, rolbypassrls: false });
+    const tables = await dataSource.query(
+      `SELECT relname, relrowsecurity, relforcerowsecurity FROM pg_class WHERE relnamespace = 'mission'::regnamespace AND relname IN ('missions', 'idempotency_keys') ORDER BY relname`,
+    );
+    expect(tables).toEqual([
+      { relname: 'idempotency_keys', relrowsecurity: true, relforcerowsecurity: true },
+      { relname: 'missions', relrowsecurity: true, relforcerowsecurity: true },
+    ]);
+  });
+
+  it('shows a query without a tenant set zero rows, even through the repository', async () => {
+    const plain = (sql: string) => dataSource.query(sql);
+    expect(await count(plain, 'missions')).toBe(0);
+    expect(await count(plain, 'idempotency_keys')).toBe(0);
+    await expect(repository.findForTenant(dataSource.manager, tenantA, missionA.id)).resolves.toBeNull();
+    await expect(repository.page(dataSource.manager, tenantA, 10)).resolves.toEqual([]);
+  });
+
+  it('never shows tenant A’s transaction a row of tenant B, even when the query forgets the tenant filter', async () => {
+    await runWithTenant({ tenantId: tenantA }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const inA = (sql: string) => manager.query(sql);
+        expect(await count(inA, 'missions')).toBe(1);
+        expect(await count(inA, 'idempotency_keys')).toBe(1);
+        const ids = (await manager.query(`SELECT id FROM mission.missions`)).map((row: { id: string }) => row.id);
+        expect(ids).toEqual([missionA.id]);
+        await expect(repository.findForTenant(manager, tenantB, missionB.id)).resolves.toBeNull();
+        const updated = await manager.query(`UPDATE mission.missions SET title = 'stolen' WHERE id = $1`, [missionB.id]);
+        expect(updated[1]).toBe(0);
+      }),
+    );
+    await expect(runWithTenant({ tenantId: tenantB }, () => service.get(missionB.id))).resolves.toMatchObject({ title: 'B' });
+  });
+
+  it('refuses to write a row for another tenant, or a row without a tenant', async () => {
+    const insert = (tenantId: string | null) =>
+      runWithTenant({ tenantId: tenantA }, () =>
+        tenantTransaction(dataSource, (manager) =>
+          manager.query(`INSERT INTO mission.missions (id, tenant_id, title, objective, steps, status, created_at, updated_at) VALUES ($1, $2, 't', 'o', '[]', 'queued', now(), now())`, [
+            randomUUID(),
+            tenantId,
+          ]),
+        ),
+      );
+    await expect(insert(tenantB)).rejects.toThrow(/row-level security/);
+    await expect(insert(null)).rejects.toThrow(/null value|row-level security/);
+  });
+
+  it('lets the restart sweep find every tenant’s unfinished missions, as ids and tenants only', async () => {
+    const unfinished = await repository.findUnfinished(100);
+    expect(unfinished).toEqual(expect.arrayContaining([{ id: missionA.id, tenantId: tenantA }, { id: missionB.id, tenantId: tenantB }]));
+    await expect(dataSource.query(`SELECT * FROM mission.unfinished_missions(10)`)).resolves.toEqual(expect.arrayContaining([{ id: missionA.id, tenant_id: tenantA }]));
+  });
+});

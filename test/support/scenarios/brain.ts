@@ -1,0 +1,218 @@
+import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
+import { call, clientCredentialsToken, waitForMission } from '../api-client';
+import type { ScenarioContext, Tenant } from '../gateway-scenarios';
+import { expectProblem } from '../gateway-scenarios';
+
+const MIB = 1024 * 1024;
+
+/**
+ * A POST whose Content-Length announces `declaredBytes` but that sends only its first bytes: the
+ * gateway must refuse it from the header alone. (Sending the whole body races the server closing
+ * the connection after its 413, which clients see as a broken pipe.)
+ */
+function postDeclaringLength(url: string, token: string, declaredBytes: number): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(url, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(declaredBytes) },
+    });
+    request.on('response', (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => {
+        request.destroy();
+        resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) });
+      });
+    });
+    request.on('error', reject);
+    request.write('{"title":"Too big","content":"');
+  });
+}
+
+/** The Brain through the gateway: documents, queries, limits, isolation, and missions that use it. */
+export function describeBrainScenarios(context: ScenarioContext): void {
+  const gateway = (): string => context.deployment.gatewayUrl;
+  // Tenants of their own with a high limit, so these requests never meet the rate limit of the shared ones.
+  let owner: Tenant;
+  let stranger: Tenant;
+
+  async function enterpriseTenant(name: string): Promise<Tenant> {
+    const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name, tier: 'enterprise', rpm: 100_000 } });
+    expect(created.status).toBe(201);
+    const { clientId, clientSecret } = created.body.client;
+    return { id: created.body.id, token: (await clientCredentialsToken(context.deployment.issuer, clientId, clientSecret)).access_token, clientId, clientSecret };
+  }
+
+  const ingest = (tenant: Tenant, body: unknown) => call(gateway(), 'POST', '/api/brain/documents', { token: tenant.token, body });
+  const query = (tenant: Tenant, params: string) => call(gateway(), 'GET', `/api/brain/query?${params}`, { token: tenant.token });
+
+  describe('brain', () => {
+    beforeAll(async () => {
+      owner = await enterpriseTenant('Brain owner');
+      stranger = await enterpriseTenant('Brain stranger');
+    }, 60_000);
+
+    it('ingests, lists, shows, queries and deletes a document', async () => {
+      const created = await ingest(owner, {
+        title: 'Ferrite devices',
+        content: 'Ferrite isolators pass microwave power in one direction.\n\nCirculators route it between three ports.',
+        source: 'https://example.org/ferrites',
+        metadata: { shelf: 'rf' },
+      });
+      expect(created.status).toBe(201);
+      expect(created.body).toEqual({ id: expect.any(String), title: 'Ferrite devices', chunkCount: 1, createdAt: expect.any(String) });
+      expect(created.headers.get('location')).toBe(`/api/brain/documents/${created.body.id}`);
+      const { id } = created.body;
+
+      const shown = await call(gateway(), 'GET', `/api/brain/documents/${id}`, { token: owner.token });
+      expect(shown.status).toBe(200);
+      expect(shown.body).toEqual({ ...created.body, source: 'https://example.org/ferrites', metadata: { shelf: 'rf' }, contentBytes: expect.any(Number) });
+      const listed = await call(gateway(), 'GET', '/api/brain/documents', { token: owner.token });
+      expect(listed.status).toBe(200);
+      expect(listed.body.items.map((item: { id: string }) => item.id)).toContain(id);
+
+      const answer = await query(owner, 'q=circulators%20ports&k=3');
+      expect(answer.status).toBe(200);
+      expect(answer.body.query).toBe('circulators ports');
+      expect(answer.body.results[0]).toEqual({
+        documentId: id,
+        chunkId: expect.any(String),
+        title: 'Ferrite devices',
+        text: 'Ferrite isolators pass microwave power in one direction.\n\nCirculators route it between three ports.',
+        score: expect.any(Number),
+        source: 'https://example.org/ferrites',
+      });
+
+      const deleted = await call(gateway(), 'DELETE', `/api/brain/documents/${id}`, { token: owner.token });
+      expect(deleted.status).toBe(204);
+      expectProblem(await call(gateway(), 'GET', `/api/brain/documents/${id}`, { token: owner.token }), 404, 'not_found');
+      expectProblem(await call(gateway(), 'DELETE', `/api/brain/documents/${id}`, { token: owner.token }), 404, 'not_found');
+      expect((await query(owner, 'q=circulators')).body.results).toEqual([]);
+    });
+
+    it('ranks the passage that is about the query first, best first', async () => {
+      const topic = `zeolite${randomUUID().slice(0, 8)}`;
+      const strong = await ingest(owner, { title: `${topic} catalysts`, content: `The ${topic} lattice traps molecules; ${topic} catalysts crack oil.` });
+      const weak = await ingest(owner, { title: 'Refineries', content: `Refineries crack crude oil into fuels, sometimes over a ${topic} bed among many other catalysts and furnaces.` });
+      const answer = await query(owner, `q=${topic}&k=5`);
+      expect(answer.body.results.map((r: { documentId: string }) => r.documentId)).toEqual([strong.body.id, weak.body.id]);
+      expect(answer.body.results[0].score).toBeGreaterThan(answer.body.results[1].score);
+    });
+
+    it('pages through documents newest first with an opaque cursor, and validates the page parameters', async () => {
+      const tenant = await enterpriseTenant('Brain pager');
+      const ids: string[] = [];
+      for (let n = 0; n < 3; n++) ids.push((await ingest(tenant, { title: `Page ${n}`, content: `Document number ${n}.` })).body.id);
+      const seen: string[] = [];
+      let cursor: string | null = null;
+      do {
+        const page: any = await call(gateway(), 'GET', `/api/brain/documents?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { token: tenant.token });
+        expect(page.status).toBe(200);
+        expect(page.body.items).toHaveLength(1);
+        seen.push(page.body.items[0].id);
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      expect(seen).toEqual([...ids].reverse());
+
+      for (const params of ['limit=0', 'limit=101', 'limit=ten', 'cursor=not-a-cursor', 'sort=title']) {
+        expectProblem(await call(gateway(), 'GET', `/api/brain/documents?${params}`, { token: tenant.token }), 400, 'validation_failed');
+      }
+    });
+
+    it('answers 400 for an empty, missing or over-long query, a k out of range and unknown parameters', async () => {
+      for (const params of ['', 'q=', 'q=%20%20', 'k=3', 'q=x&k=0', 'q=x&k=51', 'q=x&k=many', 'q=x&top=3', 'q=a&q=b', `q=${'x'.repeat(10_001)}`]) {
+        const response = await query(owner, params);
+        expectProblem(response, 400, 'validation_failed');
+      }
+    });
+
+    it('answers hostile queries with a ranking, never a server error', async () => {
+      const hostile = [
+        "'; DROP TABLE brain.postings; --",
+        'ferrite OR 1=1 AND NOT (x) | & ! * ? ~ ^ " \\',
+        '%00%27%22%25',
+        '🧪 东京 مرحبا \u202e',
+        'the of and a an',
+        'x'.repeat(10_000),
+        Array.from({ length: 1_500 }, (_, n) => `w${n}`).join(' '),
+      ];
+      for (const q of hostile) {
+        const response = await query(owner, `q=${encodeURIComponent(q)}&k=50`);
+        expect({ q: q.slice(0, 40), status: response.status }).toEqual({ q: q.slice(0, 40), status: 200 });
+        expect(Array.isArray(response.body.results)).toBe(true);
+      }
+    });
+
+    it('takes documents above the 1 MiB body limit up to 10 MiB of content, and answers 413 beyond', async () => {
+      const paragraph = 'Klystrons amplify microwave signals by velocity modulation of an electron beam. ';
+      const twoMib = await ingest(owner, { title: 'Two mebibytes', content: paragraph.repeat(Math.ceil((2 * MIB) / paragraph.length)) });
+      expect(twoMib.status).toBe(201);
+      expect(twoMib.body.chunkCount).toBeGreaterThan(1_000);
+
+      const overContent = await ingest(owner, { title: 'Too big', content: 'a'.repeat(10 * MIB + 1) });
+      expectProblem(overContent, 413, 'payload_too_large');
+      const overBody = await postDeclaringLength(`${gateway()}/api/brain/documents`, owner.token, 11 * MIB + 1);
+      expect({ status: overBody.status, code: overBody.body.code }).toEqual({ status: 413, code: 'payload_too_large' });
+      const missionStillCapped = await call(gateway(), 'POST', '/api/missions', { token: owner.token, body: { title: 'T', objective: 'O', input: { blob: 'x'.repeat(MIB) } } });
+      expectProblem(missionStillCapped, 413, 'payload_too_large');
+    }, 120_000);
+
+    it('validates documents: missing title, empty content, unknown fields', async () => {
+      const response = await ingest(owner, { content: '  ', colour: 'red' });
+      expectProblem(response, 400, 'validation_failed');
+      expect(response.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['colour', 'content', 'title']);
+      expectProblem(await call(gateway(), 'POST', '/api/brain/documents', { token: owner.token, rawBody: '{"title":' }), 400, 'malformed_json');
+    });
+
+    it('needs brain:write to ingest or delete and brain:read to read', async () => {
+      const readOnly = await clientCredentialsToken(context.deployment.issuer, owner.clientId, owner.clientSecret, 'brain:read');
+      const denied = await call(gateway(), 'POST', '/api/brain/documents', { token: readOnly.access_token, body: { title: 'T', content: 'C' } });
+      expectProblem(denied, 403, 'insufficient_scope');
+      expect(denied.headers.get('www-authenticate')).toContain('scope="brain:write"');
+      expectProblem(await call(gateway(), 'DELETE', `/api/brain/documents/${randomUUID()}`, { token: readOnly.access_token }), 403, 'insufficient_scope');
+      expect((await call(gateway(), 'GET', '/api/brain/query?q=x', { token: readOnly.access_token })).status).toBe(200);
+      const missionsOnly = await clientCredentialsToken(context.deployment.issuer, owner.clientId, owner.clientSecret, 'missions:read');
+      const noRead = await call(gateway(), 'GET', '/api/brain/query?q=x', { token: missionsOnly.access_token });
+      expectProblem(noRead, 403, 'insufficient_scope');
+      expect(noRead.headers.get('www-authenticate')).toContain('scope="brain:read"');
+    });
+
+    it('hides a tenant’s documents and passages from every other tenant', async () => {
+      const secretWord = `quasar${randomUUID().slice(0, 8)}`;
+      const { body } = await ingest(owner, { title: 'Private', content: `Only the owner may read about ${secretWord}.` });
+      expect((await query(owner, `q=${secretWord}`)).body.results).toHaveLength(1);
+
+      const fromStranger = await call(gateway(), 'GET', `/api/brain/documents/${body.id}`, { token: stranger.token });
+      const missing = await call(gateway(), 'GET', `/api/brain/documents/${randomUUID()}`, { token: stranger.token });
+      const malformed = await call(gateway(), 'GET', `/api/brain/documents/not-a-uuid'%20OR%201=1`, { token: stranger.token });
+      for (const response of [fromStranger, missing, malformed]) expectProblem(response, 404, 'not_found');
+      expect(fromStranger.body.detail).toBe(missing.body.detail);
+      expectProblem(await call(gateway(), 'DELETE', `/api/brain/documents/${body.id}`, { token: stranger.token }), 404, 'not_found');
+
+      expect((await query(stranger, `q=${secretWord}&k=50`)).body.results).toEqual([]);
+      const strangerList = await call(gateway(), 'GET', '/api/brain/documents?limit=100', { token: stranger.token });
+      expect(strangerList.body.items.map((item: { id: string }) => item.id)).not.toContain(body.id);
+      // Still there for its owner.
+      expect((await call(gateway(), 'GET', `/api/brain/documents/${body.id}`, { token: owner.token })).status).toBe(200);
+    });
+
+    it('gives a mission’s brain.query step the passages of its own tenant', async () => {
+      const word = `magnetron${randomUUID().slice(0, 8)}`;
+      const { body: document } = await ingest(owner, { title: 'Radar sources', content: `A cavity ${word} generates the pulses of early radar sets.` });
+      await ingest(stranger, { title: 'Decoy', content: `The stranger also writes about the ${word}.` });
+      const submitted = await call(gateway(), 'POST', '/api/missions', {
+        token: owner.token,
+        body: { title: 'Radar history', objective: `What generates radar pulses? ${word}`, steps: [{ type: 'brain.query', k: 3 }] },
+      });
+      expect(submitted.status).toBe(202);
+      const done = await waitForMission(gateway(), owner.token, submitted.body.id);
+      expect(done.status).toBe('succeeded');
+      const results = done.steps[0].output.results;
+      expect(results.map((r: { documentId: string }) => r.documentId)).toEqual([document.id]);
+      expect(results[0].text).toContain(word);
+      expect(done.result.steps[0].results[0].documentId).toBe(document.id);
+    });
+  });
+}

@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { ApiResponse, call, clientCredentialsToken } from '../api-client';
+import type { ScenarioContext, Tenant } from '../gateway-scenarios';
+import { expectProblem } from '../gateway-scenarios';
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+// 60 per minute: a burst of ⌈60/6⌉ + 1 = 11, then one token a second — short tests.
+const RPM = 60;
+const BURST = 11;
+const RATE_LIMIT = /^"enterprise";r=(\d+);t=(\d+)$/;
+
+/** Per-tenant rate limits (API.md, "Rate limits") as a client sees them. */
+export function describeRateLimitScenarios(context: ScenarioContext): void {
+  const gateway = (): string => context.deployment.gatewayUrl;
+
+  async function enterpriseTenant(name: string): Promise<Tenant> {
+    const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name, tier: 'enterprise', rpm: RPM } });
+    expect(created.status).toBe(201);
+    const { clientId, clientSecret } = created.body.client;
+    const token = (await clientCredentialsToken(context.deployment.issuer, clientId, clientSecret)).access_token;
+    return { id: created.body.id, token, clientId, clientSecret };
+  }
+
+  /** A cheap tenant request: refused by validation before any service is asked. */
+  const invalidSubmit = (tenant: Tenant) => call(gateway(), 'POST', '/api/missions', { token: tenant.token, body: {} });
+
+  function remaining(response: { headers: Headers }): number {
+    const match = RATE_LIMIT.exec(response.headers.get('ratelimit') ?? '');
+    if (!match) throw new Error(`No RateLimit field: ${response.headers.get('ratelimit')}`);
+    return Number(match[1]);
+  }
+
+  describe('rate limits', () => {
+    it('puts RateLimit-Policy and RateLimit on every tenant response, successes and errors alike', async () => {
+      const tenant = await enterpriseTenant('Headers');
+      const first = await call(gateway(), 'GET', `/api/missions/${randomUUID()}`, { token: tenant.token });
+      expectProblem(first, 404, 'not_found');
+      expect(first.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+      // One token taken out of 11; refilled at one a second, the bucket is full again within 1 s.
+      expect(first.headers.get('ratelimit')).toBe(`"enterprise";r=${BURST - 1};t=1`);
+
+      const listed = await call(gateway(), 'GET', '/api/missions', { token: tenant.token });
+      const invalid = await invalidSubmit(tenant);
+      expect(listed.status).toBe(200);
+      expectProblem(invalid, 400, 'validation_failed');
+      for (const response of [listed, invalid]) {
+        expect(response.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+        expect(response.headers.get('ratelimit')).toMatch(RATE_LIMIT);
+      }
+      expect(remaining(invalid)).toBeLessThan(BURST - 1);
+    });
+
+    it('leaves public, operator and unauthenticated responses without RateLimit fields', async () => {
+      const responses = [
+        await call(gateway(), 'GET', '/health/live'),
+        await call(gateway(), 'GET', '/.well-known/oauth-protected-resource'),
+        await call(gateway(), 'GET', `/admin/tenants/${context.tenantA.id}`, { token: context.adminToken }),
+        await call(gateway(), 'GET', `/api/missions/${randomUUID()}`),
+      ];
+      expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 401]);
+      for (const response of responses) {
+        expect(response.headers.get('ratelimit')).toBeNull();
+        expect(response.headers.get('ratelimit-policy')).toBeNull();
+      }
+    });
+
+    it('refuses past the burst with 429, Retry-After and no caching, and admits the retry after that long', async () => {
+      const tenant = await enterpriseTenant('Burst');
+      const started = Date.now();
+      let admitted = 0;
+      let refused: ApiResponse | undefined;
+      while (!refused && admitted < 4 * BURST) {
+        const response = await invalidSubmit(tenant);
+        if (response.status === 429) refused = response;
+        else admitted += 1;
+      }
+      const elapsedSeconds = (Date.now() - started) / 1000;
+      expect(admitted).toBeGreaterThanOrEqual(BURST);
+      expect(admitted).toBeLessThanOrEqual(BURST + Math.floor((RPM / 60) * elapsedSeconds));
+      if (!refused) throw new Error(`No 429 after ${admitted} requests`);
+
+      expectProblem(refused, 429, 'rate_limited');
+      expect(refused.body.type).toMatch(/#quota-exceeded$/);
+      expect(refused.headers.get('cache-control')).toBe('no-store');
+      // The next token is at most a second away: Retry-After rounds it up to whole seconds.
+      expect(refused.headers.get('retry-after')).toBe('1');
+      expect(refused.headers.get('ratelimit')).toBe('"enterprise";r=0;t=1');
+      expect(refused.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+
+      await sleep(Number(refused.headers.get('retry-after')) * 1000);
+      const retried = await invalidSubmit(tenant);
+      expectProblem(retried, 400, 'validation_failed');
+    });
+
+    it('gives every tenant a budget of its own', async () => {
+      const [busy, quiet] = [await enterpriseTenant('Busy'), await enterpriseTenant('Quiet')];
+      const statuses = await Promise.all(Array.from({ length: 3 * BURST }, () => invalidSubmit(busy).then((response) => response.status)));
+      expect(statuses).toContain(429);
+      const other = await invalidSubmit(quiet);
+      expect(other.status).toBe(400);
+      expect(remaining(other)).toBe(BURST - 1);
+    });
+
+    it('applies a changed limit within 5 s, to the same token', async () => {
+      const tenant = await enterpriseTenant('Upgraded');
+      expect((await invalidSubmit(tenant)).headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+      const changed = await call(gateway(), 'PATCH', `/admin/tenants/${tenant.id}`, { token: context.adminToken, body: { tier: 'professional' } });
+      expect(changed.status).toBe(200);
+      const since = Date.now();
+      let policy: string | null = null;
+      while (Date.now() - since < 6_000) {
+        policy = (await invalidSubmit(tenant)).headers.get('ratelimit-policy');
+        if (policy === '"professional";q=2000;w=60') break;
+        await sleep(500);
+      }
+      expect(policy).toBe('"professional";q=2000;w=60');
+      expect(Date.now() - since).toBeLessThanOrEqual(5_500);
+    });
+
+    it('shows where limits are kept in readiness and counts decisions in the metrics', async () => {
+      const ready = await call(gateway(), 'GET', '/health/ready');
+      expect(ready.body.details.rateLimits).toMatchObject({ up: true, mode: expect.stringMatching(/^(memory|redis)$/) });
+      const metrics = await call(gateway(), 'GET', '/metrics');
+      expect(metrics.status).toBe(200);
+      expect(metrics.headers.get('content-type')).toContain('text/plain');
+      const store = ready.body.details.rateLimits.mode;
+      expect(metrics.body).toMatch(new RegExp(`^rate_limit_decisions_total\\{decision="allowed",store="${store}"\\} [1-9]\\d*$`, 'm'));
+      expect(metrics.body).toMatch(new RegExp(`^rate_limit_decisions_total\\{decision="refused",store="${store}"\\} [1-9]\\d*$`, 'm'));
+      expect(metrics.body).toMatch(/^rate_limit_fallback_active 0$/m);
+    });
+  });
+}

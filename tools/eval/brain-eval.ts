@@ -1,0 +1,198 @@
+/**
+ * `npm run eval:brain`: retrieval quality of the Brain on the Vaswani (NPL) test collection.
+ *
+ * Starts the all-in-one stack (as `npm start` runs it) on a fresh embedded PostgreSQL, creates an
+ * enterprise tenant through the operator API, loads the 11,429 documents through
+ * `POST /api/brain/documents`, and runs the 93 queries:
+ *
+ *  - through `GET /api/brain/query` (k = 50, the public maximum): a run 50 deep;
+ *  - through the brain's own ranking code on the same database and key, 1000 deep, as trec_eval
+ *    evaluates (and as the published BM25 figures were made). Its first 50 are checked to equal
+ *    the API's answer, so both runs come from one ranking.
+ *
+ * Reports MAP, nDCG and nDCG@10 (trec_eval semantics, tools/eval/trec-metrics.ts) for both runs.
+ * Options: --concurrency=N (ingestion requests in flight, default 8), --json (machine output).
+ */
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { freePort, startEmbeddedPostgres } from '@mission/persistence';
+import { openBrainReader } from '@mission/service-brain';
+import { runWithTenant } from '@mission/tenant-context';
+import { call, clientCredentialsToken } from '../../test/support/api-client';
+import { startProcess, waitUntilReady } from '../../test/support/processes';
+import { evaluateRun, RunMetrics, ScoredDocument } from './trec-metrics';
+
+const COLLECTION = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'vaswani-npl');
+const PUBLISHED_BM25 = { map: 0.2965, ndcg: 0.6212 };
+const API_DEPTH = 50;
+const FULL_DEPTH = 1000;
+
+const log = (message: string): void => {
+  process.stderr.write(`[eval:brain] ${message}\n`);
+};
+
+interface Collection {
+  readonly documents: ReadonlyArray<{ readonly docno: string; readonly text: string }>;
+  readonly queries: ReadonlyArray<{ readonly qid: string; readonly text: string }>;
+  readonly qrels: Map<string, Set<string>>;
+}
+
+function loadCollection(directory: string): Collection {
+  const documents = [...readFileSync(path.join(directory, 'doc-text.trec'), 'utf8').matchAll(/<DOC>\s*<DOCNO>\s*(\S+?)\s*<\/DOCNO>([\s\S]*?)<\/DOC>/g)].map((match) => ({
+    docno: match[1] ?? '',
+    text: (match[2] ?? '').trim(),
+  }));
+  const queries = [...readFileSync(path.join(directory, 'query-text.trec'), 'utf8').matchAll(/<num>\s*(\S+?)\s*<\/num>\s*<title>([\s\S]*?)<\/title>/g)].map((match) => ({
+    qid: match[1] ?? '',
+    text: (match[2] ?? '').trim(),
+  }));
+  const qrels = new Map<string, Set<string>>();
+  for (const line of readFileSync(path.join(directory, 'qrels'), 'utf8').split('\n')) {
+    const [qid, , docno, relevance] = line.trim().split(/\s+/);
+    if (!qid || !docno || Number(relevance) <= 0) continue;
+    qrels.set(qid, (qrels.get(qid) ?? new Set()).add(docno));
+  }
+  return { documents, queries, qrels };
+}
+
+/** Runs `work` over `items` with at most `limit` in flight. */
+async function inParallel<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      for (let index = next++; index < items.length; index = next++) await work(items[index] as T, index);
+    }),
+  );
+}
+
+/** A chunk ranking as a document ranking: each document scores its best chunk. */
+function documentRun(results: ReadonlyArray<{ documentId: string; score: number }>, docnoOf: ReadonlyMap<string, string>): ScoredDocument[] {
+  const best = new Map<string, number>();
+  for (const result of results) {
+    const docno = docnoOf.get(result.documentId);
+    if (docno === undefined) throw new Error(`The brain returned a document this evaluation did not load: ${result.documentId}`);
+    best.set(docno, Math.max(best.get(docno) ?? Number.NEGATIVE_INFINITY, result.score));
+  }
+  return [...best].map(([docno, score]) => ({ docno, score }));
+}
+
+function format(metrics: RunMetrics): string {
+  return `MAP ${metrics.map.toFixed(4)}  nDCG ${metrics.ndcg.toFixed(4)}  nDCG@10 ${metrics.ndcgAt10.toFixed(4)}`;
+}
+
+async function main(): Promise<void> {
+  const concurrency = Number(/^--concurrency=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith('--concurrency=')) ?? '')?.[1] ?? 8);
+  const asJson = process.argv.includes('--json');
+  const collection = loadCollection(COLLECTION);
+  log(`collection: ${collection.documents.length} documents, ${collection.queries.length} queries, ${[...collection.qrels.values()].reduce((n, s) => n + s.size, 0)} relevance judgements`);
+
+  const workDir = await mkdtemp(path.join(os.tmpdir(), 'mission-eval-brain-'));
+  // PostgreSQL runs as its own user when we are root: it must be able to reach its directory.
+  await chmod(workDir, 0o755);
+  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message));
+  const indexSecret = randomBytes(32);
+  const [port, idpPort] = [await freePort(), await freePort()];
+  const gatewayUrl = `http://127.0.0.1:${port}`;
+  const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
+    PORT: String(port),
+    IDP_PORT: String(idpPort),
+    DATA_DIR: path.join(workDir, 'data'),
+    DATABASE_URL: postgres.url,
+    BRAIN_INDEX_KEY: indexSecret.toString('base64'),
+    KAFKA_BROKERS: '',
+    REDIS_URL: '',
+    ADMIN_CLIENT_ID: '',
+    ADMIN_CLIENT_SECRET: '',
+    PUBLIC_URL: '',
+    IDP_ISSUER: '',
+  });
+  try {
+    await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone], 120_000);
+    const issuer = `http://127.0.0.1:${idpPort}`;
+    const admin = JSON.parse(await readFile(path.join(workDir, 'data', 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
+    const adminToken = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
+    const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Vaswani evaluation', tier: 'enterprise', rpm: 1_000_000 } });
+    if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}: ${JSON.stringify(tenant.body)}`);
+    const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
+
+    log(`ingesting through POST /api/brain/documents, ${concurrency} at a time`);
+    const docnoOf = new Map<string, string>();
+    let chunks = 0;
+    const ingestStarted = performance.now();
+    await inParallel(collection.documents, concurrency, async (document) => {
+      const response = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: document.docno, content: document.text } });
+      if (response.status !== 201) throw new Error(`Ingesting ${document.docno} answered ${response.status}: ${JSON.stringify(response.body)}`);
+      docnoOf.set(response.body.id, document.docno);
+      chunks += response.body.chunkCount;
+    });
+    const ingestSeconds = (performance.now() - ingestStarted) / 1000;
+    log(`ingested ${docnoOf.size} documents (${chunks} chunks) in ${ingestSeconds.toFixed(1)} s`);
+
+    const apiRun = new Map<string, ScoredDocument[]>();
+    const apiChunks = new Map<string, Array<{ chunkId: string; score: number }>>();
+    const latencies: number[] = [];
+    for (const query of collection.queries) {
+      const started = performance.now();
+      const response = await call(gatewayUrl, 'GET', `/api/brain/query?q=${encodeURIComponent(query.text)}&k=${API_DEPTH}`, { token });
+      latencies.push(performance.now() - started);
+      if (response.status !== 200) throw new Error(`Query ${query.qid} answered ${response.status}: ${JSON.stringify(response.body)}`);
+      apiRun.set(query.qid, documentRun(response.body.results, docnoOf));
+      apiChunks.set(query.qid, response.body.results);
+    }
+
+    const reader = await openBrainReader({ databaseUrl: postgres.url, indexKeys: indexSecret });
+    const fullRun = new Map<string, ScoredDocument[]>();
+    let mismatches = 0;
+    try {
+      for (const query of collection.queries) {
+        const results = await runWithTenant({ tenantId: tenant.body.id }, () => reader.search(query.text, FULL_DEPTH));
+        fullRun.set(query.qid, documentRun(results, docnoOf));
+        const head = results.slice(0, API_DEPTH).map((result) => result.chunkId);
+        if (JSON.stringify(head) !== JSON.stringify(apiChunks.get(query.qid)?.map((result) => result.chunkId))) mismatches += 1;
+      }
+    } finally {
+      await reader.close();
+    }
+    if (mismatches > 0) throw new Error(`${mismatches} queries ranked differently through the API and the internal path`);
+
+    const sorted = [...latencies].sort((a, b) => a - b);
+    const report = {
+      date: new Date().toISOString(),
+      documents: docnoOf.size,
+      chunks,
+      queries: collection.queries.length,
+      ingestSeconds: Math.round(ingestSeconds * 10) / 10,
+      apiQueryLatencyMs: { p50: Math.round((sorted[Math.floor(sorted.length / 2)] ?? 0) * 10) / 10, max: Math.round((sorted[sorted.length - 1] ?? 0) * 10) / 10 },
+      depth1000: evaluateRun(fullRun, collection.qrels),
+      depth50: evaluateRun(apiRun, collection.qrels),
+      published: PUBLISHED_BM25,
+    };
+    if (asJson) {
+      process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+    } else {
+      process.stdout.write(
+        [
+          `Vaswani (NPL): ${report.documents} documents (${report.chunks} chunks), ${report.queries} queries, ${report.date}`,
+          `  depth 1000 (internal path): ${format(report.depth1000)}`,
+          `  depth 50 (GET /api/brain/query, k=50): ${format(report.depth50)}`,
+          `  published BM25 (Terrier): MAP ${PUBLISHED_BM25.map}  nDCG ${PUBLISHED_BM25.ndcg}`,
+          `  the first 50 of every depth-1000 ranking equal the API's answer`,
+          `  ingestion ${report.ingestSeconds} s; API query latency p50 ${report.apiQueryLatencyMs.p50} ms, max ${report.apiQueryLatencyMs.max} ms`,
+          '',
+        ].join('\n'),
+      );
+    }
+  } finally {
+    await standalone.stop();
+    await postgres.stop();
+    await rm(workDir, { recursive: true, force: true });
+  }
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`eval:brain failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+  process.exit(1);
+});
