@@ -44,20 +44,23 @@ function checkInterrupted(): void {
   if (interrupted) throw new Interrupted('interrupted');
 }
 
-function profileArgs(options: BenchOptions): TargetContext['nodeArgs'] {
-  if (options.cpuProfDir === undefined) return () => [];
+/** The servers' extra environment: with --cpu-prof, the profiler preload and where it writes. */
+function serverEnv(options: BenchOptions): Record<string, string> {
+  if (options.cpuProfDir === undefined) return {};
   const dir = path.resolve(options.cpuProfDir || mkdtempSync(path.join(os.tmpdir(), 'mission-bench-profiles-')));
   mkdirSync(dir, { recursive: true });
   log(`CPU profiles of the servers go to ${dir} (written when each server exits)`);
-  return (name) => ['--cpu-prof', `--cpu-prof-dir=${dir}`, `--cpu-prof-name=${name}.${Date.now()}.${process.pid}.cpuprofile`];
+  const preload = `--require ${JSON.stringify(path.join(__dirname, 'support', 'cpu-profile.cjs'))}`;
+  return { NODE_OPTIONS: [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' '), MISSION_BENCH_PROFILE_DIR: dir };
 }
 
 /**
- * The system PostgreSQL's own processes (WAL, checkpoints) and a broker given by KAFKA_BROKERS
- * work for the distributed target too: not foreign work. Backends of other databases are.
+ * The system PostgreSQL's own processes (WAL, checkpoints), Redis and a broker given by
+ * KAFKA_BROKERS work for the distributed target too: not foreign work. Backends of other
+ * databases are.
  */
 function infrastructureOf(target: PreparedTarget): string[] {
-  return target.name === 'distributed' ? [POSTGRES_SERVER, ...(process.env.KAFKA_BROKERS ? ['java'] : [])] : [];
+  return target.name === 'distributed' ? [POSTGRES_SERVER, 'redis-server', ...(process.env.KAFKA_BROKERS ? ['java'] : [])] : [];
 }
 
 /** Waits (up to `maxSeconds`) until other work on the machine stays under the noise threshold for 3 s. */
@@ -147,7 +150,7 @@ async function measure(target: PreparedTarget, options: BenchOptions, cores: num
     warmup: { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond },
     measured,
     cpu,
-    exitCodes: {},
+    uncleanExits: [],
     flags,
     warnings,
   };
@@ -169,7 +172,7 @@ async function main(): Promise<number> {
   const options = parsed;
   const startedAt = new Date();
   const machine = machineInfo();
-  const context: TargetContext = { cleanup, log, logLevel: options.logLevel, tenants: options.tenants, nodeArgs: profileArgs(options) };
+  const context: TargetContext = { cleanup, log, tenants: options.tenants, serverEnv: serverEnv(options) };
   log(
     `${options.mode} run: ${options.targets.join(', ')}; ${options.warmupSeconds} s warm-up + ${options.durationSeconds} s measured, ` +
       `${options.connections} connections, pipelining ${options.pipelining}, ${options.tenants} tenant(s)${options.rate ? `, offered ${options.rate} req/s` : ''}; ${machine.cpus} cpus, node ${machine.node}`,
@@ -191,10 +194,9 @@ async function main(): Promise<number> {
     const result = await measure(target, options, machine.cpus);
     checkInterrupted();
     log(`${name}: stopping`);
-    const exitCodes = await target.stop();
-    results.push({ ...result, exitCodes });
-    const unclean = Object.entries(exitCodes).filter(([, code]) => code !== 0);
-    if (unclean.length > 0) log(`${name}: not every process exited cleanly: ${JSON.stringify(Object.fromEntries(unclean))}`);
+    const unclean = await target.stop();
+    results.push({ ...result, uncleanExits: unclean });
+    if (unclean.length > 0) log(`${name}: not every process exited cleanly: ${unclean.join(', ')}`);
   }
 
   compare(results);
@@ -216,7 +218,7 @@ async function main(): Promise<number> {
       timeoutSeconds: options.timeoutSeconds,
       request: 'GET /api/missions/:id',
       client: 'autocannon (in the benchmark process; servers in their own processes)',
-      serverLogLevel: options.logLevel,
+      serverEnvironment: 'NODE_ENV=test, LOG_LEVEL=warn (as the test suites start them)',
       cpuProfile: options.cpuProfDir !== undefined,
       waitQuietSeconds: options.waitQuietSeconds,
     },

@@ -22,8 +22,6 @@ export interface BenchOptions {
   readonly waitQuietSeconds: number;
   /** Whether bench/results/<date>.{json,md} are written. */
   readonly write: boolean;
-  /** LOG_LEVEL of the servers. */
-  readonly logLevel: string;
 }
 
 export const USAGE = `usage: npm run bench -- [options]
@@ -37,19 +35,18 @@ export const USAGE = `usage: npm run bench -- [options]
   --rate=<req/s>        offered load over all connections  (BENCH_RATE, default: none, i.e. saturation)
   --timeout=<s>         request timeout                    (BENCH_TIMEOUT, default 10)
   --targets=<list>      comma-separated subset of ${TARGET_NAMES.join(',')} (BENCH_TARGETS)
-  --cpu-prof[=<dir>]    run the servers with --cpu-prof (profiles in <dir>, default a new temp dir);
+  --cpu-prof[=<dir>]    profile the servers' CPU (profiles in <dir>, default a new temp dir);
                         results are not written
   --wait-quiet[=<s>]    before each target, wait up to <s> s (default 300) until other processes
                         use less than a quarter of a core, and measure up to 3 times if they
                         get busy during the run, keeping the quietest run (BENCH_WAIT_QUIET)
   --write / --no-write  force writing bench/results/<date>.{json,md} or not (default: written by a
                         full run of all targets without --cpu-prof)
-  --log-level=<level>   LOG_LEVEL of the servers            (BENCH_LOG_LEVEL, default info)
   --help
 
 Environment: KAFKA_BROKERS (use this broker instead of starting one), BENCH_POSTGRES_URL
 (server for the distributed target's fresh database, default postgres://postgres@127.0.0.1:5432/postgres),
-BENCH_REDIS_URL (the distributed gateway's Redis, default redis://127.0.0.1:6379).`;
+TEST_REDIS_URL (the distributed gateway's Redis, as in the integration suite).`;
 
 export class UsageError extends Error {}
 
@@ -69,7 +66,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     if (!match?.[1]) throw new UsageError(`Unknown argument "${arg}"`);
     flags.set(match[1], match[2] ?? true);
   }
-  const known = new Set(['quick', 'duration', 'warmup', 'connections', 'pipelining', 'tenants', 'rate', 'timeout', 'targets', 'cpu-prof', 'wait-quiet', 'write', 'no-write', 'log-level', 'help']);
+  const known = new Set(['quick', 'duration', 'warmup', 'connections', 'pipelining', 'tenants', 'rate', 'timeout', 'targets', 'cpu-prof', 'wait-quiet', 'write', 'no-write', 'help']);
   for (const name of flags.keys()) if (!known.has(name)) throw new UsageError(`Unknown option --${name}`);
   if (flags.has('help')) return 'help';
 
@@ -114,6 +111,5 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     cpuProfDir,
     waitQuietSeconds: waitQuiet === undefined ? 0 : waitQuiet === true ? 300 : positive('--wait-quiet / BENCH_WAIT_QUIET', waitQuiet, false),
     write,
-    logLevel: setting('log-level', 'BENCH_LOG_LEVEL') ?? 'info',
   };
 }

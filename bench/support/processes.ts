@@ -27,14 +27,16 @@ process.on('exit', killAllServers);
 
 /**
  * Starts a TypeScript entry point of this repository as its own Node process, like the test
- * suites' startProcess, but in its own process group: Ctrl-C reaches the benchmark only, which
+ * suites' startProcess (same environment), but in its own process group: Ctrl-C reaches the benchmark only, which
  * then stops each server once and in order (a server receiving the terminal's SIGINT and then
  * our SIGTERM would take the second signal as "exit now" and orphan its embedded PostgreSQL).
  */
-export function startServer(name: string, entry: string, env: Record<string, string>, nodeArgs: readonly string[] = []): ServerProcess {
-  const child = spawn(process.execPath, [...nodeArgs, '-r', './tools/register.cjs', entry], {
+export function startServer(name: string, entry: string, env: Record<string, string>): ServerProcess {
+  const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {
     cwd: REPO_ROOT,
-    env: { ...process.env, NODE_ENV: 'production', ...env },
+    // As the suites' startProcess does (the distributed target is started by it): NODE_ENV and
+    // LOG_LEVEL are the same for every target.
+    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });

@@ -25,7 +25,8 @@ export interface TargetResult {
   readonly warmup: Pick<LoadResult, 'durationSeconds' | 'responses' | 'non2xx' | 'errors' | 'mismatches' | 'requestsPerSecond'>;
   readonly measured: LoadResult;
   readonly cpu: CpuReport | null;
-  readonly exitCodes: Record<string, number | null>;
+  /** Processes that did not exit cleanly when the target was stopped. */
+  readonly uncleanExits: string[];
   /** Problems that make the numbers suspect: non-2xx, errors, timeouts, mismatched bodies. */
   readonly flags: string[];
   /** Conditions that may have skewed the numbers (other work on the machine). */
@@ -64,7 +65,7 @@ export interface BenchReport {
     readonly timeoutSeconds: number;
     readonly request: string;
     readonly client: string;
-    readonly serverLogLevel: string;
+    readonly serverEnvironment: string;
     readonly cpuProfile: boolean;
     /** Longest wait for a quiet machine before each target (0: no wait). */
     readonly waitQuietSeconds: number;

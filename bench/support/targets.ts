@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { MAX_ENTERPRISE_RPM } from '@mission/contracts';
-import { createTestDatabase, freePort } from '@mission/persistence';
+import { freePort } from '@mission/persistence';
 import { call, clientCredentialsToken, waitForMission } from '../../test/support/api-client';
+import { AppName, DistributedStack, startDistributedStack } from '../../test/support/distributed-stack';
 import { Cleanup } from './cleanup';
 import type { LoadRequest } from './load';
 import type { TargetName } from './options';
@@ -26,29 +26,29 @@ export interface PreparedTarget {
   readonly databaseName?: string;
   readonly startupSeconds: number;
   readonly details: Record<string, unknown>;
-  /** Stops the target and removes what it created; exit codes by process. */
-  stop(): Promise<Record<string, number | null>>;
+  /** Stops the target and removes what it created; resolves with the processes that did not exit cleanly. */
+  stop(): Promise<string[]>;
 }
 
 export interface TargetContext {
   readonly cleanup: Cleanup;
   readonly log: (message: string) => void;
-  readonly logLevel: string;
   readonly tenants: number;
-  /** Extra node flags of the servers (--cpu-prof ...), by process name. */
-  readonly nodeArgs: (processName: string) => string[];
+  /** Extra environment of every server process (the CPU profiler preload). */
+  readonly serverEnv: Record<string, string>;
 }
 
 const READY_TIMEOUT_MS = 180_000;
 const MISSION = { title: 'Benchmark mission', objective: 'What do we know about microwave dielectrics?' };
 
-/** Variables the runner may have that would rewire a server (an unset one means the embedded default). */
-const WIRING_VARIABLES = ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_JWKS_URI', 'TRUST_PROXY'];
+/**
+ * Variables the benchmark's own environment may hold that would rewire the all-in-one process:
+ * blank, as in the end-to-end suite, so that it runs on its embedded defaults (`npm start`).
+ */
+const WIRING_VARIABLES = ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER'];
 
-function cleanEnv(extra: Record<string, string>, logLevel: string): Record<string, string> {
-  const env: Record<string, string> = { LOG_LEVEL: logLevel };
-  for (const name of WIRING_VARIABLES) env[name] = '';
-  return { ...env, ...extra };
+function embeddedDefaults(): Record<string, string> {
+  return Object.fromEntries(WIRING_VARIABLES.map((name) => [name, '']));
 }
 
 async function distinctFreePorts(count: number): Promise<number[]> {
@@ -102,9 +102,10 @@ async function prepareMissions(gatewayUrl: string, issuer: string, admin: { clie
   };
 }
 
-async function stopAll(servers: readonly ServerProcess[]): Promise<Record<string, number | null>> {
+/** Stops the servers; resolves with the names of those that did not exit cleanly. */
+async function stopAll(servers: readonly ServerProcess[]): Promise<string[]> {
   const codes = await Promise.all(servers.map(async (server) => [server.name, await server.stop()] as const));
-  return Object.fromEntries(codes);
+  return codes.filter(([, code]) => code !== 0).map(([name]) => name);
 }
 
 /** Kills a PostgreSQL left running in `databaseDir` (only if its owner died without stopping it). */
@@ -141,15 +142,17 @@ export async function startEmbedded(context: TargetContext): Promise<PreparedTar
   });
   const [port, idpPort] = await distinctFreePorts(2);
   const gatewayUrl = `http://127.0.0.1:${port}`;
-  const server = startServer(
-    'standalone',
-    'apps/standalone/src/main.ts',
-    cleanEnv({ HOST: '127.0.0.1', PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir }, context.logLevel),
-    context.nodeArgs('standalone'),
-  );
-  let codes: Record<string, number | null> = {};
+  const server = startServer('standalone', 'apps/standalone/src/main.ts', {
+    ...context.serverEnv,
+    ...embeddedDefaults(),
+    HOST: '127.0.0.1',
+    PORT: String(port),
+    IDP_PORT: String(idpPort),
+    DATA_DIR: dataDir,
+  });
+  let unclean: string[] = [];
   const stopServer = cleanup.add('embedded server', async () => {
-    codes = await stopAll([server]);
+    unclean = await stopAll([server]);
   });
   await waitUntilReady(`${gatewayUrl}/health/ready`, [server], READY_TIMEOUT_MS);
   const admin = JSON.parse(await readFile(path.join(dataDir, 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
@@ -165,7 +168,7 @@ export async function startEmbedded(context: TargetContext): Promise<PreparedTar
     stop: async () => {
       await stopServer();
       await removeDataDir();
-      return codes;
+      return unclean;
     },
   };
 }
@@ -212,7 +215,7 @@ async function startKafka(context: TargetContext): Promise<{ brokers: string; pi
 
 /**
  * (b) gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and a fresh
- * database, wired as test/support/distributed-stack.ts wires them for the integration suite.
+ * database: test/support/distributed-stack.ts, exactly as the integration suite starts them.
  */
 export async function startDistributed(context: TargetContext): Promise<PreparedTarget> {
   const started = performance.now();
@@ -230,64 +233,39 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
     kafka = `started for this run (${brokers})`;
   }
   const adminUrl = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
-  // Shared limits live in Redis when the gateway runs as its own process(es).
-  const redisUrl = process.env.BENCH_REDIS_URL || 'redis://127.0.0.1:6379';
-  const database = await createTestDatabase(adminUrl, 'ms_bench');
-  const dropDatabase = cleanup.add('benchmark database', () => database.drop());
-  const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-idp-'));
-  const removeDataDir = cleanup.add('idp data dir', () => rm(dataDir, { recursive: true, force: true }));
-
-  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await distinctFreePorts(5);
-  const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
-  const issuer = `http://127.0.0.1:${idpPort}`;
-  const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
-  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1' };
-  const start = (name: string, entry: string, env: Record<string, string>): ServerProcess =>
-    startServer(name, entry, cleanEnv({ ...common, ...env }, context.logLevel), context.nodeArgs(name));
-
-  const servers: ServerProcess[] = [];
-  let codes: Record<string, number | null> = {};
-  const stopServers = cleanup.add('distributed servers', async () => {
-    codes = await stopAll(servers);
+  // The stack's processes inherit this process's environment: the profiler preload goes in for
+  // the moment they are spawned.
+  const saved = Object.fromEntries(Object.keys(context.serverEnv).map((name) => [name, process.env[name]]));
+  Object.assign(process.env, context.serverEnv);
+  let stack: DistributedStack;
+  try {
+    stack = await startDistributedStack(brokers, adminUrl);
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+  }
+  let unclean: string[] = [];
+  const stopStack = cleanup.add('distributed processes and database', async () => {
+    unclean = await stack.stop();
   });
-  servers.push(
-    start('idp', 'apps/idp/src/main.ts', {
-      PORT: String(idpPort),
-      IDP_ISSUER: issuer,
-      GATEWAY_AUDIENCE: gatewayUrl,
-      DATABASE_URL: database.url,
-      DATA_DIR: dataDir,
-      ADMIN_CLIENT_ID: admin.clientId,
-      ADMIN_CLIENT_SECRET: admin.clientSecret,
-    }),
-    start('mission-service', 'apps/mission-service/src/main.ts', { HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url }),
-    start('brain-service', 'apps/brain-service/src/main.ts', { HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url }),
-    start('hit-service', 'apps/hit-service/src/main.ts', { HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url }),
-    start('gateway', 'apps/gateway/src/main.ts', { PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: redisUrl }),
-  );
-  await Promise.all([
-    waitUntilReady(`${issuer}/health/ready`, servers, READY_TIMEOUT_MS),
-    waitUntilReady(`http://127.0.0.1:${missionHealth}/health/ready`, servers, READY_TIMEOUT_MS),
-    waitUntilReady(`http://127.0.0.1:${brainHealth}/health/ready`, servers, READY_TIMEOUT_MS),
-    waitUntilReady(`http://127.0.0.1:${hitHealth}/health/ready`, servers, READY_TIMEOUT_MS),
-    waitUntilReady(`${gatewayUrl}/health/ready`, servers, READY_TIMEOUT_MS),
-  ]);
-  const missions = await prepareMissions(gatewayUrl, issuer, admin, context.tenants);
+  const missions = await prepareMissions(stack.gatewayUrl, stack.issuer, stack.admin, context.tenants);
+  const names: AppName[] = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service'];
+  const databaseName = new URL(stack.database.url).pathname.slice(1);
   return {
     name: 'distributed',
     description: 'gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and PostgreSQL',
-    origin: gatewayUrl,
+    origin: stack.gatewayUrl,
     requests: missions.requests,
-    servers: { ...Object.fromEntries(servers.map((server) => [server.name, server.pid])), ...infrastructure },
-    databaseName: new URL(database.url).pathname.slice(1),
+    servers: { ...Object.fromEntries(names.map((name) => [name, stack.process(name).child.pid ?? -1])), ...infrastructure },
+    databaseName,
     startupSeconds: (performance.now() - started) / 1000,
-    details: { ...missions.details, kafka, database: new URL(database.url).pathname.slice(1) },
+    details: { ...missions.details, kafka, database: databaseName },
     stop: async () => {
-      await stopServers();
-      await removeDataDir();
-      await dropDatabase();
+      await stopStack();
       await stopKafka();
-      return codes;
+      return unclean;
     },
   };
 }
@@ -296,12 +274,12 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
 export async function startBaseline(context: TargetContext, body: string | undefined): Promise<PreparedTarget> {
   const started = performance.now();
   const [port] = await distinctFreePorts(1);
-  const env: Record<string, string> = { HOST: '127.0.0.1', PORT: String(port) };
+  const env: Record<string, string> = { ...context.serverEnv, HOST: '127.0.0.1', PORT: String(port) };
   if (body !== undefined) env.BASELINE_BODY = body;
-  const server = startServer('baseline', 'bench/baseline/main.ts', env, context.nodeArgs('baseline'));
-  let codes: Record<string, number | null> = {};
+  const server = startServer('baseline', 'bench/baseline/main.ts', env);
+  let unclean: string[] = [];
   const stopServer = context.cleanup.add('baseline server', async () => {
-    codes = await stopAll([server]);
+    unclean = await stopAll([server]);
   });
   const origin = `http://127.0.0.1:${port}`;
   const requestPath = '/api/missions/00000000-0000-4000-8000-000000000000';
@@ -319,7 +297,7 @@ export async function startBaseline(context: TargetContext, body: string | undef
     details: { body: body === undefined ? 'bench/baseline/mission.json' : 'the mission measured before' },
     stop: async () => {
       await stopServer();
-      return codes;
+      return unclean;
     },
   };
 }

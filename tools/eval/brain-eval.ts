@@ -92,7 +92,10 @@ async function main(): Promise<void> {
   const workDir = await mkdtemp(path.join(os.tmpdir(), 'mission-eval-brain-'));
   // PostgreSQL runs as its own user when we are root: it must be able to reach its directory.
   await chmod(workDir, 0o755);
-  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message));
+  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message)).catch(async (error: unknown) => {
+    await rm(workDir, { recursive: true, force: true });
+    throw error;
+  });
   const indexSecret = randomBytes(32);
   const [port, idpPort] = [await freePort(), await freePort()];
   const gatewayUrl = `http://127.0.0.1:${port}`;

@@ -202,7 +202,7 @@ describe('brain on PostgreSQL', () => {
       expect((await query(tenant, 'superconductivity')).results.map((r) => r.documentId)).toEqual([ids.get('Superconductivity')]);
     });
 
-    it('scores exactly as the in-memory BM25 reference over the same chunks', async () => {
+    it('scores as the in-memory BM25 reference over the same chunks', async () => {
       const tenant = randomUUID();
       await seed(tenant);
       const chunks = CORPUS.flatMap((document) =>
@@ -215,7 +215,8 @@ describe('brain on PostgreSQL', () => {
         const expected = rankInMemory(termFrequencies(analyze(q)), chunks);
         const actual = (await query(tenant, q, 50)).results;
         expect(actual.map((r) => r.text)).toEqual(expected.map((r) => r.id));
-        actual.forEach((result, index) => expect(result.score).toBeCloseTo(expected[index]?.score ?? NaN, 10));
+        // The database rounds each term's contribution to 1e-9 (order-independent sums).
+        actual.forEach((result, index) => expect(result.score).toBeCloseTo(expected[index]?.score ?? NaN, 8));
       }
     });
 

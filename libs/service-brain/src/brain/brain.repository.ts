@@ -210,7 +210,10 @@ export class BrainRepository {
    * The `limit` best chunks by BM25: Σ weight·tf / (tf + constant + perTerm·length) over the
    * query terms a chunk contains, best first (ties: the chunk indexed first). One index-only
    * range scan per term (a lateral join, so each posting meets its term's weight without a hash
-   * probe), aggregated per chunk; only the winners are joined to their text.
+   * probe), aggregated per chunk; only the winners are joined to their text. Each term's
+   * contribution is rounded to 1e-9 before summing: sums of such integral doubles are exact in
+   * any order, so a chunk's score (and the order of near-ties) does not depend on the plan the
+   * database picks for a given limit.
    */
   async rank(
     manager: EntityManager,
@@ -221,7 +224,7 @@ export class BrainRepository {
   ): Promise<RankedChunkRow[]> {
     const rows: Array<RankedChunkRow & { score: number | string }> = await manager.query(
       `WITH scored AS (
-         SELECT p.chunk_seq, sum(w.weight * p.tf / (p.tf + $4::float8 + $5::float8 * p.length)) AS score
+         SELECT p.chunk_seq, sum(round(w.weight * p.tf / (p.tf + $4::float8 + $5::float8 * p.length) * 1e9::float8)) / 1e9::float8 AS score
          FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
          CROSS JOIN LATERAL (
            SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
