@@ -1,12 +1,13 @@
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, pingDatabase } from '@mission/persistence';
+import { openServiceDatabase, pingDatabase, serviceRoleName } from '@mission/persistence';
 import { brainRequestHandlers } from './brain/brain.handlers';
 import { BrainRepository } from './brain/brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain/brain.service';
 import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
+import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-enable-row-level-security';
 
 export const BRAIN_SERVICE_GROUP = 'brain-service';
 
@@ -28,7 +29,14 @@ function keyProvider(indexKeys: Buffer | TenantIndexKeys): TenantIndexKeys {
 }
 
 async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
-  return openServiceDatabase({ url: databaseUrl, schema: BRAIN_SCHEMA, entities: [], migrations: [CreateBrain1764633600000], applicationName: 'brain-service' });
+  return openServiceDatabase({
+    url: databaseUrl,
+    schema: BRAIN_SCHEMA,
+    entities: [],
+    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000],
+    applicationName: 'brain-service',
+    serviceRole: serviceRoleName(BRAIN_SCHEMA),
+  });
 }
 
 /** Tenant-scoped knowledge store: owns schema `brain`, answers `brain.requests.v1`. */

@@ -338,4 +338,31 @@ describe('brain on PostgreSQL', () => {
       expect((await query(tenant, 'antenna')).results.map((r) => r.documentId)).toEqual([id]);
     });
   });
+
+  describe('row-level security', () => {
+    /** Runs `sql` as brain-service's role (RLS applies), optionally inside a tenant's transaction. */
+    async function asServiceRole(sql: string, tenantId?: string): Promise<number> {
+      await inspector.query('BEGIN');
+      try {
+        await inspector.query('SET LOCAL ROLE brain_service');
+        if (tenantId) await inspector.query(`SELECT set_config('app.tenant_id', $1, true)`, [tenantId]);
+        const { rows } = await inspector.query(sql);
+        return rows[0].n as number;
+      } finally {
+        await inspector.query('ROLLBACK');
+      }
+    }
+
+    it('shows the service role nothing without a tenant, and only the tenant’s own rows with one', async () => {
+      const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+      await ingest(tenantA, { title: 'Alpha', content: 'klystron amplifiers for radar' });
+      await ingest(tenantB, { title: 'Beta', content: 'magnetron oscillators for radar' });
+      for (const table of ['documents', 'chunks', 'postings', 'term_stats', 'tenant_stats']) {
+        expect(await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`)).toBe(0);
+        const own = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`, tenantA);
+        const foreign = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table} WHERE tenant_id <> '${tenantA}'`, tenantA);
+        expect({ table, own: own > 0, foreign }).toEqual({ table, own: true, foreign: 0 });
+      }
+    });
+  });
 });
