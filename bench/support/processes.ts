@@ -27,9 +27,10 @@ process.on('exit', killAllServers);
 
 /**
  * Starts a TypeScript entry point of this repository as its own Node process, like the test
- * suites' startProcess (same environment), but in its own process group: Ctrl-C reaches the benchmark only, which
- * then stops each server once and in order (a server receiving the terminal's SIGINT and then
- * our SIGTERM would take the second signal as "exit now" and orphan its embedded PostgreSQL).
+ * suites' startProcess (same environment), but in a process group of its own: Ctrl-C reaches
+ * the benchmark only, which then stops each server once and in order (a server receiving the
+ * terminal's SIGINT and then our SIGTERM would take the second signal as "exit now" and orphan
+ * its embedded PostgreSQL).
  */
 export function startServer(name: string, entry: string, env: Record<string, string>): ServerProcess {
   const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {

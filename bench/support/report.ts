@@ -124,8 +124,8 @@ export function flagsOf(measured: LoadResult): string[] {
 
 /**
  * Other processes busy during a measured run compete with client and servers for the cores.
- * The target's own infrastructure (the Kafka broker, the system PostgreSQL) and kernel threads
- * are part of what is measured, not noise.
+ * The target's own infrastructure (`infrastructure`: names in `others`) and kernel threads are
+ * part of what is measured, not noise.
  */
 export function noiseWarnings(cpu: CpuReport | null, infrastructure: readonly string[]): string[] {
   const { total, foreign } = foreignCpu(cpu, infrastructure);
@@ -147,14 +147,24 @@ export function foreignCpu(cpu: CpuReport | null, infrastructure: readonly strin
 /** Percent of one core used by processes outside the benchmark above which a run is marked noisy. */
 export const NOISE_THRESHOLD_PERCENT = 25;
 
+/** Three significant digits: ratios far below 1 keep their information. */
+function significant(value: number): number {
+  return Number.isFinite(value) ? Number(value.toPrecision(3)) : NaN;
+}
+
+/** A ratio for the table: two significant digits below 0.1, whole numbers from 10, two decimals between. */
+function ratioText(value: number): string {
+  return `${value < 0.1 ? value.toPrecision(2) : value >= 10 ? value.toFixed(0) : value.toFixed(2)}×`;
+}
+
 /** Ratios against the baseline and the goal verdicts, in place. */
 export function compare(results: TargetResult[]): void {
   const baseline = results.find((result) => result.name === 'baseline');
   for (const result of results) {
     if (baseline && result !== baseline && baseline.measured.requestsPerSecond.mean > 0) {
       result.ratioToBaseline = {
-        requestsPerSecond: Math.round((result.measured.requestsPerSecond.mean / baseline.measured.requestsPerSecond.mean) * 1000) / 1000,
-        p50: Math.round((result.measured.latencyMs.p50 / baseline.measured.latencyMs.p50) * 100) / 100,
+        requestsPerSecond: significant(result.measured.requestsPerSecond.mean / baseline.measured.requestsPerSecond.mean),
+        p50: significant(result.measured.latencyMs.p50 / baseline.measured.latencyMs.p50),
       };
     }
     const goal = GOALS[result.name];
@@ -195,8 +205,8 @@ export function markdownTable(results: readonly TargetResult[]): string {
         ms(measured.latencyMs.p90),
         ms(measured.latencyMs.p99),
         ms(measured.latencyMs.max),
-        ratio ? `${ratio.requestsPerSecond.toFixed(2)}×` : result.name === 'baseline' ? '1.00×' : '–',
-        ratio ? `${ratio.p50.toFixed(2)}×` : result.name === 'baseline' ? '1.00×' : '–',
+        ratio ? ratioText(ratio.requestsPerSecond) : result.name === 'baseline' ? '1.00×' : '–',
+        ratio ? ratioText(ratio.p50) : result.name === 'baseline' ? '1.00×' : '–',
         problems === 0 ? '0' : `**${measured.non2xx} / ${measured.errors + measured.mismatches}**`,
         result.goal ? `${result.goal.met ? 'met' : 'not met'} (${result.goal.description})` : '–',
         '',
