@@ -66,7 +66,7 @@ export type EventHandler = (message: IncomingMessage) => Promise<void>;
 
 export interface RequestOptions {
   readonly timeoutMs?: number;
-  /** Partition key; defaults to the tenant (or a random key for operator requests). */
+  /** Partition key; defaults to a fresh one, as requests need no order among themselves. */
   readonly key?: string;
 }
 

@@ -2,7 +2,6 @@ import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorBody, ErrorCode, isErrorBody } from '@mission/contracts';
 import {
   isTenantId,
-  optionalTenant,
   runWithoutTenant,
   runWithTenant,
   runWithTrace,
@@ -37,9 +36,13 @@ export function outgoingHeaders(type: string, id: string = randomUUID(), extra: 
   };
 }
 
-/** The default partition key of a request: its tenant, so one tenant's requests stay in order. */
+/**
+ * The default partition key of a request: a fresh one. A caller awaits its reply, so requests
+ * need no order among themselves; keying them by tenant would queue all of one tenant's requests
+ * behind each other on one partition. Callers that do need order pass their own key.
+ */
 export function defaultRequestKey(): string {
-  return optionalTenant()?.tenantId ?? randomUUID();
+  return randomUUID();
 }
 
 /** Why a message was not handed to a tenant handler; its text goes into the dead letter's `error` header. */
