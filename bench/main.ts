@@ -1,0 +1,47 @@
+/**
+ * `npm run bench [-- <suite> [options]]`: runs the benchmark suites one after another, each in its
+ * own process so that none warms the next one's caches.
+ *
+ *   http        authenticated GET /api/missions/:id, embedded and distributed, against a bare
+ *               NestJS-on-Fastify baseline (bench/run.ts)
+ *   rate-limit  the limiter on versus off, in memory and on Redis, and Redis commands per request
+ *               (bench/rate-limit.ts)
+ *   brain       query latency at 100k chunks in one tenant and ingestion throughput (bench/brain.ts)
+ *
+ * Without a suite every one runs with its defaults; with one, the options go to that suite.
+ */
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+
+const SUITES: Readonly<Record<string, string>> = {
+  http: 'run.ts',
+  'rate-limit': 'rate-limit.ts',
+  brain: 'brain.ts',
+};
+
+function runSuite(name: string, args: readonly string[]): number {
+  const script = path.join(__dirname, SUITES[name] ?? '');
+  process.stdout.write(`\n== bench: ${name} ==\n`);
+  const result = spawnSync(process.execPath, ['-r', './tools/register.cjs', script, ...args], { cwd: path.join(__dirname, '..'), stdio: 'inherit' });
+  return result.status ?? 1;
+}
+
+function main(): number {
+  const [first, ...rest] = process.argv.slice(2);
+  if (first && !first.startsWith('-')) {
+    if (!SUITES[first]) {
+      process.stderr.write(`Unknown suite "${first}"; one of: ${Object.keys(SUITES).join(', ')}\n`);
+      return 2;
+    }
+    return runSuite(first, rest);
+  }
+  if (first) {
+    process.stderr.write('Options belong to one suite: npm run bench -- <suite> [options]\n');
+    return 2;
+  }
+  let failed = 0;
+  for (const name of Object.keys(SUITES)) if (runSuite(name, []) !== 0) failed++;
+  return failed === 0 ? 0 : 1;
+}
+
+process.exitCode = main();
