@@ -16,16 +16,12 @@
  *   after a warm-up of 50; measured end to end through `GET /api/brain/query?k=10` (HTTP, token
  *   check, bus, SQL) and, interleaved, for the ranking alone on the same database (no HTTP, no bus).
  */
-import { randomBytes } from 'node:crypto';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
-import path from 'node:path';
 import { Client } from 'pg';
-import { freePort, startEmbeddedPostgres } from '@mission/persistence';
 import { openBrainReader } from '@mission/service-brain';
 import { runWithTenant } from '@mission/tenant-context';
-import { call, clientCredentialsToken } from '../test/support/api-client';
-import { startProcess, waitUntilReady } from '../test/support/processes';
+import { call } from '../test/support/api-client';
+import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 
 const log = (message: string): void => {
   process.stderr.write(`[bench:brain] ${message}\n`);
@@ -149,38 +145,9 @@ async function main(): Promise<void> {
   const documentBytes = 150_000;
   const corpus = new Corpus();
 
-  const workDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-brain-'));
-  await chmod(workDir, 0o755);
-  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message)).catch(async (error: unknown) => {
-    await rm(workDir, { recursive: true, force: true });
-    throw error;
-  });
-  const indexSecret = randomBytes(32);
-  const [port, idpPort] = [await freePort(), await freePort()];
-  const gatewayUrl = `http://127.0.0.1:${port}`;
-  const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
-    NODE_ENV: 'production',
-    PORT: String(port),
-    IDP_PORT: String(idpPort),
-    DATA_DIR: path.join(workDir, 'data'),
-    DATABASE_URL: postgres.url,
-    BRAIN_INDEX_KEY: indexSecret.toString('base64'),
-    KAFKA_BROKERS: '',
-    REDIS_URL: '',
-    ADMIN_CLIENT_ID: '',
-    ADMIN_CLIENT_SECRET: '',
-    PUBLIC_URL: '',
-    IDP_ISSUER: '',
-  });
+  const stack = await startEmbeddedBrainStack({ label: 'bench-brain', tenantName: 'Brain benchmark', env: { NODE_ENV: 'production' }, log });
+  const { gatewayUrl, token } = stack;
   try {
-    await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone], 120_000);
-    const issuer = `http://127.0.0.1:${idpPort}`;
-    const admin = JSON.parse(await readFile(path.join(workDir, 'data', 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
-    const adminToken = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
-    const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Brain benchmark', tier: 'enterprise', rpm: 1_000_000 } });
-    if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}`);
-    const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
-
     // Ingestion: documents are generated just in time; the count follows the chunks the service reports.
     const estimatedDocuments = Math.ceil(targetChunks / Math.floor(documentBytes / 1_200));
     log(`ingesting about ${estimatedDocuments} documents of ~${documentBytes / 1000} KB until ${targetChunks} chunks, ${concurrency} at a time`);
@@ -208,7 +175,7 @@ async function main(): Promise<void> {
     // load; without it every posting costs a heap visit. Autovacuum gets there on its own in
     // minutes; the benchmark does not wait for it.
     const vacuumStarted = performance.now();
-    const database = new Client({ connectionString: postgres.url });
+    const database = new Client({ connectionString: stack.postgresUrl });
     await database.connect();
     await database.query('VACUUM (ANALYZE) brain.postings, brain.chunks, brain.documents, brain.term_stats, brain.tenant_stats');
     await database.end();
@@ -217,7 +184,7 @@ async function main(): Promise<void> {
 
     // The same queries end to end and through the ranking alone, interleaved so both see the same conditions.
     const queries = Array.from({ length: queryCount + 50 }, () => corpus.query());
-    const reader = await openBrainReader({ databaseUrl: postgres.url, indexKeys: indexSecret });
+    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret });
     const httpSamples: number[] = [];
     const rankingSamples: number[] = [];
     try {
@@ -227,7 +194,7 @@ async function main(): Promise<void> {
         if (response.status !== 200) throw new Error(`Query answered ${response.status}`);
         if (index >= 50) httpSamples.push(performance.now() - begin);
         begin = performance.now();
-        await runWithTenant({ tenantId: tenant.body.id }, () => reader.search(q, 10));
+        await runWithTenant({ tenantId: stack.tenantId }, () => reader.search(q, 10));
         if (index >= 50) rankingSamples.push(performance.now() - begin);
       }
     } finally {
@@ -262,9 +229,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    await standalone.stop();
-    await postgres.stop();
-    await rm(workDir, { recursive: true, force: true });
+    await stack.stop();
   }
 }
 

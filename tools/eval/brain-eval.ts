@@ -13,16 +13,12 @@
  * Reports MAP, nDCG and nDCG@10 (trec_eval semantics, tools/eval/trec-metrics.ts) for both runs.
  * Options: --concurrency=N (ingestion requests in flight, default 8), --json (machine output).
  */
-import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
 import path from 'node:path';
-import { freePort, startEmbeddedPostgres } from '@mission/persistence';
 import { openBrainReader } from '@mission/service-brain';
 import { runWithTenant } from '@mission/tenant-context';
-import { call, clientCredentialsToken } from '../../test/support/api-client';
-import { startProcess, waitUntilReady } from '../../test/support/processes';
+import { call } from '../../test/support/api-client';
+import { startEmbeddedBrainStack } from '../../test/support/embedded-brain-stack';
 import { evaluateRun, RunMetrics, ScoredDocument } from './trec-metrics';
 
 const COLLECTION = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'vaswani-npl');
@@ -89,38 +85,9 @@ async function main(): Promise<void> {
   const collection = loadCollection(COLLECTION);
   log(`collection: ${collection.documents.length} documents, ${collection.queries.length} queries, ${[...collection.qrels.values()].reduce((n, s) => n + s.size, 0)} relevance judgements`);
 
-  const workDir = await mkdtemp(path.join(os.tmpdir(), 'mission-eval-brain-'));
-  // PostgreSQL runs as its own user when we are root: it must be able to reach its directory.
-  await chmod(workDir, 0o755);
-  const postgres = await startEmbeddedPostgres(path.join(workDir, 'pg'), (message) => log(message)).catch(async (error: unknown) => {
-    await rm(workDir, { recursive: true, force: true });
-    throw error;
-  });
-  const indexSecret = randomBytes(32);
-  const [port, idpPort] = [await freePort(), await freePort()];
-  const gatewayUrl = `http://127.0.0.1:${port}`;
-  const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
-    PORT: String(port),
-    IDP_PORT: String(idpPort),
-    DATA_DIR: path.join(workDir, 'data'),
-    DATABASE_URL: postgres.url,
-    BRAIN_INDEX_KEY: indexSecret.toString('base64'),
-    KAFKA_BROKERS: '',
-    REDIS_URL: '',
-    ADMIN_CLIENT_ID: '',
-    ADMIN_CLIENT_SECRET: '',
-    PUBLIC_URL: '',
-    IDP_ISSUER: '',
-  });
+  const stack = await startEmbeddedBrainStack({ label: 'eval-brain', tenantName: 'Vaswani evaluation', log });
+  const { gatewayUrl, token } = stack;
   try {
-    await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone], 120_000);
-    const issuer = `http://127.0.0.1:${idpPort}`;
-    const admin = JSON.parse(await readFile(path.join(workDir, 'data', 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
-    const adminToken = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
-    const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Vaswani evaluation', tier: 'enterprise', rpm: 1_000_000 } });
-    if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}: ${JSON.stringify(tenant.body)}`);
-    const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
-
     log(`ingesting through POST /api/brain/documents, ${concurrency} at a time`);
     const docnoOf = new Map<string, string>();
     let chunks = 0;
@@ -146,12 +113,12 @@ async function main(): Promise<void> {
       apiChunks.set(query.qid, response.body.results);
     }
 
-    const reader = await openBrainReader({ databaseUrl: postgres.url, indexKeys: indexSecret });
+    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret });
     const fullRun = new Map<string, ScoredDocument[]>();
     let mismatches = 0;
     try {
       for (const query of collection.queries) {
-        const results = await runWithTenant({ tenantId: tenant.body.id }, () => reader.search(query.text, FULL_DEPTH));
+        const results = await runWithTenant({ tenantId: stack.tenantId }, () => reader.search(query.text, FULL_DEPTH));
         fullRun.set(query.qid, documentRun(results, docnoOf));
         const head = results.slice(0, API_DEPTH).map((result) => result.chunkId);
         if (JSON.stringify(head) !== JSON.stringify(apiChunks.get(query.qid)?.map((result) => result.chunkId))) mismatches += 1;
@@ -189,9 +156,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
-    await standalone.stop();
-    await postgres.stop();
-    await rm(workDir, { recursive: true, force: true });
+    await stack.stop();
   }
 }
 
