@@ -68,3 +68,14 @@ export async function waitForMission(baseUrl: string, token: string, id: string,
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
+
+/** Polls `probe` until it returns a value, or fails naming `what`. */
+export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}

@@ -1,17 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { call, clientCredentialsToken, waitForMission } from '../api-client';
+import { call, clientCredentialsToken, eventually, waitForMission } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /** Human approvals, cancellation, listing and idempotent submission, through the gateway. */
 export function describeApprovalScenarios(context: ScenarioContext): void {

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createPublicKey } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken } from '../api-client';
+import { call, clientCredentialsToken, eventually } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { testSigningKey } from '../test-signing-key';
@@ -11,16 +11,6 @@ import { testSigningKey } from '../test-signing-key';
 const encode = (value: unknown): string => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url');
 const decode = (part: string): Record<string, any> => JSON.parse(Buffer.from(part, 'base64url').toString('utf8'));
 const now = (): number => Math.floor(Date.now() / 1000);
-
-async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}
 
 /**
  * Forged and wrong tokens, each refused with 401 invalid_token, and a cross-tenant matrix over
