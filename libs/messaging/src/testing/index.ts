@@ -1,1 +1,2 @@
 export * from './bus-contract';
+export * from './domain-error-of';

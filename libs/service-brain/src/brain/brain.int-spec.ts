@@ -4,7 +4,6 @@ import {
   BrainDocumentView,
   BrainQueryResult,
   BRAIN_LIMITS,
-  DomainError,
   ErrorCode,
   IngestedDocumentView,
   MessageTypes,
@@ -18,6 +17,7 @@ import { BrainServiceHandle, openBrainReader, startBrainService } from '../brain
 import { rankInMemory } from '../ranking/bm25';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
+import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -48,15 +48,6 @@ describe('brain on PostgreSQL', () => {
   const list = (tenantId: string, params: Record<string, unknown> = {}): Promise<Page<BrainDocumentView>> =>
     as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentList, params));
   const remove = (tenantId: string, id: string): Promise<unknown> => as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentDelete, { id }));
-
-  async function domainErrorOf(promise: Promise<unknown>): Promise<DomainError> {
-    const error = await promise.then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
-    return error;
-  }
 
   async function seed(tenantId: string): Promise<Map<string, string>> {
     const ids = new Map<string, string>();

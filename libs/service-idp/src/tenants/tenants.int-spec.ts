@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { CreatedTenantView, DomainError, ErrorCode, MessageTypes, TENANT_SCOPES, Topics } from '@mission/contracts';
+import { CreatedTenantView, ErrorCode, MessageTypes, TENANT_SCOPES, Topics } from '@mission/contracts';
 import { InProcessBroker, InProcessBus } from '@mission/messaging';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { hashSecret } from '@mission/crypto';
@@ -11,17 +11,9 @@ import { openIdentityDatabase } from '../identity-database';
 import { tenantRequestHandlers } from './tenants.handlers';
 import { TenantsRepository } from './tenants.repository';
 import { TenantsService } from './tenants.service';
+import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-
-async function domainErrorOf(promise: Promise<unknown>): Promise<DomainError> {
-  const error = await promise.then(
-    () => undefined,
-    (caught: unknown) => caught,
-  );
-  if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
-  return error;
-}
 
 describe('tenants on PostgreSQL', () => {
   let database: TestDatabase;

@@ -16,6 +16,7 @@ import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { MissionServiceHandle, startMissionService } from '../mission-service';
+import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -126,15 +127,6 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       if (Date.now() > deadline) throw new Error(`${what} did not happen within ${timeoutMs} ms`);
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
-  }
-
-  async function domainErrorOf(promise: Promise<unknown>): Promise<DomainError> {
-    const error = await promise.then(
-      () => undefined,
-      (caught: unknown) => caught,
-    );
-    if (!(error instanceof DomainError)) throw new Error(`expected a DomainError, got ${String(error)}`);
-    return error;
   }
 
   beforeAll(async () => {
