@@ -46,6 +46,8 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
         DATA_DIR: dataDir,
         ADMIN_CLIENT_ID: admin.clientId,
         ADMIN_CLIENT_SECRET: admin.clientSecret,
+        IDP_KEY_ENCRYPTION_KEY: randomBytes(32).toString('base64url'),
+        IDP_KEY_PUBLISH_DELAY_SECONDS: '2',
         ...testSigningKeyEnv(),
       },
       ready: `${issuer}/health/ready`,

@@ -4,6 +4,7 @@ import { call, clientCredentialsToken, waitForMission } from './api-client';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
 import { describeIsolationScenarios } from './scenarios/isolation';
+import { describeKeyRotationScenarios } from './scenarios/key-rotation';
 import { describeOperatorScenarios } from './scenarios/operator';
 import { describeRateLimitScenarios } from './scenarios/rate-limits';
 
@@ -257,6 +258,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     describeOperatorScenarios(context);
     describeIsolationScenarios(context);
     describeRateLimitScenarios(context);
+    describeKeyRotationScenarios(context);
 
     describe('operations', () => {
       it('reports liveness and readiness with details', async () => {

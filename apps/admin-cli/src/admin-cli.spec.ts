@@ -23,6 +23,8 @@ describe('admin CLI', () => {
       body: { username: 'ann' },
       passwordFromStdin: true,
     });
+    expect(commandToCall(['keys', 'rotate'])).toEqual({ method: 'POST', path: '/admin/keys/rotate' });
+    expect(() => commandToCall(['keys', 'rotate', 'extra'])).toThrow('Unexpected argument for keys rotate: extra');
   });
 
   it('leaves a non-numeric rpm for the server to refuse with a field error', () => {

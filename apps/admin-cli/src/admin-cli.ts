@@ -24,6 +24,7 @@ export const USAGE = `Usage: npm run -s admin -- <command>
   tenants update <tenantId> [--tier <tier>] [--rpm <n>]
   clients create <tenantId> [--scopes <scope,scope,...>] [--redirect-uri <uri>]...
   users create <tenantId> --username <name> (--password <password> | --password-stdin) [--scopes <scope,...>]
+  keys rotate       publish a new signing key; it signs after the idp's publish delay
 
 Prints the API's JSON answer; an error's problem details go to stderr (exit 1), usage errors exit 2.
 Environment: ADMIN_CLIENT_ID / ADMIN_CLIENT_SECRET (default: <DATA_DIR>/admin-client.json),
@@ -131,6 +132,10 @@ export function commandToCall(args: readonly string[]): AdminCall {
         passwordFromStdin: fromStdin,
       };
     }
+    case 'keys rotate':
+      expectPositional(0);
+      take(parsed, []);
+      return { method: 'POST', path: '/admin/keys/rotate' };
     default:
       throw new UsageError(command ? `Unknown command: ${command}` : 'No command given');
   }

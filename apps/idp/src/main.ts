@@ -23,6 +23,8 @@ async function main(): Promise<void> {
     bus,
     dataDir: path.resolve(config.DATA_DIR),
     adminClient: { clientId: config.ADMIN_CLIENT_ID, clientSecret: config.ADMIN_CLIENT_SECRET },
+    keyEncryptionKey: config.IDP_KEY_ENCRYPTION_KEY,
+    keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
     logger: contextLogger(logger),
     testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
   });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
+import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
 
 const StandaloneConfigSchema = z
   .object({
@@ -16,6 +17,8 @@ const StandaloneConfigSchema = z
     REDIS_URL: env.url(['redis', 'rediss']).optional(),
     GATEWAY_REPLICAS: env.positiveInt(1),
     RATE_LIMITS: z.enum(['on', 'off']).default('on'),
+    IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema.optional(),
+    IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
     LOG_LEVEL: env.logLevel(),
     IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
   })

@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { createGateway } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
-import { parseTestPublishedKeys, resolveAdminCredentials, startIdp } from '@mission/service-idp';
+import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/messaging';
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
@@ -64,6 +64,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       bus,
       dataDir,
       adminClient: { clientId: admin.clientId, clientSecret: admin.clientSecret },
+      keyEncryptionKey: (await resolveKeyEncryptionKey(config.IDP_KEY_ENCRYPTION_KEY, dataDir)).key,
+      keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
       logger: contextLogger(logger.child({ component: 'idp' })),
       testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     });

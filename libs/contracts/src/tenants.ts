@@ -135,6 +135,13 @@ export interface CreatedTenantView extends TenantView {
   readonly client: ClientCredentialsView;
 }
 
+/** Answer of `POST /admin/keys/rotate`: the new key is in the JWKS now and signs from `activatesAt`. */
+export interface SigningKeyRotationView {
+  readonly kid: string;
+  readonly state: 'published';
+  readonly activatesAt: string;
+}
+
 export function rpmFor(tier: Tier, customRpm: number | null | undefined): number {
   if (tier === 'enterprise') {
     if (!customRpm) throw new Error('An enterprise tenant needs its own rpm');

@@ -37,6 +37,7 @@ export const MessageTypes = {
   tenantUpdate: 'identity.tenant.update',
   clientCreate: 'identity.client.create',
   userCreate: 'identity.user.create',
+  signingKeyRotate: 'identity.signing_key.rotate',
   missionSubmit: 'mission.submit',
   missionGet: 'mission.get',
   missionList: 'mission.list',

@@ -1,1 +1,2 @@
 export * from './secret-hash';
+export * from './key-envelope';

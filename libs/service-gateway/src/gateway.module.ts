@@ -2,6 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { Registry } from 'prom-client';
 import { AdminController } from './admin/admin.controller';
+import { AdminKeysController } from './admin/admin-keys.controller';
 import { AuthGuard } from './auth/auth.guard';
 import { TenantContextInterceptor } from './auth/tenant-context.interceptor';
 import { TokenVerifier } from './auth/token-verifier';
@@ -22,7 +23,7 @@ export class GatewayModule {
   static forRoot(options: GatewayOptions): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [MissionsController, BrainController, HitsController, AdminController, ProtectedResourceController, HealthController, MetricsController],
+      controllers: [MissionsController, BrainController, HitsController, AdminController, AdminKeysController, ProtectedResourceController, HealthController, MetricsController],
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },

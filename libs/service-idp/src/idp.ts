@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { DataSource } from 'typeorm';
-import { Topics } from '@mission/contracts';
+import { DomainError, ErrorCode, MessageTypes, SigningKeyRotationView, Topics } from '@mission/contracts';
+import { KeyEncryptionKey } from '@mission/crypto';
 import { MessageBus } from '@mission/messaging';
 import { pingDatabase } from '@mission/persistence';
 import { hashClientSecret } from './clients/client-credentials';
@@ -8,7 +9,9 @@ import { ClientsRepository } from './clients/clients.repository';
 import { closeServer, createIdpServer, listen } from './http/idp-server';
 import { openIdentityDatabase } from './identity-database';
 import { sweepExpired } from './oidc/postgres-adapter';
-import { loadIdpKeys } from './keys/idp-keys';
+import { loadCookieKeys, readLegacySigningKeys, removeLegacySigningKeys } from './keys/idp-keys';
+import { DEFAULT_ROTATION_POLICY } from './keys/key-rotation';
+import { SigningKeySet, SigningKeyStore } from './keys/signing-key-store';
 import type { PublishedPublicKey } from './keys/test-published-keys';
 import { tenantRequestHandlers } from './tenants/tenants.handlers';
 import { TenantsRepository } from './tenants/tenants.repository';
@@ -20,6 +23,8 @@ export const IDP_GROUP = 'idp';
 /** Requests in flight get this long to finish when the idp stops. */
 const SHUTDOWN_GRACE_MS = 10_000;
 const ARTEFACT_SWEEP_INTERVAL_MS = 10 * 60_000;
+/** Every replica re-reads the signing keys this often (and at each planned transition). */
+const KEY_RELOAD_INTERVAL_MS = 30_000;
 
 export interface IdpLogger {
   info(message: string, context?: Record<string, unknown>): void;
@@ -44,8 +49,12 @@ export interface IdpOptions {
   readonly databaseUrl: string;
   /** Not started yet: the idp registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
-  /** Signing and cookie keys are kept under `<dataDir>/idp`. */
+  /** Cookie keys are kept under `<dataDir>/idp` (signing keys live in the database). */
   readonly dataDir: string;
+  /** Base64url of the 32-byte AES-256-GCM key that encrypts the signing keys in the database. */
+  readonly keyEncryptionKey: string;
+  /** From a rotation to the new key's first signature (default: the gateway's 10 min JWKS cache age). */
+  readonly keyPublishDelayMs?: number;
   /** The bootstrap operator client (scope platform:admin). Held in memory only, as a hash. */
   readonly adminClient: { readonly clientId: string; readonly clientSecret: string };
   readonly logger?: IdpLogger;
@@ -87,31 +96,89 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
   assertAudience(options.audience);
   const logger = options.logger ?? consoleIdpLogger;
 
-  const keys = await loadIdpKeys(options.dataDir);
-  if (keys.created.length > 0) logger.info('Generated identity provider keys', { directory: path.join(options.dataDir, 'idp'), files: keys.created });
+  const kek = KeyEncryptionKey.fromBase64Url(options.keyEncryptionKey);
+  const cookieKeys = await loadCookieKeys(options.dataDir);
+  if (cookieKeys.created) logger.info('Generated identity provider cookie keys', { directory: path.join(options.dataDir, 'idp') });
 
   const dataSource: DataSource = await openIdentityDatabase(options.databaseUrl);
+  let keyTimer: NodeJS.Timeout | undefined;
   try {
+    const keyStore = new SigningKeyStore(dataSource, kek, { ...DEFAULT_ROTATION_POLICY, publishDelayMs: options.keyPublishDelayMs ?? DEFAULT_ROTATION_POLICY.publishDelayMs });
+    // Keys of the plain file an earlier version kept are imported once, then the file goes.
+    const legacy = await readLegacySigningKeys(options.dataDir);
+    const initialized = await keyStore.initialize(legacy);
+    if (initialized !== 'existing') logger.info(initialized === 'imported' ? 'Imported the signing keys into the database' : 'Generated the first signing key');
+    if (legacy) await removeLegacySigningKeys(options.dataDir);
+
     const clients = new ClientsRepository(dataSource);
     const tenants = new TenantsService(dataSource, new TenantsRepository(dataSource), clients);
-    // Operator messages: provisioning and tenant lookups act on the platform, never inside one tenant.
-    options.bus.serve(Topics.identityRequests, IDP_GROUP, tenantRequestHandlers(tenants), { tenancy: 'operator' });
-
     // Loaded on start only: oidc-provider is an ES module, which keeps this library's other
     // exports (config schema, credentials) loadable by CommonJS tooling such as Jest.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const { createOidcProvider } = require('./oidc/provider') as typeof import('./oidc/provider');
-    const handleOAuth = createOidcProvider({
-      issuer: options.issuer,
-      audience: options.audience,
-      keys,
-      clients,
-      users: new UsersRepository(dataSource),
-      dataSource,
-      adminClient: { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) },
-      onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
-      extraPublishedKeys: options.testPublishedKeys,
-    });
+    const users = new UsersRepository(dataSource);
+    const adminClient = { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) };
+    // oidc-provider takes its key set at construction: a changed set gets a new provider (all state
+    // it needs is in the database adapter, so requests in flight finish on the old one).
+    const buildProvider = (keySet: SigningKeySet) =>
+      createOidcProvider({
+        issuer: options.issuer,
+        audience: options.audience,
+        signingKeys: keySet.keys,
+        cookieKeys: cookieKeys.keys,
+        clients,
+        users,
+        dataSource,
+        adminClient,
+        onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
+        extraPublishedKeys: options.testPublishedKeys,
+      });
+    const kidsOf = (keySet: SigningKeySet): string => keySet.keys.map((key) => key.kid).join(' ');
+    let keySet = await keyStore.load();
+    let handleOAuth = buildProvider(keySet);
+    logger.info('Signing keys loaded', { signing: keySet.keys[0]?.kid, published: keySet.keys.length });
+
+    let stopped = false;
+    const scheduleKeyReload = (nextChangeAt: Date | undefined): void => {
+      if (stopped) return;
+      clearTimeout(keyTimer);
+      const untilChange = nextChangeAt ? Math.max(0, nextChangeAt.getTime() - Date.now()) + 50 : Infinity;
+      keyTimer = setTimeout(() => void reloadKeys(), Math.min(KEY_RELOAD_INTERVAL_MS, untilChange));
+      keyTimer.unref();
+    };
+    const reloadKeys = async (): Promise<void> => {
+      try {
+        const next = await keyStore.load();
+        if (kidsOf(next) !== kidsOf(keySet)) {
+          handleOAuth = buildProvider(next);
+          logger.info('Signing keys changed', { signing: next.keys[0]?.kid, published: next.keys.map((key) => key.kid) });
+        }
+        keySet = next;
+        scheduleKeyReload(next.nextChangeAt);
+      } catch (error) {
+        logger.warn('Reloading signing keys failed; serving the previous ones', { error: String(error) });
+        scheduleKeyReload(undefined);
+      }
+    };
+    scheduleKeyReload(keySet.nextChangeAt);
+
+    const rotateSigningKey = async (): Promise<SigningKeyRotationView> => {
+      const result = await keyStore.rotate();
+      if (!result.rotated) {
+        throw new DomainError(ErrorCode.Conflict, `A rotation is already pending: key ${result.pendingKid} signs from ${result.activatesAt.toISOString()}`);
+      }
+      logger.info('Signing key rotation started', { kid: result.kid, activatesAt: result.activatesAt.toISOString() });
+      await reloadKeys();
+      return { kid: result.kid, state: 'published', activatesAt: result.activatesAt.toISOString() };
+    };
+
+    // Operator messages: provisioning, tenant lookups and key rotation act on the platform, never inside one tenant.
+    options.bus.serve(
+      Topics.identityRequests,
+      IDP_GROUP,
+      { ...tenantRequestHandlers(tenants), [MessageTypes.signingKeyRotate]: async () => rotateSigningKey() },
+      { tenancy: 'operator' },
+    );
 
     // Expired sessions, codes and refresh tokens are unreadable already; this only reclaims the space.
     const sweeper = setInterval(() => {
@@ -126,7 +193,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       return { up: !draining && database, details: { database: database ? 'up' : 'down', bus: options.bus.health(), draining } };
     };
     const server = createIdpServer({
-      handle: handleOAuth,
+      handle: (req, res) => handleOAuth(req, res),
       ready,
       onError: (error) => logger.error('HTTP request failed', { error: String(error) }),
     });
@@ -141,7 +208,9 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       stop: () => {
         stopping ??= (async () => {
           draining = true;
+          stopped = true;
           clearInterval(sweeper);
+          clearTimeout(keyTimer);
           await closeServer(server, SHUTDOWN_GRACE_MS);
           await dataSource.destroy();
         })();
@@ -149,6 +218,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       },
     };
   } catch (error) {
+    clearTimeout(keyTimer);
     await dataSource.destroy();
     throw error;
   }

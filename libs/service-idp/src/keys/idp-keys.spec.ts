@@ -2,9 +2,9 @@ import { createPrivateKey, createPublicKey, sign, verify } from 'node:crypto';
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { ecThumbprint, loadIdpKeys, SIGNING_ALGORITHM } from './idp-keys';
+import { ecThumbprint, generateSigningKey, loadCookieKeys, readLegacySigningKeys, removeLegacySigningKeys, resolveKeyEncryptionKey, SIGNING_ALGORITHM } from './idp-keys';
 
-describe('loadIdpKeys', () => {
+describe('idp keys on disk', () => {
   let dataDir: string;
 
   beforeEach(async () => {
@@ -15,23 +15,38 @@ describe('loadIdpKeys', () => {
     await rm(dataDir, { recursive: true, force: true });
   });
 
-  it('generates an ES256 signing key and cookie keys once, owner-only, and keeps them across starts', async () => {
-    const first = await loadIdpKeys(dataDir);
-    expect(first.created).toEqual(['signing-keys.json', 'cookie-keys.json']);
+  it('generates cookie keys and the embedded key-encryption key once, owner-only, and keeps them across starts', async () => {
+    const first = await loadCookieKeys(dataDir);
+    const kek = await resolveKeyEncryptionKey(undefined, dataDir);
+    expect([first.created, kek.created]).toEqual([true, true]);
+    expect(Buffer.from(kek.key, 'base64url')).toHaveLength(32);
     expect((await stat(path.join(dataDir, 'idp'))).mode & 0o777).toBe(0o700);
-    for (const file of ['signing-keys.json', 'cookie-keys.json']) {
+    for (const file of ['cookie-keys.json', 'key-encryption.key']) {
       expect((await stat(path.join(dataDir, 'idp', file))).mode & 0o777).toBe(0o600);
     }
 
-    const second = await loadIdpKeys(dataDir);
-    expect(second.created).toEqual([]);
-    expect(second.jwks).toEqual(first.jwks);
-    expect(second.cookieKeys).toEqual(first.cookieKeys);
+    const second = await loadCookieKeys(dataDir);
+    expect(second).toEqual({ keys: first.keys, created: false });
+    expect(await resolveKeyEncryptionKey(undefined, dataDir)).toEqual({ key: kek.key, created: false });
+  });
+
+  it('uses a configured key-encryption key without writing a file', async () => {
+    await expect(resolveKeyEncryptionKey('configured', dataDir)).resolves.toEqual({ key: 'configured', created: false });
+    await expect(stat(path.join(dataDir, 'idp', 'key-encryption.key'))).rejects.toThrow(/ENOENT/);
+  });
+
+  it('reads the plain signing keys of an earlier version until they are removed', async () => {
+    await expect(readLegacySigningKeys(dataDir)).resolves.toBeUndefined();
+    const key = generateSigningKey();
+    await loadCookieKeys(dataDir);
+    await writeFile(path.join(dataDir, 'idp', 'signing-keys.json'), JSON.stringify({ keys: [key] }));
+    await expect(readLegacySigningKeys(dataDir)).resolves.toEqual([key]);
+    await removeLegacySigningKeys(dataDir);
+    await expect(readLegacySigningKeys(dataDir)).resolves.toBeUndefined();
   });
 
   it('names the signing key by its RFC 7638 thumbprint and produces a working P-256 key pair', async () => {
-    const { jwks } = await loadIdpKeys(dataDir);
-    const [key] = jwks.keys;
+    const key = generateSigningKey();
     expect(key).toMatchObject({ kty: 'EC', crv: 'P-256', alg: SIGNING_ALGORITHM, use: 'sig' });
     expect(key.kid).toBe(ecThumbprint(key));
 
@@ -46,11 +61,11 @@ describe('loadIdpKeys', () => {
     expect(ecThumbprint(jwk)).toBe('oKIywvGUpTVTyxMQ3bwIIeQUudfr_CkLMjCE19ECD-U');
   });
 
-  it('refuses a damaged key file instead of silently replacing the key', async () => {
-    await loadIdpKeys(dataDir);
+  it('refuses a damaged key file instead of silently ignoring the key', async () => {
+    await loadCookieKeys(dataDir);
     const file = path.join(dataDir, 'idp', 'signing-keys.json');
     await writeFile(file, JSON.stringify({ keys: [{ kty: 'oct', k: 'x' }] }));
-    await expect(loadIdpKeys(dataDir)).rejects.toThrow(`${file} is not a valid secret file`);
+    await expect(readLegacySigningKeys(dataDir)).rejects.toThrow(`${file} is not a valid secret file`);
     expect(JSON.parse(await readFile(file, 'utf8'))).toEqual({ keys: [{ kty: 'oct', k: 'x' }] });
   });
 });

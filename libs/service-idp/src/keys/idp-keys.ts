@@ -1,4 +1,5 @@
 import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { ensurePrivateDirectory, readOrCreateSecretFile } from './secret-file';
@@ -22,15 +23,7 @@ export type SigningKey = z.output<typeof SigningKeySchema>;
 
 const SigningKeysFileSchema = z.strictObject({ keys: z.array(SigningKeySchema).min(1) });
 const CookieKeysFileSchema = z.strictObject({ keys: z.array(z.string().min(32)).min(1) });
-
-export interface IdpKeys {
-  /** Private JWKS for the provider; the first key signs. */
-  readonly jwks: { readonly keys: readonly SigningKey[] };
-  /** Keys that sign the provider's cookies; the first one signs, all verify. */
-  readonly cookieKeys: readonly string[];
-  /** Names of the files created by this call (empty on every later start). */
-  readonly created: readonly string[];
-}
+const KeyEncryptionKeyFileSchema = z.strictObject({ key: base64url.length(43) });
 
 /** RFC 7638 thumbprint of an EC public key: a stable `kid` derived from the key itself. */
 export function ecThumbprint(jwk: Pick<SigningKey, 'crv' | 'kty' | 'x' | 'y'>): string {
@@ -46,26 +39,60 @@ export function generateSigningKey(): SigningKey {
   return { ...publicPart, d, kid: ecThumbprint(publicPart), alg: SIGNING_ALGORITHM, use: 'sig' };
 }
 
-/**
- * The provider's signing and cookie keys, generated on first start and kept under
- * `<dataDir>/idp` so that tokens and cookies stay valid across restarts.
- */
-export async function loadIdpKeys(dataDir: string): Promise<IdpKeys> {
+export const LEGACY_SIGNING_KEYS_FILE = 'signing-keys.json';
+export const KEY_ENCRYPTION_KEY_FILE = 'key-encryption.key';
+
+export function parseSigningKey(raw: unknown): SigningKey {
+  return SigningKeySchema.parse(raw);
+}
+
+/** The keys that sign the provider's cookies (first signs, all verify), generated once under `<dataDir>/idp`. */
+export async function loadCookieKeys(dataDir: string): Promise<{ readonly keys: readonly string[]; readonly created: boolean }> {
   const directory = path.join(dataDir, 'idp');
   await ensurePrivateDirectory(directory);
-  const signing = await readOrCreateSecretFile(
-    path.join(directory, 'signing-keys.json'),
-    (raw) => SigningKeysFileSchema.parse(raw),
-    () => ({ keys: [generateSigningKey()] }),
-  );
   const cookies = await readOrCreateSecretFile(
     path.join(directory, 'cookie-keys.json'),
     (raw) => CookieKeysFileSchema.parse(raw),
     () => ({ keys: [randomBytes(32).toString('base64url')] }),
   );
-  return {
-    jwks: signing.value,
-    cookieKeys: cookies.value.keys,
-    created: [...(signing.created ? ['signing-keys.json'] : []), ...(cookies.created ? ['cookie-keys.json'] : [])],
-  };
+  return { keys: cookies.value.keys, created: cookies.created };
+}
+
+/**
+ * The key-encryption key of the embedded mode: the configured one, or one generated on the first
+ * start into `<dataDir>/idp/key-encryption.key` (mode 0600). Losing it makes the stored signing
+ * keys unreadable (the idp then refuses to start rather than replace them).
+ */
+export async function resolveKeyEncryptionKey(configured: string | undefined, dataDir: string): Promise<{ readonly key: string; readonly created: boolean }> {
+  if (configured) return { key: configured, created: false };
+  const directory = path.join(dataDir, 'idp');
+  await ensurePrivateDirectory(directory);
+  const file = await readOrCreateSecretFile(
+    path.join(directory, KEY_ENCRYPTION_KEY_FILE),
+    (raw) => KeyEncryptionKeyFileSchema.parse(raw),
+    () => ({ key: randomBytes(32).toString('base64url') }),
+  );
+  return { key: file.value.key, created: file.created };
+}
+
+/** Signing keys an earlier version kept in plain `<dataDir>/idp/signing-keys.json`, if that file is still there. */
+export async function readLegacySigningKeys(dataDir: string): Promise<readonly SigningKey[] | undefined> {
+  const file = path.join(dataDir, 'idp', LEGACY_SIGNING_KEYS_FILE);
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+  try {
+    return SigningKeysFileSchema.parse(JSON.parse(text)).keys;
+  } catch (error) {
+    throw new Error(`${file} is not a valid secret file (${error instanceof Error ? error.message : String(error)}); fix or remove it`);
+  }
+}
+
+/** Removes the plain key file once its keys are stored encrypted. */
+export async function removeLegacySigningKeys(dataDir: string): Promise<void> {
+  await fs.rm(path.join(dataDir, 'idp', LEGACY_SIGNING_KEYS_FILE), { force: true });
 }

@@ -4,7 +4,7 @@ import { Client, errors, KoaContextWithOIDC, Provider } from 'oidc-provider';
 import { isUuid } from '@mission/contracts';
 import { ClientsRepository } from '../clients/clients.repository';
 import { verifyClientSecret } from '../clients/client-credentials';
-import { IdpKeys, SIGNING_ALGORITHM } from '../keys/idp-keys';
+import { SIGNING_ALGORITHM, SigningKey } from '../keys/idp-keys';
 import { ClientDirectory } from './client-directory';
 import type { UsersRepository } from '../users/users.repository';
 import { interactionRoutes } from './interactions';
@@ -15,7 +15,10 @@ export interface OidcProviderOptions {
   readonly issuer: string;
   /** The gateway's resource identifier: the audience of every access token. */
   readonly audience: string;
-  readonly keys: IdpKeys;
+  /** Private signing keys, all published; the first one signs. */
+  readonly signingKeys: readonly SigningKey[];
+  /** Keys that sign the provider's cookies; the first one signs, all verify. */
+  readonly cookieKeys: readonly string[];
   readonly clients: Pick<ClientsRepository, 'findById'>;
   readonly users: Pick<UsersRepository, 'findById' | 'findByUsername'>;
   /** Where sessions, grants, codes and refresh tokens are kept (identity.oidc_artefacts). */
@@ -47,8 +50,8 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
   const directory = new ClientDirectory(options.clients, options.adminClient);
   const provider = new Provider(options.issuer, {
     adapter: createPostgresAdapter(options.dataSource, directory),
-    jwks: structuredClone({ keys: [...options.keys.jwks.keys] }),
-    cookies: { keys: [...options.keys.cookieKeys] },
+    jwks: structuredClone({ keys: [...options.signingKeys] }),
+    cookies: { keys: [...options.cookieKeys] },
     clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
     clientDefaults: {
       grant_types: ['client_credentials'],

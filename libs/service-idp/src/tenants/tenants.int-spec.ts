@@ -35,11 +35,11 @@ describe('tenants on PostgreSQL', () => {
 
   it('creates the identity schema through its migrations, once', async () => {
     const tables = await dataSource.query(`SELECT table_name FROM information_schema.tables WHERE table_schema = 'identity' ORDER BY table_name`);
-    expect(tables.map((row: { table_name: string }) => row.table_name)).toEqual(['clients', 'migrations', 'oidc_artefacts', 'tenants', 'users']);
+    expect(tables.map((row: { table_name: string }) => row.table_name)).toEqual(['clients', 'migrations', 'oidc_artefacts', 'signing_keys', 'tenants', 'users']);
     const again = await openIdentityDatabase(database.url);
     try {
       const applied = await again.query(`SELECT name FROM identity.migrations ORDER BY id`);
-      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }]);
+      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }, { name: 'CreateSigningKeys1764806400000' }]);
     } finally {
       await again.destroy();
     }
