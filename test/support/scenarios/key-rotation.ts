@@ -1,26 +1,13 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { call, clientCredentialsToken } from '../api-client';
+import { call, clientCredentialsToken, eventually } from '../api-client';
 import type { ScenarioContext } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { REPO_ROOT } from '../processes';
 
 function kidOf(jwt: string): string {
   return String(JSON.parse(Buffer.from(jwt.split('.')[0] ?? '', 'base64url').toString('utf8')).kid);
-}
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Polls `attempt` until it returns a value, for up to `timeoutMs`. */
-async function eventually<T>(attempt: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await attempt();
-    if (value !== undefined) return value;
-    if (Date.now() > deadline) throw new Error(`Gave up after ${timeoutMs} ms`);
-    await sleep(250);
-  }
 }
 
 /**
@@ -65,8 +52,8 @@ export function describeKeyRotationScenarios(context: ScenarioContext): void {
       const after = await eventually(async () => {
         const token = await newToken();
         return kidOf(token) === rotated.kid ? token : undefined;
-      }, 20_000);
-      await eventually(async () => ((await listMissions(after)).status === 200 ? true : undefined), 45_000);
+      }, 'new tokens to carry the new kid', 20_000);
+      await eventually(async () => ((await listMissions(after)).status === 200 ? true : undefined), 'the gateway to accept the new key', 45_000);
 
       // Tokens signed before the rotation stay valid: the old key is still published.
       expect((await listMissions(before)).status).toBe(200);
