@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BRAIN_QUERY_MAX_LENGTH } from './brain';
+import { PageQuerySchema } from './pagination';
 import { jsonByteLength } from './validation';
 
 export const MISSION_STATUSES = ['queued', 'running', 'awaiting_approval', 'succeeded', 'failed', 'rejected', 'cancelled'] as const;
@@ -85,6 +86,9 @@ export interface MissionView {
 
 /** `?status=` of `GET /api/missions` (with the page parameters). */
 export const MissionStatusFilterSchema = z.enum(MISSION_STATUSES);
+
+/** Query of `GET /api/missions`, and the payload of `mission.list`. */
+export const ListMissionsQuerySchema = PageQuerySchema.extend({ status: MissionStatusFilterSchema.optional() });
 
 /** Payload of `mission.submit`: the validated body and the client's Idempotency-Key, if any. */
 export const SubmitMissionCommandSchema = z.strictObject({

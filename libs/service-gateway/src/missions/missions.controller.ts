@@ -5,10 +5,9 @@ import {
   ErrorCode,
   IDEMPOTENCY_KEY_PATTERN,
   MessageTypes,
-  MissionStatusFilterSchema,
+  ListMissionsQuerySchema,
   MissionView,
   Page,
-  PageQuerySchema,
   parseOrThrow,
   Scopes,
   SubmitMissionSchema,
@@ -17,8 +16,6 @@ import {
 import type { MessageBus } from '@mission/messaging';
 import { TenantScopes } from '../auth/auth.decorators';
 import { BUS } from '../gateway.options';
-
-const ListMissionsQuerySchema = PageQuerySchema.extend({ status: MissionStatusFilterSchema.optional() });
 
 function idempotencyKeyOf(header: string | undefined): string | undefined {
   if (header === undefined) return undefined;

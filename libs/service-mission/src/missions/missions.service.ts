@@ -9,10 +9,9 @@ import {
   MessageTypes,
   MissionCancelledEvent,
   MissionQueuedEvent,
-  MissionStatusFilterSchema,
+  ListMissionsQuerySchema,
   MissionView,
   Page,
-  PageQuerySchema,
   parseOrThrow,
   SubmitMissionCommandSchema,
   SubmitMissionRequest,
@@ -28,8 +27,6 @@ import { MissionsRepository } from './missions.repository';
 
 /** How long an Idempotency-Key keeps standing for the mission it created. */
 export const IDEMPOTENCY_TTL_HOURS = 24;
-
-const ListMissionsSchema = PageQuerySchema.extend({ status: MissionStatusFilterSchema.optional() });
 
 /** A stable fingerprint of a request: the same JSON in any key order hashes the same. */
 export function requestFingerprint(value: unknown): string {
@@ -91,7 +88,7 @@ export class MissionsService {
 
   /** Newest first, optionally filtered by status. */
   async list(query: unknown): Promise<Page<MissionView>> {
-    const { limit, cursor, status } = parseOrThrow(ListMissionsSchema, query, 'Query');
+    const { limit, cursor, status } = parseOrThrow(ListMissionsQuerySchema, query, 'Query');
     const { tenantId } = currentTenant();
     const rows = await tenantTransaction(this.dataSource, (manager) => this.missions.page(manager, tenantId, limit, status, cursor ? decodeCursor(cursor) : undefined));
     const items = rows.slice(0, limit);
