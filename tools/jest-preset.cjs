@@ -30,6 +30,7 @@ module.exports = {
     ],
   },
   // jose and stemmer ship only ES modules; compile them to CommonJS like our own sources.
-  transformIgnorePatterns: ['/node_modules/(?!(jose|stemmer)/)'],
+  // ESM-only packages (also when nested, e.g. @fastify/static's content-disposition) are compiled too.
+  transformIgnorePatterns: ['^(?!.*/node_modules/(jose|stemmer|content-disposition)/).*/node_modules/'],
   moduleFileExtensions: ['ts', 'js', 'json'],
 };

@@ -23,11 +23,15 @@ function run(script: string, ...args: string[]): string {
   });
 }
 
-/** Ensures PostgreSQL, Redis and Chromium are there and starts a fresh single-node Kafka broker for this run. */
+/** Ensures PostgreSQL, Redis, Chromium and the MCP Inspector are there and starts a fresh single-node Kafka broker for this run. */
 export default async function globalSetup(): Promise<void> {
   run('services.mjs', 'ensure');
   // The sign-in test drives Debian's Chromium; installed here (apt-get) when missing.
   run('chromium.mjs', 'ensure');
+  // The MCP Inspector's CLI, a pinned version installed once into a cache (not a project dependency).
+  const inspector = /MCP_INSPECTOR=(\S+)/.exec(run('mcp-inspector.mjs', 'ensure'))?.[1];
+  if (!inspector) throw new Error('The MCP Inspector did not report its executable');
+  process.env.MCP_INSPECTOR = inspector;
   if (!process.env.KAFKA_BROKERS) {
     // A broker of this run's own (ports and state directory), so that two runs on one machine
     // never restart or stop each other's broker.

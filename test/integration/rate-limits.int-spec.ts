@@ -3,6 +3,7 @@ import { OwnRedisServer, startOwnRedisServer } from '@mission/rate-limit/testing
 import { call, clientCredentialsToken } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { RunningProcess, startProcess, waitUntilReady } from '../support/processes';
+import { sample } from '../support/metrics-text';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -77,6 +78,17 @@ describe('Rate limits across gateway replicas', () => {
 
   const admitted = (statuses: readonly number[]): number => statuses.filter((status) => status === 400).length;
 
+  /** Requests the gateways admitted from their own fallback buckets so far (their /metrics). */
+  async function admittedByFallback(urls: readonly string[]): Promise<number> {
+    const counts = await Promise.all(
+      urls.map(async (url) => {
+        const text = (await call(url, 'GET', '/metrics')).body as string;
+        return sample(text, 'rate_limit_decisions_total', { decision: 'allowed', store: 'fallback' }) ?? 0;
+      }),
+    );
+    return counts.reduce((sum, count) => sum + count, 0);
+  }
+
   beforeAll(async () => {
     const brokers = process.env.KAFKA_BROKERS;
     if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
@@ -96,7 +108,11 @@ describe('Rate limits across gateway replicas', () => {
 
   it('keeps one budget for a tenant hammered through two gateways at once', async () => {
     const busy = await tenant('Hammered');
+    const fallbackBefore = await admittedByFallback([stack.gatewayUrl, replicaUrl]);
     const { statuses, seconds } = await hammer([stack.gatewayUrl, replicaUrl], busy, 3_000);
+    // A Redis call slower than its 200 ms timeout (a starved machine) is decided from the
+    // replica's own bucket by design: those admissions are outside the shared budget.
+    const fallback = (await admittedByFallback([stack.gatewayUrl, replicaUrl])) - fallbackBefore;
     const total = statuses.flat();
     expect(total.every((status) => status === 400 || status === 429)).toBe(true);
     expect(statuses.map((seen) => [admitted(seen) > 0, seen.includes(429)])).toEqual([
@@ -106,13 +122,22 @@ describe('Rate limits across gateway replicas', () => {
     const both = admitted(total);
     expect(both).toBeGreaterThanOrEqual(BURST);
     // Each gateway alone would have admitted about this much: together they stay within one.
-    expect(both).toBeLessThanOrEqual(Math.floor(BURST + RATE * seconds));
+    expect(both - fallback).toBeLessThanOrEqual(Math.floor(BURST + RATE * seconds));
+    // Most decisions went through the shared Redis bucket (a broken Redis path would fail here).
+    expect(both - fallback).toBeGreaterThanOrEqual(Math.floor(BURST / 2));
   });
 
   it('never lets two tenants share a budget', async () => {
     const [busy, quiet] = [await tenant('Busy'), await tenant('Quiet')];
-    await hammer([stack.gatewayUrl, replicaUrl], busy, 1_000);
-    expect((await request(stack.gatewayUrl, busy)).status).toBe(429);
+    // The busy tenant's budget runs dry during the hammering (a single request afterwards could
+    // already find the next token: at 10 a second one arrives every 100 ms).
+    // Hammered until both gateways have refused it (a slow machine needs longer to drain 101 tokens).
+    const refusedBy = [false, false];
+    for (let round = 0; round < 10 && refusedBy.includes(false); round++) {
+      const { statuses } = await hammer([stack.gatewayUrl, replicaUrl], busy, 1_000);
+      statuses.forEach((seen, index) => (refusedBy[index] ||= seen.includes(429)));
+    }
+    expect(refusedBy).toEqual([true, true]);
     for (const url of [stack.gatewayUrl, replicaUrl]) {
       const response = await request(url, quiet);
       expect(response.status).toBe(400);
@@ -142,9 +167,9 @@ describe('Rate limits across gateway replicas', () => {
     expect(ready.status).toBe('up');
     expect(ready.details.rateLimits).toMatchObject({ up: true, mode: 'fallback', replicas: 2, outages: 1, fallbackSince: expect.any(String) });
     const text = await metrics();
-    expect(text).toMatch(/^rate_limit_fallback_active 1$/m);
-    expect(text).toMatch(/^rate_limit_redis_outages_total 1$/m);
-    expect(text).toMatch(/^rate_limit_decisions_total\{decision="refused",store="fallback"\} [1-9]\d*$/m);
+    expect(sample(text, 'rate_limit_fallback_active')).toBe(1);
+    expect(sample(text, 'rate_limit_redis_outages_total')).toBe(1);
+    expect(sample(text, 'rate_limit_decisions_total', { decision: 'refused', store: 'fallback' })).toBeGreaterThan(0);
 
     await ownRedis.restart();
     const deadline = Date.now() + 10_000;
@@ -152,7 +177,7 @@ describe('Rate limits across gateway replicas', () => {
       if (Date.now() > deadline) throw new Error('The gateway did not return to Redis');
       await sleep(100);
     }
-    expect(await metrics()).toMatch(/^rate_limit_fallback_active 0$/m);
+    expect(sample(await metrics(), 'rate_limit_fallback_active')).toBe(0);
     const after = await request(isolatedUrl, await tenant('After the outage'));
     expect(after.headers.get('ratelimit')).toBe(`"enterprise";r=${BURST - 1};t=1`);
     const output = isolated.output();

@@ -1,4 +1,6 @@
 /** A thin HTTP client for driving the public API in tests, the way a client would. */
+import { request as httpRequest } from 'node:http';
+
 export interface ApiResponse<T = any> {
   readonly status: number;
   readonly headers: Headers;
@@ -30,6 +32,40 @@ export async function call<T = any>(
     // not JSON; keep the text
   }
   return { status: response.status, headers: response.headers, body: parsed as T };
+}
+
+/**
+ * A POST whose Content-Length announces `declaredBytes` but that sends only its first bytes: the
+ * gateway must refuse it from the header alone. This is how oversized bodies are tested: sending the
+ * whole body races the server closing the connection right after its 413, which a client still
+ * writing sees as a broken pipe (EPIPE) instead of the response.
+ */
+export function postDeclaringLength(baseUrl: string, path: string, token: string, declaredBytes: number): Promise<ApiResponse> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(`${baseUrl}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(declaredBytes) },
+    });
+    request.on('response', (response) => {
+      let text = '';
+      response.setEncoding('utf8');
+      response.on('data', (chunk: string) => (text += chunk));
+      response.on('end', () => {
+        request.destroy();
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(name, value);
+        let body: unknown = text;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          // not JSON; keep the text
+        }
+        resolve({ status: response.statusCode ?? 0, headers, body });
+      });
+    });
+    request.on('error', reject);
+    request.write('{"title":"T","content":"');
+  });
 }
 
 export interface TokenResponse {

@@ -13,6 +13,8 @@ export interface DistributedStack {
   readonly issuer: string;
   readonly admin: { readonly clientId: string; readonly clientSecret: string };
   readonly database: TestDatabase;
+  /** Where an app serves /health and /metrics: the gateway's and idp's own URL, a service's health port. */
+  baseUrl(name: AppName): string;
   /** The running process of an app (replaced by restart()). */
   process(name: AppName): RunningProcess;
   /** Stops an app (SIGTERM, or SIGKILL for a crash) and starts it again with the same environment. */
@@ -97,6 +99,7 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
     issuer,
     admin,
     database,
+    baseUrl: (name) => apps[name].ready.replace(/\/health\/ready$/, ''),
     process: (name) => {
       const child = running.get(name);
       if (!child) throw new Error(`No process ${name}`);

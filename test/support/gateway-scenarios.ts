@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken, waitForMission } from './api-client';
+import { call, clientCredentialsToken, postDeclaringLength, waitForMission } from './api-client';
+import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
 import { describeIsolationScenarios } from './scenarios/isolation';
 import { describeKeyRotationScenarios } from './scenarios/key-rotation';
+import { describeMcpScenarios } from './scenarios/mcp';
+import { describeOpenApiScenarios } from './scenarios/openapi';
 import { describeOperatorScenarios } from './scenarios/operator';
 import { describeRateLimitScenarios } from './scenarios/rate-limits';
 
@@ -236,11 +239,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expectProblem(malformed, 400, 'malformed_json');
         const text = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, rawBody: 'title=T', contentType: 'text/plain' });
         expectProblem(text, 415, 'unsupported_media_type');
-        const huge = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
-          token: tenantA.token,
-          body: { title: 'T', objective: 'O', input: { blob: 'x'.repeat(1024 * 1024 + 1) } },
-        });
-        expectProblem(huge, 413, 'payload_too_large');
+        expectProblem(await postDeclaringLength(deployment.gatewayUrl, '/api/missions', tenantA.token, 1024 * 1024 + 1), 413, 'payload_too_large');
       });
 
       it('echoes a sane X-Request-Id and replaces an unsafe one', async () => {
@@ -259,6 +258,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     describeIsolationScenarios(context);
     describeRateLimitScenarios(context);
     describeKeyRotationScenarios(context);
+    describeMcpScenarios(context);
+    describeOpenApiScenarios(context);
 
     describe('operations', () => {
       it('reports liveness and readiness with details', async () => {
@@ -267,6 +268,27 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expect(ready.status).toBe(200);
         expect(ready.body.status).toBe('up');
         expect(ready.body.details.bus.up).toBe(true);
+      });
+
+      it('serves Prometheus metrics by route template and status, bus traffic by topic, and never a tenant id', async () => {
+        const missionId = (await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title: 'Metrics', objective: 'Count me' } })).body.id;
+        expect((await call(deployment.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: tenantA.token })).status).toBe(200);
+        expect((await call(deployment.gatewayUrl, 'GET', '/api/missions/no-such-mission', { token: tenantA.token })).status).toBe(404);
+        const response = await call(deployment.gatewayUrl, 'GET', '/metrics');
+        expect(response.status).toBe(200);
+        expect(response.headers.get('content-type')).toContain('text/plain');
+        const text = response.body as string;
+        expect(sample(text, 'http_server_request_duration_seconds_count', { method: 'GET', route: '/api/missions/:id', status_code: '200' })).toBeGreaterThanOrEqual(1);
+        expect(sample(text, 'http_server_request_duration_seconds_count', { method: 'GET', route: '/api/missions/:id', status_code: '404' })).toBeGreaterThanOrEqual(1);
+        expect(sample(text, 'http_server_request_duration_seconds_count', { method: 'POST', route: '/api/missions', status_code: '202' })).toBeGreaterThanOrEqual(1);
+        // The gateway's side of the bus: sends on Kafka, handling in the all-in-one process.
+        const sends = sample(text, 'bus_send_duration_seconds_count', { topic: 'mission.requests.v1', result: 'ok' }) ?? 0;
+        const handled = sample(text, 'bus_handle_duration_seconds_count', { topic: 'mission.requests.v1', outcome: 'ok' }) ?? 0;
+        expect(sends + handled).toBeGreaterThanOrEqual(2);
+        expect(sample(text, 'rate_limit_decisions_total', { decision: 'allowed' })).toBeGreaterThan(0);
+        expect(text).not.toContain(tenantA.id);
+        expect(text).not.toContain(missionId);
+        expect(text).not.toContain('no-such-mission');
       });
     });
   });

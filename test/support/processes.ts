@@ -1,4 +1,5 @@
 import { ChildProcess, spawn } from 'node:child_process';
+import { createWriteStream, mkdirSync } from 'node:fs';
 import path from 'node:path';
 
 export const REPO_ROOT = path.join(__dirname, '..', '..');
@@ -24,6 +25,14 @@ export function startProcess(name: string, entry: string, env: Record<string, st
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
+  // MS_TEST_LOG_DIR keeps every process's whole output, for looking into a failed run.
+  const logDir = process.env.MS_TEST_LOG_DIR;
+  if (logDir) {
+    mkdirSync(logDir, { recursive: true });
+    const file = createWriteStream(path.join(logDir, `${name}-${child.pid}.log`), { flags: 'a' });
+    child.stdout?.pipe(file);
+    child.stderr?.pipe(file);
+  }
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
     name,

@@ -1,9 +1,12 @@
 import { loadConfig } from '@mission/config';
 import { runService } from '@mission/runtime';
-import { BrainServiceConfigSchema, startBrainService } from '@mission/service-brain';
+import { BrainServiceConfigSchema, openBrainDatabase, startBrainService } from '@mission/service-brain';
 
 runService({
   name: 'brain-service',
   needsDatabase: true,
-  start: ({ bus, config }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
+  migrate: async (databaseUrl) => {
+    await (await openBrainDatabase(databaseUrl)).destroy();
+  },
+  start: ({ bus, config, metrics }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
 });

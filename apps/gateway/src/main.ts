@@ -1,13 +1,15 @@
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { contextLogger, createLogger, onShutdownSignal, platformTopics } from '@mission/runtime';
+import { busMetrics, contextLogger, createLogger, createMetricsRegistry, onShutdownSignal, platformTopics } from '@mission/runtime';
 import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
   const config = loadConfig(GatewayConfigSchema);
   const logger = createLogger('gateway', config.LOG_LEVEL);
+  const metrics = createMetricsRegistry('gateway');
   const bus = new KafkaBus({
+    metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'gateway',
     topics: platformTopics(),
@@ -22,6 +24,8 @@ async function main(): Promise<void> {
     logger,
     trustProxy: config.TRUST_PROXY,
     rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
+    mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
+    metrics,
   });
   await app.listen(config.PORT, config.HOST);
   logger.info({ port: config.PORT }, 'Gateway listening');

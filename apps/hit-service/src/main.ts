@@ -1,9 +1,12 @@
 import 'reflect-metadata';
 import { contextLogger, runService } from '@mission/runtime';
-import { startHitService } from '@mission/service-hit';
+import { openHitDatabase, startHitService } from '@mission/service-hit';
 
 runService({
   name: 'hit-service',
   needsDatabase: true,
-  start: ({ bus, logger, config }) => startHitService({ databaseUrl: config.DATABASE_URL, bus, logger: contextLogger(logger) }),
+  migrate: async (databaseUrl) => {
+    await (await openHitDatabase(databaseUrl)).destroy();
+  },
+  start: ({ bus, logger, config, metrics }) => startHitService({ databaseUrl: config.DATABASE_URL, bus, metrics, logger: contextLogger(logger) }),
 });

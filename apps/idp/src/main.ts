@@ -1,8 +1,8 @@
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { contextLogger, createLogger, onShutdownSignal, platformTopics } from '@mission/runtime';
-import { IdpConfigSchema, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
+import { contextLogger, createLogger, MIGRATE_ONLY_FLAG, onShutdownSignal, platformTopics, runMigrationsOnly } from '@mission/runtime';
+import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
 async function main(): Promise<void> {
@@ -41,7 +41,13 @@ async function main(): Promise<void> {
   });
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `idp failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
-  process.exit(1);
-});
+if (process.argv.includes(MIGRATE_ONLY_FLAG)) {
+  runMigrationsOnly('idp', async (databaseUrl) => {
+    await (await openIdentityDatabase(databaseUrl)).destroy();
+  });
+} else {
+  main().catch((error: unknown) => {
+    process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `idp failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
+    process.exit(1);
+  });
+}

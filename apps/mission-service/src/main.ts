@@ -1,9 +1,12 @@
 import 'reflect-metadata';
 import { contextLogger, runService } from '@mission/runtime';
-import { startMissionService } from '@mission/service-mission';
+import { openMissionDatabase, startMissionService } from '@mission/service-mission';
 
 runService({
   name: 'mission-service',
   needsDatabase: true,
-  start: ({ bus, logger, config }) => startMissionService({ databaseUrl: config.DATABASE_URL, bus, logger: contextLogger(logger) }),
+  migrate: async (databaseUrl) => {
+    await (await openMissionDatabase(databaseUrl)).destroy();
+  },
+  start: ({ bus, logger, config, metrics }) => startMissionService({ databaseUrl: config.DATABASE_URL, bus, metrics, logger: contextLogger(logger) }),
 });

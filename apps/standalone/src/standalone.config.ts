@@ -17,6 +17,7 @@ const StandaloneConfigSchema = z
     REDIS_URL: env.url(['redis', 'rediss']).optional(),
     GATEWAY_REPLICAS: env.positiveInt(1),
     RATE_LIMITS: z.enum(['on', 'off']).default('on'),
+    MCP_ALLOWED_ORIGINS: env.origins().default([]),
     IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema.optional(),
     IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
     LOG_LEVEL: env.logLevel(),

@@ -6,7 +6,8 @@ import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/me
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { contextLogger, Logger, platformTopics } from '@mission/runtime';
+import { busMetrics, contextLogger, createMetricsRegistry, Logger, platformTopics } from '@mission/runtime';
+import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
 export interface StandaloneHandle {
@@ -15,10 +16,11 @@ export interface StandaloneHandle {
   stop(): Promise<void>;
 }
 
-function createBus(config: StandaloneConfig, logger: Logger): MessageBus {
+function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry): MessageBus {
   const busLogger = contextLogger(logger.child({ component: 'bus' }));
-  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger });
+  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger, metrics: busMetrics(metrics) });
   return new KafkaBus({
+    metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'standalone',
     topics: platformTopics(),
@@ -46,7 +48,9 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       logger.info({ dataDir }, 'Embedded PostgreSQL started');
     }
 
-    const bus = createBus(config, logger);
+    // One process, one registry: the gateway's /metrics shows every part.
+    const metrics = createMetricsRegistry('mission-service');
+    const bus = createBus(config, logger, metrics);
     const admin = await resolveAdminCredentials({ env: process.env, dataDir, embedded: true });
     if (admin.generated) {
       process.stdout.write(
@@ -70,11 +74,11 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     });
     stops.push(() => idp.stop());
-    const missions = await startMissionService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'mission-service' })) });
+    const missions = await startMissionService({ databaseUrl, bus, metrics, logger: contextLogger(logger.child({ component: 'mission-service' })) });
     stops.push(() => missions.stop());
-    const brain = await startBrainService({ databaseUrl, bus, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
+    const brain = await startBrainService({ databaseUrl, bus, metrics, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
     stops.push(() => brain.stop());
-    const hits = await startHitService({ databaseUrl, bus, logger: contextLogger(logger.child({ component: 'hit-service' })) });
+    const hits = await startHitService({ databaseUrl, bus, metrics, logger: contextLogger(logger.child({ component: 'hit-service' })) });
     stops.push(() => hits.stop());
 
     await bus.start();
@@ -88,6 +92,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       bus,
       logger: logger.child({ component: 'gateway' }),
       rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
+      mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
+      metrics,
       readiness: async () => ({
         database: await missions.ready(),
         brain: await brain.ready(),

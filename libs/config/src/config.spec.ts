@@ -30,3 +30,18 @@ describe('loadConfig', () => {
     expect((error as Error).message).not.toContain('hunter2');
   });
 });
+
+describe('env.origins', () => {
+  const origins = z.object({ ORIGINS: env.origins().default([]) });
+
+  it('reads a comma-separated list of origins', () => {
+    expect(loadConfig(origins, { ORIGINS: 'https://app.example.com, http://127.0.0.1:5173' }).ORIGINS).toEqual(['https://app.example.com', 'http://127.0.0.1:5173']);
+    expect(loadConfig(origins, {}).ORIGINS).toEqual([]);
+  });
+
+  it('refuses paths, trailing slashes and non-URLs with a message naming the variable', () => {
+    for (const bad of ['https://app.example.com/', 'https://app.example.com/mcp', 'app.example.com', 'https://a.example, nope']) {
+      expect(() => loadConfig(origins, { ORIGINS: bad })).toThrow(/ORIGINS.*origins/s);
+    }
+  });
+});

@@ -26,6 +26,14 @@ export const env = {
     z.url({ error: `must be a URL (${protocols.join(', ')})` }).refine((value) => protocols.includes(new URL(value).protocol.replace(/:$/, '')), {
       message: `must use ${protocols.join(' or ')}`,
     }),
+  /** Comma-separated web origins (`scheme://host[:port]`), e.g. of browser-based clients. */
+  origins: () =>
+    z
+      .string()
+      .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean))
+      .refine((list) => list.every((entry) => URL.canParse(entry) && new URL(entry).origin === entry), {
+        message: 'must be a comma-separated list of origins such as https://app.example.com (no path, no trailing slash)',
+      }),
   /** Comma-separated host:port list. */
   hostPorts: () =>
     z

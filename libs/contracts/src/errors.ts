@@ -6,6 +6,8 @@ export const ErrorCode = {
   IdempotencyKeyReused: 'idempotency_key_reused',
   Unauthorized: 'unauthorized',
   InsufficientScope: 'insufficient_scope',
+  /** Refused whatever the token: e.g. a browser origin that may not call the API. */
+  Forbidden: 'forbidden',
   PayloadTooLarge: 'payload_too_large',
   UnsupportedMediaType: 'unsupported_media_type',
   MalformedJson: 'malformed_json',

@@ -80,6 +80,23 @@ export interface RetryPolicy {
 export const DEFAULT_RETRY_POLICY: RetryPolicy = { attempts: 5, initialBackoffMs: 200, maxBackoffMs: 5_000 };
 export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
+/**
+ * Where a bus reports what it does, for metrics. Labels are bounded: topics, groups and
+ * partitions are fixed by the platform, never tenants or message ids.
+ */
+export interface BusMetrics {
+  /** A send to `topic` settled (its records acknowledged, or failed) after `seconds`. */
+  sent(topic: string, seconds: number, ok: boolean): void;
+  /** A delivered message was handled: answered, processed, dead-lettered or refused. */
+  handled(topic: string, group: string, seconds: number, outcome: 'ok' | 'error' | 'dead-lettered' | 'refused' | 'skipped'): void;
+  /** Records of a partition not yet consumed by `group` (Kafka only). */
+  lag(topic: string, group: string, partition: number, records: number): void;
+  /** `group` was (re)assigned its partitions: the lag of partitions it may have lost is stale. */
+  assigned(group: string): void;
+}
+
+export const NO_BUS_METRICS: BusMetrics = { sent: () => undefined, handled: () => undefined, lag: () => undefined, assigned: () => undefined };
+
 export interface BusHealth {
   readonly up: boolean;
   readonly detail?: string;

@@ -7,9 +7,15 @@ export interface Readiness {
 
 /**
  * A tiny HTTP server for a service without an HTTP API of its own: `/health/live` answers while
- * the process runs, `/health/ready` while its dependencies answer and it is not draining.
+ * the process runs, `/health/ready` while its dependencies answer and it is not draining, and
+ * `/metrics` serves the process's Prometheus registry.
  */
-export async function startHealthServer(host: string, port: number, ready: () => Promise<Readiness>): Promise<{ port: number; close(): Promise<void> }> {
+export async function startHealthServer(
+  host: string,
+  port: number,
+  ready: () => Promise<Readiness>,
+  metrics?: { readonly contentType: string; metrics(): Promise<string> },
+): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const send = (status: number, body: unknown): void => {
       res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
@@ -21,6 +27,16 @@ export async function startHealthServer(host: string, port: number, ready: () =>
       ready()
         .then((readiness) => send(readiness.up ? 200 : 503, { status: readiness.up ? 'up' : 'down', details: readiness.details }))
         .catch(() => send(503, { status: 'down' }));
+      return;
+    }
+    if (req.url === '/metrics' && metrics) {
+      metrics
+        .metrics()
+        .then((text) => {
+          res.writeHead(200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' });
+          res.end(text);
+        })
+        .catch(() => send(500, { status: 'metrics unavailable' }));
       return;
     }
     send(404, { status: 'not found' });

@@ -2,3 +2,4 @@ export * from './logger';
 export * from './health-server';
 export * from './shutdown';
 export * from './service-main';
+export * from './metrics';

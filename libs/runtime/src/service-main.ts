@@ -4,6 +4,8 @@ import { Topics, TOPIC_MAX_MESSAGE_BYTES, TOPIC_PARTITIONS } from '@mission/cont
 import { KafkaBus, MessageBus } from '@mission/messaging';
 import { startHealthServer } from './health-server';
 import { contextLogger, createLogger, Logger } from './logger';
+import { busMetrics, createMetricsRegistry } from './metrics';
+import type { Registry } from 'prom-client';
 import { onShutdownSignal } from './shutdown';
 
 /** Environment of a back-end service running as its own process. */
@@ -25,7 +27,9 @@ export interface ServiceHandle {
 export interface ServiceDefinition {
   readonly name: string;
   readonly needsDatabase: boolean;
-  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string } }): Promise<ServiceHandle>;
+  /** Brings the service's schema up to date (what `--migrate-only` runs). */
+  readonly migrate?: (databaseUrl: string) => Promise<void>;
+  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry }): Promise<ServiceHandle>;
 }
 
 /** Every topic of the platform, so any process can create what is missing before it consumes. */
@@ -42,17 +46,24 @@ export function platformTopics(): Array<{ name: string; partitions: number; maxM
  * in-flight messages before closing the database.
  */
 export function runService(definition: ServiceDefinition): void {
+  if (process.argv.includes(MIGRATE_ONLY_FLAG)) {
+    if (!definition.migrate) throw new Error(`${definition.name} has no database to migrate`);
+    runMigrationsOnly(definition.name, definition.migrate);
+    return;
+  }
   const boot = async (): Promise<void> => {
     const config = loadConfig(ServiceConfigSchema);
     if (definition.needsDatabase && !config.DATABASE_URL) throw new ConfigError(['DATABASE_URL: required']);
     const logger = createLogger(definition.name, config.LOG_LEVEL);
+    const metrics = createMetricsRegistry(definition.name);
     const bus = new KafkaBus({
+      metrics: busMetrics(metrics),
       brokers: config.KAFKA_BROKERS,
       clientId: definition.name,
       topics: platformTopics(),
       logger: contextLogger(logger.child({ component: 'bus' })),
     });
-    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' } });
+    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' }, metrics });
     await bus.start();
     await handle.afterBusStart?.();
     let draining = false;
@@ -60,7 +71,7 @@ export function runService(definition: ServiceDefinition): void {
       const service = await handle.ready();
       const busHealth = bus.health();
       return { up: !draining && service.up && busHealth.up, details: { ...service.details, bus: busHealth, draining } };
-    });
+    }, metrics);
     logger.info({ healthPort: health.port }, 'Service started');
     onShutdownSignal(logger, async () => {
       draining = true;
@@ -73,4 +84,31 @@ export function runService(definition: ServiceDefinition): void {
     process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `${definition.name} failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
     process.exit(1);
   });
+}
+
+/** `<app> --migrate-only`: apply the schema's migrations and exit (a Kubernetes Job before a rollout). */
+export const MIGRATE_ONLY_FLAG = '--migrate-only';
+
+const MigrationConfigSchema = z.object({ DATABASE_URL: env.url(['postgres', 'postgresql']), LOG_LEVEL: env.logLevel() });
+
+/**
+ * Runs `migrate` against DATABASE_URL and exits 0, or exits 1 with the reason. Services also
+ * migrate when they start (under an advisory lock), so a migration Job can run beside a rollout:
+ * it surfaces a failing migration as a failed Job, and spares the pods the work.
+ */
+export function runMigrationsOnly(name: string, migrate: (databaseUrl: string) => Promise<void>): void {
+  const run = async (): Promise<void> => {
+    const config = loadConfig(MigrationConfigSchema);
+    const logger = createLogger(name, config.LOG_LEVEL);
+    const started = Date.now();
+    await migrate(config.DATABASE_URL);
+    logger.info({ ms: Date.now() - started }, 'Migrations applied');
+  };
+  run().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `${name} migrations failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+      process.exit(1);
+    },
+  );
 }

@@ -1,3 +1,5 @@
+import type { Registry } from 'prom-client';
+import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
@@ -17,6 +19,8 @@ export interface BrainServiceOptions {
   readonly bus: MessageBus;
   /** The blind-index secret (BRAIN_INDEX_KEY), or a key provider. */
   readonly indexKeys: Buffer | TenantIndexKeys;
+  /** Where the service's database pool are reported (Prometheus), if anywhere. */
+  readonly metrics?: Registry;
 }
 
 export interface BrainServiceHandle {
@@ -28,7 +32,8 @@ function keyProvider(indexKeys: Buffer | TenantIndexKeys): TenantIndexKeys {
   return Buffer.isBuffer(indexKeys) ? new DerivedTenantIndexKeys(indexKeys) : indexKeys;
 }
 
-async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
+/** The `brain` schema, migrated by the connecting user, queried as the service role (row-level security applies). */
+export async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
   return openServiceDatabase({
     url: databaseUrl,
     schema: BRAIN_SCHEMA,
@@ -42,6 +47,7 @@ async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
 /** Tenant-scoped knowledge store: owns schema `brain`, answers `brain.requests.v1`. */
 export async function startBrainService(options: BrainServiceOptions): Promise<BrainServiceHandle> {
   const dataSource = await openBrainDatabase(options.databaseUrl);
+  if (options.metrics) databaseMetrics(options.metrics, BRAIN_SCHEMA, dataSource);
   const brain = new BrainService(dataSource, new BrainRepository(), keyProvider(options.indexKeys));
   options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(brain));
   return {

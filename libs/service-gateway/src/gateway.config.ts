@@ -13,6 +13,7 @@ export const GatewayConfigSchema = z.object({
   REDIS_URL: env.url(['redis', 'rediss']).optional(),
   GATEWAY_REPLICAS: env.positiveInt(1),
   RATE_LIMITS: z.enum(['on', 'off']).default('on'),
+  MCP_ALLOWED_ORIGINS: env.origins().default([]),
   LOG_LEVEL: env.logLevel(),
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

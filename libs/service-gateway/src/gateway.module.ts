@@ -13,7 +13,12 @@ import { HitsController } from './hits/hits.controller';
 import { ProblemFilter } from './http/problem.filter';
 import { MetricsController } from './metrics/metrics.controller';
 import { METRICS } from './metrics/metrics.registry';
+import { McpController } from './mcp/mcp.controller';
+import { McpEndpoint } from './mcp/mcp.endpoint';
 import { MissionsController } from './missions/missions.controller';
+import { BrainOperations } from './operations/brain.operations';
+import { HitOperations } from './operations/hits.operations';
+import { MissionOperations } from './operations/missions.operations';
 import { RateLimitGuard } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { ProtectedResourceController } from './well-known/protected-resource.controller';
@@ -23,7 +28,7 @@ export class GatewayModule {
   static forRoot(options: GatewayOptions): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [MissionsController, BrainController, HitsController, AdminController, AdminKeysController, ProtectedResourceController, HealthController, MetricsController],
+      controllers: [MissionsController, BrainController, HitsController, McpController, AdminController, AdminKeysController, ProtectedResourceController, HealthController, MetricsController],
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },
@@ -31,8 +36,12 @@ export class GatewayModule {
           provide: TokenVerifier,
           useFactory: () => new TokenVerifier({ issuer: options.issuer, audience: options.publicUrl, jwksUri: options.jwksUri }),
         },
-        { provide: METRICS, useFactory: () => new Registry() },
+        { provide: METRICS, useFactory: () => options.metrics ?? new Registry() },
         TenantRateLimiter,
+        MissionOperations,
+        BrainOperations,
+        HitOperations,
+        McpEndpoint,
         // Guards run in this order: authentication first, then the tenant's rate limit.
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_GUARD, useClass: RateLimitGuard },

@@ -1,5 +1,6 @@
 import type { Logger } from '@mission/runtime';
 import type { MessageBus } from '@mission/messaging';
+import type { Registry } from 'prom-client';
 
 export interface GatewayOptions {
   /** The gateway's public base URL: the OAuth resource identifier and the tokens' audience. */
@@ -21,6 +22,10 @@ export interface GatewayOptions {
     /** false: no limits and no RateLimit fields (benchmarks). */
     readonly enabled?: boolean;
   };
+  /** Browser origins allowed to call `/mcp` besides the public URL's own (DNS-rebinding protection). */
+  readonly mcpAllowedOrigins?: readonly string[];
+  /** The registry `/metrics` serves (the process's, with its other metrics); a fresh one when absent. */
+  readonly metrics?: Registry;
   /** Extra readiness checks of the process the gateway runs in (e.g. the embedded services). */
   readonly readiness?: () => Promise<Record<string, { up: boolean; [detail: string]: unknown }>>;
 }

@@ -6,6 +6,9 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from '@mission/runtime';
 import { GatewayModule } from './gateway.module';
 import { GatewayOptions } from './gateway.options';
+import { METRICS } from './metrics/metrics.registry';
+import { Histogram, Registry } from 'prom-client';
+import { API_VERSION, createOpenApiDocument, serveOpenApi } from './openapi/document';
 import { DomainError, ErrorCode } from '@mission/contracts';
 
 /** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
@@ -51,6 +54,18 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
   });
+  const requests = new Histogram({
+    name: 'http_server_request_duration_seconds',
+    help: 'HTTP requests served by the gateway, by method, route template and status code.',
+    labelNames: ['method', 'route', 'status_code'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [app.get<Registry>(METRICS)],
+  });
+  fastify.addHook('onResponse', async (request, reply) => {
+    // The route template, never the raw URL: ids and query strings would make series unbounded.
+    const route = request.routeOptions.url ?? 'unmatched';
+    requests.observe({ method: request.method, route, status_code: String(reply.statusCode) }, reply.elapsedTime / 1000);
+  });
   // JSON only (anything else is 415), through Fastify's own parser with its prototype-poisoning
   // checks, its failure turned into our error code: Nest would pass it on as an anonymous 400.
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
@@ -58,6 +73,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
     parseJson(request, body as string, (error, value) => (error ? done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined) : done(null, value))),
   );
+  serveOpenApi(app, createOpenApiDocument(app, { publicUrl: options.publicUrl, issuer: options.issuer, version: API_VERSION }));
   await app.init();
   return app;
 }

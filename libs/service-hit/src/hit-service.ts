@@ -1,3 +1,5 @@
+import type { Registry } from 'prom-client';
+import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
@@ -17,6 +19,8 @@ export interface HitServiceOptions {
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
   readonly logger: { error(message: string, context?: Record<string, unknown>): void };
+  /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
+  readonly metrics?: Registry;
 }
 
 export interface HitServiceHandle {
@@ -41,6 +45,7 @@ export function openHitDatabase(databaseUrl: string): Promise<DataSource> {
 
 export async function startHitService(options: HitServiceOptions): Promise<HitServiceHandle> {
   const dataSource = await openHitDatabase(options.databaseUrl);
+  if (options.metrics) databaseMetrics(options.metrics, HIT_SCHEMA, dataSource, { outbox: true });
   const relay = new OutboxRelay(dataSource, HIT_SCHEMA, options.bus, {
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });

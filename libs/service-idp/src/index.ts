@@ -1,4 +1,5 @@
 export { startIdp, IDP_GROUP } from './idp';
+export { openIdentityDatabase } from './identity-database';
 export type { IdpHandle, IdpLogger, IdpOptions } from './idp';
 export { resolveAdminCredentials } from './admin-credentials';
 export type { AdminCredentials, ResolveAdminCredentialsOptions } from './admin-credentials';

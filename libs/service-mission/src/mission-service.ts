@@ -1,3 +1,5 @@
+import type { Registry } from 'prom-client';
+import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
@@ -20,6 +22,8 @@ export interface MissionServiceOptions {
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
   readonly logger: RunnerLogger;
+  /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
+  readonly metrics?: Registry;
 }
 
 export interface MissionServiceHandle {
@@ -43,6 +47,7 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
 
 export async function startMissionService(options: MissionServiceOptions): Promise<MissionServiceHandle> {
   const dataSource = await openMissionDatabase(options.databaseUrl);
+  if (options.metrics) databaseMetrics(options.metrics, MISSION_SCHEMA, dataSource, { outbox: true });
   const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });

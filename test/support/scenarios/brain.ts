@@ -1,35 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { request as httpRequest } from 'node:http';
-import { call, clientCredentialsToken, waitForMission } from '../api-client';
+import { call, clientCredentialsToken, postDeclaringLength, waitForMission } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 
 const MIB = 1024 * 1024;
-
-/**
- * A POST whose Content-Length announces `declaredBytes` but that sends only its first bytes: the
- * gateway must refuse it from the header alone. (Sending the whole body races the server closing
- * the connection after its 413, which clients see as a broken pipe.)
- */
-function postDeclaringLength(url: string, token: string, declaredBytes: number): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    const request = httpRequest(url, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(declaredBytes) },
-    });
-    request.on('response', (response) => {
-      let text = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => {
-        request.destroy();
-        resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) });
-      });
-    });
-    request.on('error', reject);
-    request.write('{"title":"Too big","content":"');
-  });
-}
 
 /** The Brain through the gateway: documents, queries, limits, isolation, and missions that use it. */
 export function describeBrainScenarios(context: ScenarioContext): void {
@@ -153,10 +127,8 @@ export function describeBrainScenarios(context: ScenarioContext): void {
 
       const overContent = await ingest(owner, { title: 'Too big', content: 'a'.repeat(10 * MIB + 1) });
       expectProblem(overContent, 413, 'payload_too_large');
-      const overBody = await postDeclaringLength(`${gateway()}/api/brain/documents`, owner.token, 11 * MIB + 1);
-      expect({ status: overBody.status, code: overBody.body.code }).toEqual({ status: 413, code: 'payload_too_large' });
-      const missionStillCapped = await call(gateway(), 'POST', '/api/missions', { token: owner.token, body: { title: 'T', objective: 'O', input: { blob: 'x'.repeat(MIB) } } });
-      expectProblem(missionStillCapped, 413, 'payload_too_large');
+      expectProblem(await postDeclaringLength(gateway(), '/api/brain/documents', owner.token, 11 * MIB + 1), 413, 'payload_too_large');
+      expectProblem(await postDeclaringLength(gateway(), '/api/missions', owner.token, MIB + 1), 413, 'payload_too_large');
     }, 120_000);
 
     it('validates documents: missing title, empty content, unknown fields', async () => {

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import {
   BusHealth,
+  BusMetrics,
   deadLetterTopic,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_RETRY_POLICY,
@@ -10,6 +11,7 @@ import {
   Headers,
   IncomingMessage,
   MessageBus,
+  NO_BUS_METRICS,
   OutgoingMessage,
   RequestHandler,
   RequestOptions,
@@ -107,6 +109,8 @@ export interface InProcessBusOptions {
   readonly retry?: RetryPolicy;
   readonly requestTimeoutMs?: number;
   readonly logger?: BusLogger;
+  /** Handling latencies and outcomes (none when absent; nothing is sent over a network here). */
+  readonly metrics?: BusMetrics;
 }
 
 interface PendingRequest {
@@ -124,6 +128,7 @@ export class InProcessBus implements MessageBus {
   private readonly retry: RetryPolicy;
   private readonly requestTimeoutMs: number;
   private readonly logger: BusLogger;
+  private readonly metrics: BusMetrics;
   private state: 'new' | 'started' | 'stopping' | 'stopped' = 'new';
 
   constructor(
@@ -133,6 +138,7 @@ export class InProcessBus implements MessageBus {
     this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.logger = options.logger ?? consoleBusLogger;
+    this.metrics = options.metrics ?? NO_BUS_METRICS;
   }
 
   serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options: HandlerOptions = {}): void {
@@ -143,6 +149,7 @@ export class InProcessBus implements MessageBus {
         bus: this,
         deliver: (wire) =>
           this.track(async () => {
+            const started = performance.now();
             const replyTo = wire.headers[Headers.replyTo];
             const admission = admit(wire.headers, tenancy);
             let reply: ReplyEnvelope;
@@ -152,6 +159,7 @@ export class InProcessBus implements MessageBus {
               this.deadLetter(wire, topic, group, admission.refusal, 0);
               reply = REFUSED_REPLY;
             }
+            this.metrics.handled(topic, group, (performance.now() - started) / 1000, !admission.admitted ? 'refused' : reply.ok ? 'ok' : 'error');
             if (replyTo) this.broker.produce(this.wire(replyTo, 'reply', wire.key, reply, { [Headers.correlationId]: wire.headers[Headers.correlationId] }));
           }),
       }),
@@ -166,10 +174,15 @@ export class InProcessBus implements MessageBus {
         bus: this,
         deliver: (wire) =>
           this.track(async () => {
+            const started = performance.now();
             const { attempt: _first, ...message } = this.incoming(wire, 1);
             const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy);
             if (delivery.outcome === 'failed') this.deadLetter(wire, topic, group, delivery.error, delivery.attempts);
             if (delivery.outcome === 'refused') this.deadLetter(wire, topic, group, delivery.error, 0);
+            if (delivery.outcome !== 'interrupted') {
+              const outcome = delivery.outcome === 'failed' ? 'dead-lettered' : delivery.outcome === 'refused' ? 'refused' : 'ok';
+              this.metrics.handled(topic, group, (performance.now() - started) / 1000, outcome);
+            }
           }),
       }),
     );

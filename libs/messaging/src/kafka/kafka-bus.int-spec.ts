@@ -207,6 +207,32 @@ describe('KafkaBus on a real broker', () => {
     }
   }, 60_000);
 
+  it('replaces a consumer that kafkajs stopped for good, and serves again once it has rejoined', async () => {
+    const topics = topicsFor('replace');
+    const server = newBus(topics.specs);
+    server.serve(topics.requests, group('replace'), { echo: async (message) => message.payload });
+    await server.start();
+    const requester = newBus(topics.specs);
+    await requester.start();
+    await expect(asTenant(() => requester.request(topics.requests, 'echo', { n: 1 }, { timeoutMs: 5_000 }))).resolves.toEqual({ n: 1 });
+
+    // What the CRASH listener does when kafkajs reports a crash without restart (white box: such
+    // crashes cannot be provoked from outside on demand).
+    type Entry = { name: string; consumer: { disconnect(): Promise<void> }; status: string };
+    const internals = server as unknown as { consumers: Entry[]; replaceConsumer(entry: Entry, failed: unknown): void };
+    const serving = internals.consumers.find((entry) => entry.name === `serve ${group('replace')}`);
+    if (!serving) throw new Error('no serving consumer');
+    const failed = serving.consumer;
+    serving.status = 'crashed';
+    internals.replaceConsumer(serving, failed);
+    expect(server.health().up).toBe(false);
+
+    await until(() => serving.consumer !== failed && server.health().up, 'the replacement consumer to join');
+    await expect(asTenant(() => requester.request(topics.requests, 'echo', { n: 2 }, { timeoutMs: 10_000 }))).resolves.toEqual({ n: 2 });
+    await server.close();
+    expect(server.health()).toEqual({ up: false, detail: 'kafka bus is stopped' });
+  }, 60_000);
+
   it('leaves an event interrupted by close uncommitted, for the next member of its group', async () => {
     const topics = topicsFor('handover');
     const seenByFirst: number[] = [];

@@ -5,6 +5,7 @@ import {
   deadLetterHeaders,
   headersFromKafka,
   incomingFromKafka,
+  isStuckProducerError,
   isUnknownTopicError,
   mergeTopicSpecs,
   partitionConcurrency,
@@ -156,6 +157,19 @@ describe('isUnknownTopicError', () => {
   });
 });
 
+describe('isStuckProducerError', () => {
+  it('recognises the broker answers that wedge an idempotent producer, in the cause chain too', () => {
+    for (const type of ['OUT_OF_ORDER_SEQUENCE_NUMBER', 'UNKNOWN_PRODUCER_ID', 'INVALID_PRODUCER_EPOCH']) {
+      const protocol = Object.assign(new KafkaJSProtocolError('refused'), { type });
+      expect(isStuckProducerError(protocol)).toBe(true);
+      expect(isStuckProducerError(Reflect.construct(KafkaJSNumberOfRetriesExceeded, [protocol, { retryCount: 1, retryTime: 1 }]))).toBe(true);
+    }
+    expect(isStuckProducerError(Object.assign(new KafkaJSProtocolError('x'), { type: 'NOT_LEADER_FOR_PARTITION' }))).toBe(false);
+    expect(isStuckProducerError(unknownTopicError('t'))).toBe(false);
+    expect(isStuckProducerError(new Error('connection refused'))).toBe(false);
+  });
+});
+
 describe('withTimeout', () => {
   it('settles like the promise when it is quicker', async () => {
     await expect(withTimeout(Promise.resolve(7), 1_000, () => new Error('late'))).resolves.toBe(7);
@@ -289,6 +303,35 @@ describe('RenewingProducer', () => {
     clock = 60_001;
     await expect(producer.send({ topic: 'gone' })).rejects.toMatchObject({ type: 'UNKNOWN_TOPIC_OR_PARTITION' });
     expect(FakeProducer.created).toHaveLength(3);
+  });
+
+  it('replaces a producer whose sequence numbers the broker no longer accepts: that send fails, the next ones go out on the new one', async () => {
+    const stuck = Object.assign(new KafkaJSProtocolError('The broker received an out of order sequence number'), { type: 'OUT_OF_ORDER_SEQUENCE_NUMBER' });
+    const created: string[][] = [];
+    const renewals: unknown[] = [];
+    const producer = new RenewingProducer<{ topic: string }>({
+      create: () => {
+        const sent: string[] = [];
+        const index = created.push(sent) - 1;
+        return {
+          connect: async () => undefined,
+          disconnect: async () => undefined,
+          isConnected: () => true,
+          send: async (record) => {
+            if (index === 0) throw stuck;
+            sent.push(record.topic);
+            return [];
+          },
+        };
+      },
+      topicOf: (record) => record.topic,
+      onRenew: (error) => renewals.push(error),
+    });
+    await producer.connect();
+    await expect(producer.send({ topic: 'mission.requests' })).rejects.toBe(stuck);
+    await expect(producer.send({ topic: 'mission.requests' })).resolves.toEqual([]);
+    expect(renewals).toEqual([stuck]);
+    expect(created).toEqual([[], ['mission.requests']]);
   });
 
   it('passes other errors through and refuses to send once disconnected', async () => {

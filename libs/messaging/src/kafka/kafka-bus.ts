@@ -18,6 +18,7 @@ import {
 } from 'kafkajs';
 import {
   BusHealth,
+  BusMetrics,
   deadLetterTopic,
   DEFAULT_REQUEST_TIMEOUT_MS,
   DEFAULT_RETRY_POLICY,
@@ -26,6 +27,7 @@ import {
   Headers,
   IncomingMessage,
   MessageBus,
+  NO_BUS_METRICS,
   OutgoingMessage,
   RequestHandler,
   RequestOptions,
@@ -81,6 +83,8 @@ export interface KafkaBusOptions {
   readonly instanceId?: string;
   /** Longest wait for the broker to acknowledge a publish, reply or dead letter (default 30 s). */
   readonly sendTimeoutMs?: number;
+  /** Send and handling latencies, outcomes and consumer lag (none when absent). */
+  readonly metrics?: BusMetrics;
 }
 
 /** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
@@ -91,6 +95,9 @@ const START_TIMEOUT_MS = 60_000;
 const TOPIC_TIMEOUT_MS = 15_000;
 const CLEANUP_TIMEOUT_MS = 3_000;
 const DEFAULT_SEND_TIMEOUT_MS = 30_000;
+/** A consumer that kafkajs stopped for good is replaced after 1 s, doubling up to 30 s while it keeps failing. */
+const CONSUMER_REPLACE_DELAY_MS = 1_000;
+const CONSUMER_REPLACE_MAX_DELAY_MS = 30_000;
 
 /** Thrown from a consumer callback so kafkajs neither commits the offset nor logs it as a failure. */
 class DeliveryInterrupted extends KafkaJSError {
@@ -212,10 +219,14 @@ type ConsumerStatus = 'joining' | 'up' | 'crashed' | 'disconnected';
 
 interface ConsumerEntry {
   readonly name: string;
-  readonly consumer: Consumer;
+  readonly plan: ConsumerPlan;
+  /** Replaced when kafkajs gives up on it. */
+  consumer: Consumer;
   readonly isReplyConsumer: boolean;
   status: ConsumerStatus;
   detail?: string;
+  /** Replacements since it last joined its group (for the backoff). */
+  replacements: number;
 }
 
 interface ConsumerPlan {
@@ -259,10 +270,16 @@ export class KafkaBus implements MessageBus {
   private readonly consumers: ConsumerEntry[] = [];
   private readonly pending = new Map<string, PendingRequest>();
   private readonly inFlight = new Set<Promise<unknown>>();
+  /** Consumers being replaced (see replaceConsumer). */
+  private readonly replacing = new Set<Promise<void>>();
+  /** Settles when close() begins. */
+  private readonly closingSignal: Promise<void>;
+  private signalClosing!: () => void;
   private readonly retry: RetryPolicy;
   private readonly requestTimeoutMs: number;
   private readonly sendTimeoutMs: number;
   private readonly logger: BusLogger;
+  private readonly metrics: BusMetrics;
   private readonly replyGroup: string;
   private state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new';
   private starting?: Promise<void>;
@@ -276,10 +293,11 @@ export class KafkaBus implements MessageBus {
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
     this.logger = options.logger ?? consoleBusLogger;
+    this.metrics = options.metrics ?? NO_BUS_METRICS;
     this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
     this.replyGroup = this.replyTopic;
     this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger);
-    const renewed = (error: unknown) => this.logger.warn('Producer renewed after an unknown-topic error', { error: describe(error) });
+    const renewed = (error: unknown) => this.logger.warn('Producer replaced after an error it cannot recover from', { error: describe(error) });
     const topicOf = (record: ProducerRecord) => record.topic;
     this.producer = new RenewingProducer({
       create: () =>
@@ -298,6 +316,7 @@ export class KafkaBus implements MessageBus {
       topicOf,
       onRenew: renewed,
     });
+    this.closingSignal = new Promise<void>((resolve) => (this.signalClosing = resolve));
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = (error) => (error === undefined ? resolve() : reject(error));
     });
@@ -328,6 +347,7 @@ export class KafkaBus implements MessageBus {
       async (error: unknown) => {
         this.markReady(error);
         this.state = 'stopping';
+        this.signalClosing();
         await this.shutdown();
         this.state = 'stopped';
         throw error;
@@ -473,37 +493,86 @@ export class KafkaBus implements MessageBus {
 
   /** Connects, subscribes and runs one consumer; resolves once it has joined its group. */
   private async startConsumer(plan: ConsumerPlan): Promise<void> {
-    const consumer = this.kafka.consumer({
+    const entry: ConsumerEntry = { name: plan.name, plan, consumer: this.newConsumer(plan), isReplyConsumer: plan.isReplyConsumer, status: 'joining', replacements: 0 };
+    this.consumers.push(entry);
+    await withTimeout(this.runConsumer(entry), START_TIMEOUT_MS, () => new Error(`${plan.name} did not join group ${plan.groupId} within ${START_TIMEOUT_MS} ms`));
+  }
+
+  private newConsumer(plan: ConsumerPlan): Consumer {
+    return this.kafka.consumer({
       groupId: plan.groupId,
       ...KAFKA_CONSUMER_TIMEOUTS,
       maxWaitTimeInMs: KAFKA_MAX_WAIT_MS,
       allowAutoTopicCreation: false,
     });
-    const entry: ConsumerEntry = { name: plan.name, consumer, isReplyConsumer: plan.isReplyConsumer, status: 'joining' };
-    this.consumers.push(entry);
+  }
+
+  /**
+   * Runs the entry's consumer; resolves once it has joined its group. kafkajs restarts a consumer
+   * itself after retriable failures; one it gives up on (a crash without restart) is replaced
+   * here by a fresh consumer after a backoff, for as long as the bus runs, so that no outage
+   * leaves a group without its member for good.
+   */
+  private async runConsumer(entry: ConsumerEntry): Promise<void> {
+    const { consumer, plan } = entry;
     const joined = new Promise<void>((resolve, reject) => {
       consumer.on(consumer.events.GROUP_JOIN, () => {
+        this.metrics.assigned(plan.groupId);
         entry.status = 'up';
         entry.detail = undefined;
+        entry.replacements = 0;
         resolve();
       });
       consumer.on(consumer.events.CRASH, (event) => {
+        if (entry.consumer !== consumer) return;
         entry.status = 'crashed';
         entry.detail = describe(event.payload.error);
-        if (!event.payload.restart) {
-          this.logger.error('Consumer stopped for good', { consumer: plan.name, group: plan.groupId, error: entry.detail });
-          reject(event.payload.error);
-        }
+        if (event.payload.restart) return;
+        reject(event.payload.error);
+        if (this.state === 'started') this.replaceConsumer(entry, consumer);
+        else this.logger.error('Consumer stopped for good', { consumer: plan.name, group: plan.groupId, error: entry.detail });
+      });
+      consumer.on(consumer.events.END_BATCH_PROCESS, ({ payload }) => {
+        this.metrics.lag(payload.topic, plan.groupId, payload.partition, Number(payload.offsetLag));
       });
       consumer.on(consumer.events.DISCONNECT, () => {
-        entry.status = 'disconnected';
+        if (entry.consumer === consumer && entry.status !== 'crashed') entry.status = 'disconnected';
+        reject(new Error(`${plan.name} disconnected`));
       });
     });
     joined.catch(() => undefined);
     await consumer.connect();
     await consumer.subscribe({ topics: plan.topics, fromBeginning: true });
     await consumer.run({ partitionsConsumedConcurrently: plan.concurrency, eachMessage: plan.eachMessage });
-    await withTimeout(joined, START_TIMEOUT_MS, () => new Error(`${plan.name} did not join group ${plan.groupId} within ${START_TIMEOUT_MS} ms`));
+    await joined;
+  }
+
+  private replaceConsumer(entry: ConsumerEntry, failed: Consumer): void {
+    const delayMs = Math.min(CONSUMER_REPLACE_MAX_DELAY_MS, CONSUMER_REPLACE_DELAY_MS * 2 ** entry.replacements);
+    entry.replacements++;
+    this.logger.error('Consumer stopped by kafkajs; replacing it', { consumer: entry.name, group: entry.plan.groupId, error: entry.detail, inMs: delayMs });
+    const replacing = (async () => {
+      await failed.disconnect().catch(() => undefined);
+      // close() cuts the wait short.
+      await Promise.race([sleep(delayMs), this.closingSignal]);
+      if (this.state !== 'started' || entry.consumer !== failed) return;
+      const replacement = this.newConsumer(entry.plan);
+      entry.consumer = replacement;
+      entry.status = 'joining';
+      try {
+        await this.runConsumer(entry);
+      } catch (error) {
+        if (this.isStopping() || entry.consumer !== replacement) return;
+        // A crash while joining has scheduled the next replacement already (the CRASH listener);
+        // a failed connect or subscribe reports no crash, so it is retried from here.
+        if ((entry.status as ConsumerStatus) === 'crashed') return;
+        entry.status = 'crashed';
+        entry.detail = describe(error);
+        this.replaceConsumer(entry, replacement);
+      }
+    })().finally(() => this.replacing.delete(replacing));
+    // close() waits for it, then disconnects whatever consumer the entry ended up with.
+    this.replacing.add(replacing);
   }
 
   private async closeOnce(): Promise<void> {
@@ -514,6 +583,7 @@ export class KafkaBus implements MessageBus {
     await this.starting?.catch(() => undefined);
     if (this.state === 'stopped') return;
     this.state = 'stopping';
+    this.signalClosing();
     await this.shutdown();
     this.state = 'stopped';
   }
@@ -524,6 +594,9 @@ export class KafkaBus implements MessageBus {
       await Promise.allSettled(entries.map((entry) => entry.consumer.disconnect()));
     };
     // Handlers in flight may still await replies to their own requests: the reply consumer goes last.
+    await disconnect(this.consumers.filter((entry) => !entry.isReplyConsumer));
+    // A replacement that was connecting may have connected after that: disconnect it again.
+    while (this.replacing.size > 0) await Promise.allSettled([...this.replacing]);
     await disconnect(this.consumers.filter((entry) => !entry.isReplyConsumer));
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     await disconnect(this.consumers.filter((entry) => entry.isReplyConsumer));
@@ -574,12 +647,14 @@ export class KafkaBus implements MessageBus {
   private async onRequest(payload: EachMessagePayload, group: string, servedTopics: ReadonlyMap<string, ServedTopic>): Promise<void> {
     const { topic, partition, message, heartbeat } = payload;
     await this.admit(topic, partition, message.offset);
+    const started = performance.now();
     await this.track(async () => {
       const headers = headersFromKafka(message.headers);
       const replyTo = headers[Headers.replyTo];
       const correlationId = headers[Headers.correlationId];
       if (requestExpired(headers)) {
         this.logger.warn('Request skipped: its requester stopped waiting', { topic, type: headers[Headers.messageType], id: headers[Headers.messageId] });
+        this.metrics.handled(topic, group, (performance.now() - started) / 1000, 'skipped');
         return;
       }
       let reply: ReplyEnvelope;
@@ -598,6 +673,7 @@ export class KafkaBus implements MessageBus {
         this.logger.error('Unreadable request', { topic, partition, offset: message.offset, error: describe(error) });
         reply = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
       }
+      this.metrics.handled(topic, group, (performance.now() - started) / 1000, !admission.admitted ? 'refused' : reply.ok ? 'ok' : 'error');
       if (!replyTo || !correlationId) {
         this.logger.warn('Request without reply-to or correlation-id: answer dropped', { topic, type: headers[Headers.messageType] });
         return;
@@ -614,12 +690,15 @@ export class KafkaBus implements MessageBus {
     await this.admit(topic, partition, message.offset);
     const subscription = subscribedTopics.get(topic);
     if (!subscription) throw new Error(`Group ${group} got a message of ${topic}, which it does not subscribe to`);
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
     await this.track(async () => {
       let event: Omit<IncomingMessage, 'attempt'>;
       try {
         event = incomingFromKafka(topic, partition, message);
       } catch (error) {
         await this.deadLetter(topic, group, message, error, 1);
+        this.metrics.handled(topic, group, seconds(), 'dead-lettered');
         return;
       }
       const delivery = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () =>
@@ -628,6 +707,7 @@ export class KafkaBus implements MessageBus {
       if (delivery.outcome === 'interrupted') throw new DeliveryInterrupted(topic, partition, message.offset);
       if (delivery.outcome === 'failed') await this.deadLetter(topic, group, message, delivery.error, delivery.attempts);
       if (delivery.outcome === 'refused') await this.deadLetter(topic, group, message, delivery.error, 0);
+      this.metrics.handled(topic, group, seconds(), delivery.outcome === 'failed' ? 'dead-lettered' : delivery.outcome === 'refused' ? 'refused' : 'ok');
     });
   }
 
@@ -667,11 +747,21 @@ export class KafkaBus implements MessageBus {
   }
 
   private send(topic: string, messages: Message[]): Promise<unknown> {
+    const started = performance.now();
     // The idempotent producer retries without end while the broker is away: bound the wait.
     return withTimeout(
       this.sender.send(topic, messages),
       this.sendTimeoutMs,
       () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`),
+    ).then(
+      (result) => {
+        this.metrics.sent(topic, (performance.now() - started) / 1000, true);
+        return result;
+      },
+      (error: unknown) => {
+        this.metrics.sent(topic, (performance.now() - started) / 1000, false);
+        throw error;
+      },
     );
   }
 

@@ -112,12 +112,29 @@ export function busLogEntry(entry: Pick<LogEntry, 'namespace' | 'level' | 'log'>
 
 /** Whether a kafkajs error (or one it wraps) says the topic does not exist. */
 export function isUnknownTopicError(error: unknown): boolean {
+  return hasErrorType(error, (type) => type === 'UNKNOWN_TOPIC_OR_PARTITION');
+}
+
+/**
+ * Broker answers that leave a kafkajs idempotent producer unable to send again: it keeps its
+ * producer id and sequence numbers and fails every later batch the same way (kafkajs marks them
+ * non-retriable and never re-initialises). Seen after a broker restart loses the producer's state.
+ */
+const STUCK_PRODUCER_ERRORS: ReadonlySet<string> = new Set(['OUT_OF_ORDER_SEQUENCE_NUMBER', 'UNKNOWN_PRODUCER_ID', 'INVALID_PRODUCER_EPOCH', 'INVALID_PRODUCER_ID_MAPPING']);
+
+export function isStuckProducerError(error: unknown): boolean {
+  return hasErrorType(error, (type) => STUCK_PRODUCER_ERRORS.has(type));
+}
+
+/** Whether `error` or one of its causes is a kafkajs protocol error of a matching type. */
+function hasErrorType(error: unknown, matches: (type: string) => boolean): boolean {
   const seen = new Set<unknown>();
   let current: unknown = error;
   while (typeof current === 'object' && current !== null && !seen.has(current)) {
     seen.add(current);
-    if ((current as { type?: unknown }).type === 'UNKNOWN_TOPIC_OR_PARTITION') return true;
-    current = (current as { cause?: unknown }).cause;
+    const type = (current as { type?: unknown }).type;
+    if (typeof type === 'string' && matches(type)) return true;
+    current = (current as { cause?: unknown }).cause ?? (current as { originalError?: unknown }).originalError;
   }
   return false;
 }

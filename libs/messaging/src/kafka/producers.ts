@@ -2,7 +2,7 @@
  * Producer plumbing that kafkajs lacks, kept free of kafkajs types so it is unit-tested alone:
  * renewing a producer that a deleted topic has broken, and coalescing concurrent sends.
  */
-import { isUnknownTopicError } from './kafka-mapping';
+import { isStuckProducerError, isUnknownTopicError } from './kafka-mapping';
 
 /** What the adapter needs of a kafkajs producer. */
 export interface ProducerHandle<R> {
@@ -34,7 +34,8 @@ export function unknownTopicError(topic: string): Error {
 }
 
 /**
- * A producer that replaces itself when a send fails with "unknown topic".
+ * A producer that replaces itself when a send fails with "unknown topic", or with an error that
+ * leaves a kafkajs idempotent producer unable to send again (see isStuckProducerError).
  *
  * kafkajs puts every topic a producer has ever sent to into each later metadata request; once
  * one of them is deleted (a requester's reply topic, when it shuts down) every refresh fails,
@@ -77,7 +78,15 @@ export class RenewingProducer<R> {
     try {
       return await this.sendOn(slot, record);
     } catch (error) {
-      if (!isUnknownTopicError(error) || this.closed) throw error;
+      if (this.closed) throw error;
+      if (isStuckProducerError(error)) {
+        // Replaced for the sends to come, but this one fails: with several brokers part of the
+        // batch may have been written already, and a request (unlike an event) has no consumer
+        // that would absorb a second copy. The caller sees a failure (503, or an outbox retry).
+        await this.renew(slot, error);
+        throw error;
+      }
+      if (!isUnknownTopicError(error)) throw error;
       await this.renew(slot, error);
       try {
         return await this.sendOn(this.current(), record);

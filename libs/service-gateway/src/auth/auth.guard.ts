@@ -24,6 +24,14 @@ export function unauthorizedProblem(publicUrl: string, description: string, toke
   return new HttpProblemError(ErrorCode.Unauthorized, description, { 'WWW-Authenticate': `Bearer ${parts.join(', ')}` });
 }
 
+/** A 403 naming the scopes the operation needs, so that a client can ask for them (step-up). */
+export function insufficientScopeProblem(publicUrl: string, needed: readonly string[]): HttpProblemError {
+  const scope = needed.join(' ');
+  return new HttpProblemError(ErrorCode.InsufficientScope, `This operation needs the scope ${scope}`, {
+    'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope", scope=${quoted(scope)}, resource_metadata=${quoted(resourceMetadata(publicUrl))}`,
+  });
+}
+
 /**
  * Authenticates every request unless the route is @Public, then enforces the route's access rule.
  * Routes must declare a rule: an undeclared route fails closed.
@@ -67,9 +75,6 @@ export class AuthGuard implements CanActivate {
   }
 
   private insufficientScope(needed: readonly string[]): HttpProblemError {
-    const scope = needed.join(' ');
-    return new HttpProblemError(ErrorCode.InsufficientScope, `This operation needs the scope ${scope}`, {
-      'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope", scope=${quoted(scope)}, resource_metadata=${quoted(resourceMetadata(this.options.publicUrl))}`,
-    });
+    return insufficientScopeProblem(this.options.publicUrl, needed);
   }
 }

@@ -1,68 +1,88 @@
-import { Body, Controller, Delete, Get, HttpCode, Inject, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Delete, Get, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import { RouteConfig } from '@nestjs/platform-fastify';
 import type { FastifyReply } from 'fastify';
-import {
-  BrainDocumentView,
-  BrainQueryResult,
-  BrainQuerySchema,
-  IngestedDocumentView,
-  MAX_DOCUMENT_BODY_BYTES,
-  MessageTypes,
-  Page,
-  PageQuerySchema,
-  parseIngestDocument,
-  parseOrThrow,
-  Scopes,
-  Topics,
-} from '@mission/contracts';
-import type { MessageBus } from '@mission/messaging';
-import { TenantScopes } from '../auth/auth.decorators';
-import { BUS } from '../gateway.options';
-
-/** Indexing a 10 MiB document takes seconds, far beyond the bus's default request timeout. */
-export const INGEST_TIMEOUT_MS = 120_000;
+import { BrainDocumentView, BrainQueryResult, IngestedDocumentView, MAX_DOCUMENT_BODY_BYTES, Page, Scopes } from '@mission/contracts';
+import { Operation } from '../openapi/operation';
+import { BrainOperations } from '../operations/brain.operations';
 
 /** The caller's tenant's knowledge store, answered by brain-service. */
 @Controller('api/brain')
 export class BrainController {
-  constructor(@Inject(BUS) private readonly bus: MessageBus) {}
+  constructor(private readonly brain: BrainOperations) {}
 
   @Post('documents')
   @HttpCode(201)
   @RouteConfig({ bodyLimit: MAX_DOCUMENT_BODY_BYTES })
-  @TenantScopes(Scopes.brainWrite)
+  @Operation({
+    operationId: 'ingestDocument',
+    tag: 'Brain',
+    summary: 'Store and index a document',
+    description: 'Splits the text into passages and indexes them; searchable as soon as this answers. Content up to 10 MiB (UTF-8).',
+    access: { scopes: [Scopes.brainWrite] },
+    body: { schema: 'IngestDocument', required: true, example: { title: 'Dielectrics', content: 'The dielectric constant of liquids is measured with microwave techniques.', source: 'lab-notes' } },
+    success: { status: 201, description: 'Created', schema: 'IngestedDocument', location: true },
+  })
   async ingest(@Body() body: unknown, @Res({ passthrough: true }) reply: FastifyReply): Promise<IngestedDocumentView> {
-    const document = await this.bus.request<IngestedDocumentView>(Topics.brainRequests, MessageTypes.brainDocumentIngest, parseIngestDocument(body), {
-      timeoutMs: INGEST_TIMEOUT_MS,
-    });
+    const document = await this.brain.ingest(body);
     void reply.header('Location', `/api/brain/documents/${document.id}`);
     return document;
   }
 
   /** Newest first. */
   @Get('documents')
-  @TenantScopes(Scopes.brainRead)
+  @Operation({
+    operationId: 'listDocuments',
+    tag: 'Brain',
+    summary: "The tenant's documents, newest first",
+    access: { scopes: [Scopes.brainRead] },
+    query: 'page',
+    success: { status: 200, description: 'One page of documents (without their text)', schema: 'BrainDocumentPage' },
+  })
   list(@Query() query: Record<string, unknown>): Promise<Page<BrainDocumentView>> {
-    return this.bus.request<Page<BrainDocumentView>>(Topics.brainRequests, MessageTypes.brainDocumentList, parseOrThrow(PageQuerySchema, query, 'Query'));
+    return this.brain.listDocuments(query);
   }
 
   @Get('documents/:id')
-  @TenantScopes(Scopes.brainRead)
+  @Operation({
+    operationId: 'getDocument',
+    tag: 'Brain',
+    summary: 'One document (without its text)',
+    access: { scopes: [Scopes.brainRead] },
+    pathId: 'the document id',
+    success: { status: 200, description: 'The document', schema: 'BrainDocument' },
+    problems: [404],
+  })
   get(@Param('id') id: string): Promise<BrainDocumentView> {
-    return this.bus.request<BrainDocumentView>(Topics.brainRequests, MessageTypes.brainDocumentGet, { id });
+    return this.brain.getDocument(id);
   }
 
   @Delete('documents/:id')
   @HttpCode(204)
-  @TenantScopes(Scopes.brainWrite)
-  async delete(@Param('id') id: string): Promise<void> {
-    await this.bus.request(Topics.brainRequests, MessageTypes.brainDocumentDelete, { id });
+  @Operation({
+    operationId: 'deleteDocument',
+    tag: 'Brain',
+    summary: 'Delete a document with its passages and index entries',
+    access: { scopes: [Scopes.brainWrite] },
+    pathId: 'the document id',
+    success: { status: 204, description: 'Deleted' },
+    problems: [404],
+  })
+  delete(@Param('id') id: string): Promise<void> {
+    return this.brain.deleteDocument(id);
   }
 
   /** Passages best first. */
   @Get('query')
-  @TenantScopes(Scopes.brainRead)
+  @Operation({
+    operationId: 'queryBrain',
+    tag: 'Brain',
+    summary: 'The best passages for a query, best first (BM25)',
+    description: "Only the caller's tenant's documents are searched. Any text is a valid query; an empty one is 400.",
+    access: { scopes: [Scopes.brainRead] },
+    query: 'brainQuery',
+    success: { status: 200, description: 'Ranked passages', schema: 'BrainQueryResult' },
+  })
   query(@Query() query: Record<string, unknown>): Promise<BrainQueryResult> {
-    return this.bus.request<BrainQueryResult>(Topics.brainRequests, MessageTypes.brainQuery, parseOrThrow(BrainQuerySchema, query, 'Query'));
+    return this.brain.query(query);
   }
 }

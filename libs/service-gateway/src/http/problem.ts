@@ -24,6 +24,7 @@ export const PROBLEM_KINDS: Readonly<Record<ErrorCode, ProblemKind>> = {
   [ErrorCode.MalformedJson]: { status: 400, title: 'Malformed JSON', slug: 'malformed-json' },
   [ErrorCode.Unauthorized]: { status: 401, title: 'Unauthorized', slug: 'unauthorized' },
   [ErrorCode.InsufficientScope]: { status: 403, title: 'Insufficient scope', slug: 'insufficient-scope' },
+  [ErrorCode.Forbidden]: { status: 403, title: 'Forbidden', slug: 'forbidden' },
   [ErrorCode.NotFound]: { status: 404, title: 'Not found', slug: 'not-found' },
   [ErrorCode.Conflict]: { status: 409, title: 'Conflict', slug: 'conflict' },
   [ErrorCode.PayloadTooLarge]: { status: 413, title: 'Payload too large', slug: 'payload-too-large' },

@@ -1,67 +1,80 @@
-import { Body, Controller, Get, Headers, HttpCode, Inject, Param, Post, Query, Res } from '@nestjs/common';
+import { Body, Controller, Get, Headers, HttpCode, Param, Post, Query, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import {
-  DomainError,
-  ErrorCode,
-  IDEMPOTENCY_KEY_PATTERN,
-  MessageTypes,
-  ListMissionsQuerySchema,
-  MissionView,
-  Page,
-  parseOrThrow,
-  Scopes,
-  SubmitMissionSchema,
-  Topics,
-} from '@mission/contracts';
-import type { MessageBus } from '@mission/messaging';
-import { TenantScopes } from '../auth/auth.decorators';
-import { BUS } from '../gateway.options';
-
-function idempotencyKeyOf(header: string | undefined): string | undefined {
-  if (header === undefined) return undefined;
-  if (!IDEMPOTENCY_KEY_PATTERN.test(header)) {
-    throw new DomainError(ErrorCode.ValidationFailed, 'The Idempotency-Key header is invalid', [
-      { field: 'Idempotency-Key', message: 'must be 1 to 255 visible ASCII characters' },
-    ]);
-  }
-  return header;
-}
+import { MissionView, Page, Scopes } from '@mission/contracts';
+import { Operation } from '../openapi/operation';
+import { MissionOperations } from '../operations/missions.operations';
 
 @Controller('api/missions')
 export class MissionsController {
-  constructor(@Inject(BUS) private readonly bus: MessageBus) {}
+  constructor(private readonly missions: MissionOperations) {}
 
   @Post()
   @HttpCode(202)
-  @TenantScopes(Scopes.missionsWrite)
+  @Operation({
+    operationId: 'submitMission',
+    tag: 'Missions',
+    summary: 'Submit a mission',
+    description: 'Queues a mission and answers at once; it runs its steps in order (`brain.query`, `approval`). Poll it until its status is final.',
+    access: { scopes: [Scopes.missionsWrite] },
+    body: {
+      schema: 'SubmitMission',
+      required: true,
+      example: { title: 'Publish report', objective: 'Q3 numbers', steps: [{ type: 'brain.query', k: 3 }, { type: 'approval', title: 'OK to publish?' }] },
+    },
+    idempotencyKey: true,
+    success: { status: 202, description: 'Accepted: the mission, queued', schema: 'Mission', location: true },
+    problems: [409, 422],
+  })
   async submit(
     @Body() body: unknown,
     @Headers('idempotency-key') idempotencyKey: string | undefined,
     @Res({ passthrough: true }) reply: FastifyReply,
   ): Promise<MissionView> {
-    const mission = parseOrThrow(SubmitMissionSchema, body, 'Mission');
-    const key = idempotencyKeyOf(idempotencyKey);
-    const created = await this.bus.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission, ...(key ? { idempotencyKey: key } : {}) });
+    const created = await this.missions.submit(body, idempotencyKey);
     void reply.header('Location', `/api/missions/${created.id}`);
     return created;
   }
 
   @Get()
-  @TenantScopes(Scopes.missionsRead)
+  @Operation({
+    operationId: 'listMissions',
+    tag: 'Missions',
+    summary: "The tenant's missions, newest first",
+    access: { scopes: [Scopes.missionsRead] },
+    query: 'missions',
+    success: { status: 200, description: 'One page of missions', schema: 'MissionPage' },
+  })
   list(@Query() query: Record<string, unknown>): Promise<Page<MissionView>> {
-    return this.bus.request<Page<MissionView>>(Topics.missionRequests, MessageTypes.missionList, parseOrThrow(ListMissionsQuerySchema, query, 'Query'));
+    return this.missions.list(query);
   }
 
   @Get(':id')
-  @TenantScopes(Scopes.missionsRead)
+  @Operation({
+    operationId: 'getMission',
+    tag: 'Missions',
+    summary: 'One mission with its steps and result',
+    access: { scopes: [Scopes.missionsRead] },
+    pathId: 'the mission id',
+    success: { status: 200, description: 'The mission', schema: 'Mission' },
+    problems: [404],
+  })
   get(@Param('id') id: string): Promise<MissionView> {
-    return this.bus.request<MissionView>(Topics.missionRequests, MessageTypes.missionGet, { id });
+    return this.missions.get(id);
   }
 
   @Post(':id/cancel')
   @HttpCode(200)
-  @TenantScopes(Scopes.missionsWrite)
+  @Operation({
+    operationId: 'cancelMission',
+    tag: 'Missions',
+    summary: 'Cancel a mission that is not final',
+    description: 'A HIT item the mission waits for is closed and leaves the pending list.',
+    access: { scopes: [Scopes.missionsWrite] },
+    pathId: 'the mission id',
+    success: { status: 200, description: 'The mission, cancelled', schema: 'Mission' },
+    problems: [404, 409],
+  })
   cancel(@Param('id') id: string): Promise<MissionView> {
-    return this.bus.request<MissionView>(Topics.missionRequests, MessageTypes.missionCancel, { id });
+    return this.missions.cancel(id);
   }
 }

@@ -1,6 +1,6 @@
 import { Controller, Get, Header, Inject } from '@nestjs/common';
 import { TENANT_SCOPES } from '@mission/contracts';
-import { Public } from '../auth/auth.decorators';
+import { Operation } from '../openapi/operation';
 import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
 
 /** RFC 9728 metadata: how clients (MCP clients included) find the authorization server. */
@@ -9,8 +9,14 @@ export class ProtectedResourceController {
   constructor(@Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions) {}
 
   @Get('oauth-protected-resource')
-  @Public()
   @Header('Cache-Control', 'public, max-age=300')
+  @Operation({
+    operationId: 'protectedResourceMetadata',
+    tag: 'Discovery and operations',
+    summary: 'OAuth protected-resource metadata (RFC 9728): where to get a token',
+    access: 'public',
+    success: { status: 200, description: 'The metadata', schema: 'resource-metadata' },
+  })
   metadata(): Record<string, unknown> {
     return {
       resource: this.options.publicUrl,

@@ -1,0 +1,130 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { BusMetrics } from '@mission/messaging';
+
+/** A process's Prometheus registry: Node.js process metrics, every series labelled with the service. */
+export function createMetricsRegistry(service: string): Registry {
+  const registry = new Registry();
+  registry.setDefaultLabels({ service });
+  collectDefaultMetrics({ register: registry });
+  return registry;
+}
+
+/** Seconds: from sub-millisecond in-process hops to Kafka sends waiting out a broker failover. */
+const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+/** The bus's metrics on `registry`: send and handling latency by topic and outcome, dead letters, consumer lag. */
+export function busMetrics(registry: Registry): BusMetrics {
+  const sent = new Histogram({
+    name: 'bus_send_duration_seconds',
+    help: 'Time until the broker acknowledged (or refused) a send, by topic and result.',
+    labelNames: ['topic', 'result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const handled = new Histogram({
+    name: 'bus_handle_duration_seconds',
+    help: 'Time to handle a delivered message (retries included), by topic, consumer group and outcome.',
+    labelNames: ['topic', 'group', 'outcome'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  const deadLetters = new Counter({
+    name: 'bus_dead_letters_total',
+    help: 'Messages parked in a dead-letter topic (kept failing, or refused for a missing tenant), by topic and group.',
+    labelNames: ['topic', 'group'],
+    registers: [registry],
+  });
+  const lag = new Gauge({
+    name: 'bus_consumer_lag',
+    help: 'Records of a partition its consumer group has not consumed yet, as of the last batch.',
+    labelNames: ['topic', 'group', 'partition'],
+    registers: [registry],
+  });
+  /** The lag series each group has set, removed when the group is reassigned. */
+  const lagged = new Map<string, Array<{ topic: string; group: string; partition: string }>>();
+  return {
+    sent: (topic, seconds, ok) => sent.observe({ topic, result: ok ? 'ok' : 'error' }, seconds),
+    handled: (topic, group, seconds, outcome) => {
+      handled.observe({ topic, group, outcome }, seconds);
+      if (outcome === 'dead-lettered' || outcome === 'refused') deadLetters.inc({ topic, group });
+    },
+    lag: (topic, group, partition, records) => {
+      const labels = { topic, group, partition: String(partition) };
+      lag.set(labels, records);
+      lagged.set(group, [...(lagged.get(group) ?? []).filter((known) => known.topic !== topic || known.partition !== labels.partition), labels]);
+    },
+    assigned: (group) => {
+      for (const labels of lagged.get(group) ?? []) lag.remove(labels);
+      lagged.delete(group);
+    },
+  };
+}
+
+/** What a database gauge needs of a TypeORM DataSource on node-postgres. */
+interface PooledDataSource {
+  readonly isInitialized: boolean;
+  readonly driver: unknown;
+  query(sql: string): Promise<Array<Record<string, unknown>>>;
+}
+
+const OUTBOX_QUERY_TIMEOUT_MS = 1_000;
+
+interface DatabaseSource {
+  readonly dataSource: PooledDataSource;
+  readonly outbox: boolean;
+}
+
+/** The databases each registry reports: one gauge per metric, several schemas in one process (npm start). */
+const databases = new WeakMap<Registry, Map<string, DatabaseSource>>();
+
+/**
+ * Connection-pool usage of a service's database and the rows its outbox has not published yet,
+ * read when Prometheus scrapes, labelled by schema.
+ */
+export function databaseMetrics(registry: Registry, schema: string, dataSource: PooledDataSource, options: { outbox?: boolean } = {}): void {
+  const known = databases.get(registry);
+  if (known) {
+    known.set(schema, { dataSource, outbox: options.outbox ?? false });
+    return;
+  }
+  const sources = new Map<string, DatabaseSource>([[schema, { dataSource, outbox: options.outbox ?? false }]]);
+  databases.set(registry, sources);
+  const poolOf = (source: DatabaseSource) => (source.dataSource.driver as { master?: { totalCount: number; idleCount: number; waitingCount: number } }).master;
+  new Gauge({
+    name: 'db_pool_connections',
+    help: 'Connections of the database pool, by state (in use, idle, and requests waiting for one).',
+    labelNames: ['schema', 'state'],
+    registers: [registry],
+    collect() {
+      for (const [name, source] of sources) {
+        const pool = poolOf(source);
+        if (!pool) continue;
+        this.set({ schema: name, state: 'used' }, pool.totalCount - pool.idleCount);
+        this.set({ schema: name, state: 'idle' }, pool.idleCount);
+        this.set({ schema: name, state: 'waiting' }, pool.waitingCount);
+      }
+    },
+  });
+  new Gauge({
+    name: 'outbox_backlog',
+    help: 'Outbox rows committed but not yet published to the bus.',
+    labelNames: ['schema'],
+    registers: [registry],
+    async collect() {
+      for (const [name, source] of sources) {
+        if (!source.outbox || !source.dataSource.isInitialized) continue;
+        // A database that is down or slow must not take the rest of /metrics with it: the
+        // series is left out of this scrape instead.
+        this.remove({ schema: name });
+        try {
+          const query = source.dataSource.query(`SELECT count(*)::int AS n FROM "${name}".outbox WHERE published_at IS NULL`);
+          const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), OUTBOX_QUERY_TIMEOUT_MS).unref());
+          const [row] = await Promise.race([query, timeout]);
+          this.set({ schema: name }, Number(row?.n ?? 0));
+        } catch {
+          // unknown this time: no sample
+        }
+      }
+    },
+  });
+}

@@ -1,0 +1,56 @@
+import { z } from 'zod';
+import { IngestDocumentSchema, Scopes, TENANT_SCOPES } from '@mission/contracts';
+import { advertisedSchema, MCP_TOOLS } from './mcp-tools';
+import { scopesNeeded } from './mcp.controller';
+
+describe('MCP tools', () => {
+  it('names the eight tools API.md fixes, each with a tenant scope and a description for an agent', () => {
+    expect(MCP_TOOLS.map((tool) => tool.name)).toEqual([
+      'submit_mission',
+      'get_mission',
+      'list_missions',
+      'query_brain',
+      'ingest_document',
+      'list_pending_hits',
+      'approve_hit',
+      'reject_hit',
+    ]);
+    for (const tool of MCP_TOOLS) {
+      expect(TENANT_SCOPES).toContain(tool.scope);
+      expect(tool.description.length).toBeGreaterThan(80);
+    }
+  });
+
+  it('advertises the JSON Schema generated from the REST contract and leaves validation to the operation', async () => {
+    const advertised = advertisedSchema(IngestDocumentSchema)['~standard'];
+    const { $schema: _ignored, ...contract } = z.toJSONSchema(IngestDocumentSchema, { io: 'input' }) as Record<string, unknown>;
+    expect(advertised.jsonSchema.input({ target: 'draft-2020-12' })).toMatchObject(contract);
+    expect(contract).toMatchObject({ required: ['title', 'content'], additionalProperties: false });
+    // Invalid input passes through untouched, to fail in the operation with REST's problem details.
+    expect(await advertised.validate({ title: 7 })).toEqual({ value: { title: 7 } });
+  });
+});
+
+describe('scopesNeeded', () => {
+  it('asks for the scope of the tool being called', () => {
+    expect(scopesNeeded({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'approve_hit', arguments: {} } })).toEqual([Scopes.hitsApprove]);
+    expect(scopesNeeded({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'submit_mission' } })).toEqual([Scopes.missionsWrite]);
+  });
+
+  it('asks for nothing to list tools, for unknown tools (the SDK answers those) or for malformed messages', () => {
+    expect(scopesNeeded({ jsonrpc: '2.0', id: 1, method: 'tools/list' })).toEqual([]);
+    expect(scopesNeeded({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'drop_tables' } })).toEqual([]);
+    expect(scopesNeeded(null)).toEqual([]);
+    expect(scopesNeeded('tools/call')).toEqual([]);
+    expect(scopesNeeded({ method: 'tools/call', params: { name: 42 } })).toEqual([]);
+  });
+
+  it('collects the scopes of every message of a batch', () => {
+    const batch = [
+      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'query_brain' } },
+      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'reject_hit' } },
+      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'approve_hit' } },
+    ];
+    expect(scopesNeeded(batch).sort()).toEqual([Scopes.brainRead, Scopes.hitsApprove].sort());
+  });
+});

@@ -1,0 +1,121 @@
+import { Controller, Delete, Get, Inject, Post, Req, Res } from '@nestjs/common';
+import { RouteConfig } from '@nestjs/platform-fastify';
+import { ApiExcludeEndpoint } from '@nestjs/swagger';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { Readable } from 'node:stream';
+import { DomainError, ErrorCode, MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
+import { Caller, TenantScopes } from '../auth/auth.decorators';
+import { insufficientScopeProblem } from '../auth/auth.guard';
+import type { Authenticated } from '../auth/authenticated';
+import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import { Operation } from '../openapi/operation';
+import { MCP_TOOL_SCOPES } from './mcp-tools';
+import { MCP_PATH, McpEndpoint } from './mcp.endpoint';
+
+/** The scopes the JSON-RPC message(s) of a request need: a `tools/call` needs its tool's. */
+export function scopesNeeded(body: unknown): string[] {
+  const messages = Array.isArray(body) ? body : [body];
+  const needed = new Set<string>();
+  for (const message of messages) {
+    if (typeof message !== 'object' || message === null) continue;
+    const { method, params } = message as { method?: unknown; params?: { name?: unknown } };
+    if (method !== 'tools/call' || typeof params?.name !== 'string') continue;
+    const scope = MCP_TOOL_SCOPES.get(params.name);
+    if (scope) needed.add(scope);
+  }
+  return [...needed];
+}
+
+/**
+ * `/mcp`, Streamable HTTP. The gateway's guards have authenticated the caller (401 with the
+ * resource metadata otherwise), charged the tenant's rate limit and set the tenant context; here
+ * the browser Origin is checked and a tool the token lacks the scope for is refused with 403
+ * `insufficient_scope` before the SDK sees the request.
+ */
+@Controller('mcp')
+export class McpController {
+  private readonly allowedOrigins: ReadonlySet<string>;
+
+  constructor(
+    private readonly endpoint: McpEndpoint,
+    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
+  ) {
+    this.allowedOrigins = new Set([new URL(options.publicUrl).origin, ...(options.mcpAllowedOrigins ?? [])]);
+  }
+
+  @Post()
+  // Documents ingested through `ingest_document` may be as large as through REST.
+  @RouteConfig({ bodyLimit: MAX_DOCUMENT_BODY_BYTES })
+  @Operation({
+    operationId: 'mcp',
+    tag: 'MCP',
+    summary: 'Model Context Protocol, Streamable HTTP (stateless; revisions 2026-07-28 and 2025-11-25)',
+    description:
+      'JSON-RPC messages of an MCP client. Tools: submit_mission, get_mission, list_missions, query_brain, ingest_document, list_pending_hits, approve_hit, reject_hit; ' +
+      'each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.',
+    access: { scopes: [] },
+    body: { schema: 'json-rpc', required: true, example: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
+    success: { status: 200, description: 'The JSON-RPC response (202 for a notification)', schema: 'json-rpc' },
+  })
+  post(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
+    const missing = scopesNeeded(request.body).filter((scope) => !caller.scopes.has(scope));
+    if (missing.length > 0) throw insufficientScopeProblem(this.options.publicUrl, missing);
+    return this.forward(request, reply, caller);
+  }
+
+  /** Stateless: no stream to resume and no session to end; the SDK answers 405. */
+  @Get()
+  @TenantScopes()
+  @ApiExcludeEndpoint()
+  get(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
+    return this.forward(request, reply, caller);
+  }
+
+  /** Stateless: no session to end; the SDK answers 405. */
+  @Delete()
+  @TenantScopes()
+  @ApiExcludeEndpoint()
+  delete(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
+    return this.forward(request, reply, caller);
+  }
+
+  private async forward(request: FastifyRequest, reply: FastifyReply, caller: Authenticated): Promise<void> {
+    // DNS rebinding: a browser page may only reach /mcp from an allowed origin (clients that are
+    // not browsers send no Origin).
+    const origin = request.headers.origin;
+    if (origin !== undefined && !this.allowedOrigins.has(origin)) {
+      throw new DomainError(ErrorCode.Forbidden, `Requests from the origin ${origin} are not allowed`);
+    }
+    const webRequest = toWebRequest(request, this.options.publicUrl);
+    const response = await this.endpoint.serve(webRequest, request.method === 'POST' ? request.body : undefined, {
+      subject: caller.subject,
+      clientId: caller.clientId,
+      scopes: caller.scopes,
+      token: bearerToken(request),
+      requestId: String(request.id),
+    });
+    const headers: Record<string, string> = {};
+    response.headers.forEach((value, name) => {
+      headers[name] = value;
+    });
+    void reply.status(response.status).headers(headers);
+    if (response.body) await reply.send(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream));
+    else await reply.send();
+  }
+}
+
+function bearerToken(request: FastifyRequest): string {
+  return (request.headers.authorization ?? '').replace(/^Bearer[ ]+/i, '');
+}
+
+/** The web-standard request the SDK serves; the body already parsed by the gateway travels beside it. */
+function toWebRequest(request: FastifyRequest, publicUrl: string): Request {
+  const headers = new Headers();
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || name === 'content-length') continue;
+    for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
+  }
+  const url = new URL(MCP_PATH, publicUrl);
+  const hasBody = request.method === 'POST' && request.body !== undefined;
+  return new Request(url, { method: request.method, headers, ...(hasBody ? { body: JSON.stringify(request.body) } : {}) });
+}

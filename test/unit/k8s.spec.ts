@@ -1,0 +1,150 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import * as models from 'kubernetes-models';
+import { Topic, TOPIC_PARTITIONS } from '@mission/contracts';
+import { K8sObject, renderKustomization, strategicMerge } from '../support/kustomize';
+
+const root = path.join(__dirname, '..', '..');
+const APPS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service'] as const;
+const OVERLAYS = ['dev', 'prod'] as const;
+const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
+
+/** `kubectl kustomize` where kubectl exists (this repository's CI machine has it), else the fallback renderer. */
+function render(overlay: string): K8sObject[] {
+  const directory = path.join(root, 'k8s', 'overlays', overlay);
+  if (!kubectl) return renderKustomization(directory);
+  const output = execFileSync('kubectl', ['kustomize', directory], { encoding: 'utf8' });
+  return parseAllDocuments(output).map((document) => document.toJS() as K8sObject);
+}
+
+const byKey = (objects: readonly K8sObject[]) => new Map(objects.map((object) => [`${object.kind}/${object.metadata.name}`, object]));
+
+type PodSpec = {
+  terminationGracePeriodSeconds: number;
+  securityContext: { runAsNonRoot: boolean };
+  containers: Array<{
+    name: string;
+    image: string;
+    resources: { requests: Record<string, string>; limits: Record<string, string> };
+    startupProbe: unknown;
+    livenessProbe: { httpGet: { path: string } };
+    readinessProbe: { httpGet: { path: string } };
+    securityContext: { readOnlyRootFilesystem: boolean; allowPrivilegeEscalation: boolean; capabilities: { drop: string[] } };
+  }>;
+};
+
+/** The model class of an object (kubernetes-models), to validate it against the Kubernetes schemas. */
+function modelOf(object: K8sObject): { validate(): void } {
+  const [group, version] = object.apiVersion.includes('/') ? object.apiVersion.split('/') : ['', object.apiVersion];
+  const groupKey = group === '' ? 'v1' : group.replace(/\.([a-z])/g, (_m, c: string) => c.toUpperCase()).replace(/^([a-z]+)K8sIo$/, '$1K8sIo');
+  const namespace = (group === '' ? models.v1 : (models as Record<string, any>)[groupKey]?.[version as string]) as Record<string, new (data: unknown) => { validate(): void }> | undefined;
+  const Model = namespace?.[object.kind];
+  if (!Model) throw new Error(`No model for ${object.apiVersion} ${object.kind}`);
+  return new Model(object);
+}
+
+describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
+  const objects = render(overlay);
+  const index = byKey(objects);
+  const deployment = (app: string) => index.get(`Deployment/${app}`) as K8sObject & { spec: { replicas: number; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
+
+  it('renders objects that all validate against the Kubernetes schemas, in one namespace', () => {
+    expect(objects.length).toBeGreaterThan(30);
+    for (const object of objects) {
+      expect(() => modelOf(object).validate()).not.toThrow();
+      expect(object.metadata.namespace).toBe(`mission-${overlay}`);
+    }
+  });
+
+  it('gives every app a Deployment with probes, requests and limits, non-root and a read-only root filesystem, a Service and a PDB', () => {
+    for (const app of APPS) {
+      const spec = deployment(app).spec.template.spec;
+      expect(spec.securityContext.runAsNonRoot).toBe(true);
+      expect(spec.terminationGracePeriodSeconds).toBeGreaterThanOrEqual(40);
+      const [container] = spec.containers;
+      expect(container.startupProbe).toBeDefined();
+      expect([container.livenessProbe.httpGet.path, container.readinessProbe.httpGet.path]).toEqual(['/health/live', '/health/ready']);
+      expect(Object.keys(container.resources.requests).sort()).toEqual(['cpu', 'memory']);
+      expect(Object.keys(container.resources.limits).sort()).toEqual(['cpu', 'memory']);
+      expect(container.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+      expect(index.has(`Service/${app}`)).toBe(true);
+      expect(index.get(`PodDisruptionBudget/${app}`)).toBeDefined();
+    }
+  });
+
+  it('autoscales every app but the idp, never a consumer past the partitions of the topics it reads', () => {
+    for (const app of APPS.filter((name) => name !== 'idp')) {
+      const hpa = index.get(`HorizontalPodAutoscaler/${app}`) as K8sObject & { spec: { minReplicas: number; maxReplicas: number; scaleTargetRef: { name: string } } };
+      expect(hpa.spec.scaleTargetRef.name).toBe(app);
+      expect(hpa.spec.maxReplicas).toBeGreaterThanOrEqual(hpa.spec.minReplicas);
+      const consumes = String((deployment(app).metadata as { annotations?: Record<string, string> }).annotations?.['mission-service/consumes'] ?? '')
+        .split(',')
+        .filter(Boolean) as Topic[];
+      for (const topic of consumes) expect({ app, topic, max: hpa.spec.maxReplicas <= TOPIC_PARTITIONS[topic] }).toEqual({ app, topic, max: true });
+      if (app !== 'gateway') expect(consumes.length).toBeGreaterThan(0);
+    }
+    expect(index.has('HorizontalPodAutoscaler/idp')).toBe(false);
+  });
+
+  it('runs each schema’s migrations in a Job of its own with --migrate-only', () => {
+    for (const app of ['idp', 'mission-service', 'brain-service', 'hit-service']) {
+      const job = index.get(`Job/${app}-migrate`) as K8sObject & { spec: { template: { spec: { containers: Array<{ command: string[] }> } } } };
+      expect(job.spec.template.spec.containers[0].command).toEqual(['node', '-r', './tools/register.cjs', `apps/${app}/src/main.ts`, '--migrate-only']);
+    }
+  });
+
+  it('commits no secret values: only references to Secrets', () => {
+    expect(objects.filter((object) => object.kind === 'Secret')).toEqual([]);
+    const text = JSON.stringify(objects);
+    expect(text).not.toMatch(/postgres:\/\/[^"]*:[^"@]+@/);
+  });
+
+  it('lets only the gateway and the idp receive outside traffic, and each app reach only what it needs', () => {
+    const policies = objects.filter((object) => object.kind === 'NetworkPolicy') as Array<
+      K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }>; egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: Array<{ port: number }> }> } }
+    >;
+    expect(policies.find((policy) => policy.metadata.name === 'default-deny')?.spec.podSelector).toEqual({});
+    const labelsOf = (app: string) => deployment(app).spec.template.metadata.labels;
+    const applies = (policy: (typeof policies)[number], app: string) => Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labelsOf(app)[key] === value);
+
+    const openIngress = policies.filter((policy) => (policy.spec.ingress ?? []).some((rule) => rule.from === undefined));
+    expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway', 'idp']);
+
+    const reaches = (app: string) =>
+      policies
+        .filter((policy) => applies(policy, app) && policy.metadata.name !== 'default-deny')
+        .flatMap((policy) => (policy.spec.egress ?? []).flatMap((rule) => rule.to.map((to) => `${to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns'}:${rule.ports.map((p) => p.port).join('/')}`)))
+        .sort();
+    expect(reaches('gateway')).toEqual(['dns:53/53', 'idp:3001', 'kafka:9092', 'redis:6379']);
+    for (const app of ['idp', 'mission-service', 'brain-service', 'hit-service']) expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'postgres:5432'] });
+  });
+});
+
+describe('the overlays', () => {
+  it('differ where they should: image, replicas and settings', () => {
+    const [dev, prod] = OVERLAYS.map((overlay) => byKey(render(overlay)));
+    const image = (objects: Map<string, K8sObject>) => (objects.get('Deployment/gateway')?.spec as { template: { spec: PodSpec } }).template.spec.containers[0].image;
+    expect(image(dev)).toBe('mission-service:dev');
+    expect(image(prod)).toBe('registry.example.com/mission-service:0.1.0');
+    expect((prod.get('Deployment/gateway')?.spec as { replicas: number }).replicas).toBe(3);
+    expect((dev.get('ConfigMap/mission-platform') as unknown as { data: Record<string, string> }).data.LOG_LEVEL).toBe('debug');
+  });
+});
+
+describe('the fallback renderer', () => {
+  it('merges containers by name and replaces other lists', () => {
+    expect(strategicMerge({ containers: [{ name: 'a', image: 'x', args: [1] }, { name: 'b' }] }, { containers: [{ name: 'a', args: [2] }] })).toEqual({
+      containers: [{ name: 'a', image: 'x', args: [2] }, { name: 'b' }],
+    });
+  });
+
+  (kubectl ? it : it.skip)('renders every overlay as kubectl kustomize does', () => {
+    for (const overlay of OVERLAYS) {
+      const ours = byKey(renderKustomization(path.join(root, 'k8s', 'overlays', overlay)));
+      const theirs = byKey(render(overlay));
+      expect([...ours.keys()].sort()).toEqual([...theirs.keys()].sort());
+      for (const [key, object] of theirs) expect({ key, object: ours.get(key) }).toEqual({ key, object });
+    }
+  });
+});
