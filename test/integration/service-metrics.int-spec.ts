@@ -14,7 +14,7 @@ describe('Service metrics in the distributed deployment', () => {
     if (stack) expect(await stack.stop()).toEqual([]);
   }, 120_000);
 
-  it('reports bus handling, consumer lag, the database pool and the outbox backlog of mission-service, without tenant ids', async () => {
+  it('reports bus handling, consumer lag, the database pool and the outbox backlog of the services and the idp, without tenant ids', async () => {
     const admin = await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret);
     const tenant = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: admin.access_token, body: { name: 'Metrics', tier: 'business' } });
     const token = (await clientCredentialsToken(stack.issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
@@ -37,5 +37,16 @@ describe('Service metrics in the distributed deployment', () => {
     const brain = await (await fetch(`${stack.baseUrl('brain-service')}/metrics`)).text();
     expect(sample(brain, 'bus_handle_duration_seconds_count', { service: 'brain-service', topic: 'brain.requests.v1', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(brain, 'db_pool_connections', { schema: 'brain', state: 'idle' })).toBeGreaterThanOrEqual(0);
+
+    // The identity provider: token requests by route, its bus (tenant provisioning) and its database pool.
+    const idpResponse = await fetch(`${stack.issuer}/metrics`);
+    expect(idpResponse.status).toBe(200);
+    const idp = await idpResponse.text();
+    expect(sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'POST', route: '/token', status_code: '200' })).toBeGreaterThanOrEqual(2);
+    expect(sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'GET', route: '/.well-known/openid-configuration', status_code: '200' })).toBeGreaterThanOrEqual(2);
+    expect(sample(idp, 'bus_handle_duration_seconds_count', { service: 'idp', topic: 'identity.requests.v1', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(sample(idp, 'db_pool_connections', { schema: 'identity', state: 'idle' })).toBeGreaterThanOrEqual(0);
+    expect(idp).not.toContain(tenant.body.id);
+    expect(idp).not.toContain(tenant.body.client.clientId);
   }, 120_000);
 });

@@ -100,6 +100,19 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     expect(text).not.toMatch(/postgres:\/\/[^"]*:[^"@]+@/);
   });
 
+  it('has Prometheus scrape every app on /metrics, on a port its container serves and the scrape policy admits', () => {
+    const scrape = objects.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'prometheus-scrape') as K8sObject & { spec: { ingress: Array<{ ports: Array<{ port: number }> }> } };
+    const admitted = new Set(scrape.spec.ingress.flatMap((rule) => rule.ports.map((port) => port.port)));
+    for (const app of APPS) {
+      const template = (deployment(app).spec.template as { metadata: { annotations?: Record<string, string> } }).metadata;
+      const annotations = template.annotations ?? {};
+      expect({ app, scrape: annotations['prometheus.io/scrape'], path: annotations['prometheus.io/path'] }).toEqual({ app, scrape: 'true', path: '/metrics' });
+      const port = Number(annotations['prometheus.io/port']);
+      const served = (deployment(app).spec.template.spec.containers[0] as { ports?: Array<{ containerPort: number }> }).ports?.map((p) => p.containerPort) ?? [];
+      expect({ app, served: served.includes(port), admitted: admitted.has(port) }).toEqual({ app, served: true, admitted: true });
+    }
+  });
+
   it('lets only the gateway and the idp receive outside traffic, and each app reach only what it needs', () => {
     const policies = objects.filter((object) => object.kind === 'NetworkPolicy') as Array<
       K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }>; egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: Array<{ port: number }> }> } }

@@ -1,18 +1,20 @@
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { contextLogger, createLogger, MIGRATE_ONLY_FLAG, onShutdownSignal, platformTopics, runMigrationsOnly } from '@mission/runtime';
+import { busMetrics, contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformTopics, runMigrationsOnly } from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
 async function main(): Promise<void> {
   const config = loadConfig(IdpConfigSchema);
   const logger = createLogger('idp', config.LOG_LEVEL);
+  const metrics = createMetricsRegistry('idp');
   const bus = new KafkaBus({
     brokers: config.KAFKA_BROKERS,
     clientId: 'idp',
     topics: platformTopics(),
     logger: contextLogger(logger.child({ component: 'bus' })),
+    metrics: busMetrics(metrics),
   });
   const idp = await startIdp({
     issuer: config.IDP_ISSUER,
@@ -26,6 +28,7 @@ async function main(): Promise<void> {
     keyEncryptionKey: config.IDP_KEY_ENCRYPTION_KEY,
     keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
     logger: contextLogger(logger),
+    metrics,
     testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
   });
   try {

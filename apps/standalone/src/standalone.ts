@@ -71,6 +71,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       keyEncryptionKey: (await resolveKeyEncryptionKey(config.IDP_KEY_ENCRYPTION_KEY, dataDir)).key,
       keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
       logger: contextLogger(logger.child({ component: 'idp' })),
+      metrics,
       testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     });
     stops.push(() => idp.stop());

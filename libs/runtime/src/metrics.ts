@@ -9,6 +9,25 @@ export function createMetricsRegistry(service: string): Registry {
   return registry;
 }
 
+const HTTP_SERVER_DURATION = 'http_server_request_duration_seconds';
+
+/**
+ * The HTTP server histogram, by method, route template and status code. One per registry: in the
+ * all-in-one process the gateway and the identity provider share it (their routes do not overlap).
+ * `route` must be a template or a fixed name, never a raw URL (ids would make series unbounded).
+ */
+export function httpServerMetrics(registry: Registry): Histogram<'method' | 'route' | 'status_code'> {
+  const existing = registry.getSingleMetric(HTTP_SERVER_DURATION);
+  if (existing) return existing as Histogram<'method' | 'route' | 'status_code'>;
+  return new Histogram({
+    name: HTTP_SERVER_DURATION,
+    help: 'HTTP requests served, by method, route template and status code.',
+    labelNames: ['method', 'route', 'status_code'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [registry],
+  });
+}
+
 /** Seconds: from sub-millisecond in-process hops to Kafka sends waiting out a broker failover. */
 const LATENCY_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 

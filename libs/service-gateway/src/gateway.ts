@@ -7,7 +7,8 @@ import type { Logger } from '@mission/runtime';
 import { GatewayModule } from './gateway.module';
 import { GatewayOptions } from './gateway.options';
 import { METRICS } from './metrics/metrics.registry';
-import { Histogram, Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { httpServerMetrics } from '@mission/runtime';
 import { API_VERSION, createOpenApiDocument, serveOpenApi } from './openapi/document';
 import { DomainError, ErrorCode } from '@mission/contracts';
 
@@ -54,13 +55,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
   });
-  const requests = new Histogram({
-    name: 'http_server_request_duration_seconds',
-    help: 'HTTP requests served by the gateway, by method, route template and status code.',
-    labelNames: ['method', 'route', 'status_code'],
-    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [app.get<Registry>(METRICS)],
-  });
+  const requests = httpServerMetrics(app.get<Registry>(METRICS));
   fastify.addHook('onResponse', async (request, reply) => {
     // The route template, never the raw URL: ids and query strings would make series unbounded.
     const route = request.routeOptions.url ?? 'unmatched';

@@ -1,13 +1,15 @@
 import path from 'node:path';
 import { DataSource } from 'typeorm';
+import type { Registry } from 'prom-client';
 import { DomainError, ErrorCode, MessageTypes, SigningKeyRotationView, Topics } from '@mission/contracts';
 import { KeyEncryptionKey } from '@mission/crypto';
 import { MessageBus } from '@mission/messaging';
 import { pingDatabase } from '@mission/persistence';
+import { databaseMetrics } from '@mission/runtime';
 import { hashClientSecret } from './clients/client-credentials';
 import { ClientsRepository } from './clients/clients.repository';
 import { closeServer, createIdpServer, listen } from './http/idp-server';
-import { openIdentityDatabase } from './identity-database';
+import { IDENTITY_SCHEMA, openIdentityDatabase } from './identity-database';
 import { sweepExpired } from './oidc/postgres-adapter';
 import { loadCookieKeys, readLegacySigningKeys, removeLegacySigningKeys } from './keys/idp-keys';
 import { DEFAULT_ROTATION_POLICY } from './keys/key-rotation';
@@ -58,6 +60,8 @@ export interface IdpOptions {
   /** The bootstrap operator client (scope platform:admin). Held in memory only, as a hash. */
   readonly adminClient: { readonly clientId: string; readonly clientSecret: string };
   readonly logger?: IdpLogger;
+  /** Where the idp's metrics go (HTTP requests by route, database pool); served at `/metrics`. */
+  readonly metrics?: Registry;
   /** Tests only (parseTestPublishedKeys): extra public keys in the JWKS. */
   readonly testPublishedKeys?: readonly PublishedPublicKey[];
 }
@@ -192,10 +196,12 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       const database = !draining && (await pingDatabase(dataSource));
       return { up: !draining && database, details: { database: database ? 'up' : 'down', bus: options.bus.health(), draining } };
     };
+    if (options.metrics) databaseMetrics(options.metrics, IDENTITY_SCHEMA, dataSource);
     const server = createIdpServer({
       handle: (req, res) => handleOAuth(req, res),
       ready,
       onError: (error) => logger.error('HTTP request failed', { error: String(error) }),
+      metrics: options.metrics,
     });
     const address = await listen(server, options.port, options.host);
     const url = urlOf(options.host, address.port);

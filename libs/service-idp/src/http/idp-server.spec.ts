@@ -1,5 +1,6 @@
 import type { Server } from 'node:http';
-import { closeServer, createIdpServer, listen, Readiness } from './idp-server';
+import { Registry } from 'prom-client';
+import { closeServer, createIdpServer, idpRoute, listen, Readiness } from './idp-server';
 
 describe('idp HTTP server', () => {
   let server: Server;
@@ -8,13 +9,16 @@ describe('idp HTTP server', () => {
   let handled: string[];
   let errors: unknown[];
   let handle: (url: string) => Promise<void>;
+  let registry: Registry;
 
   beforeEach(async () => {
     handled = [];
     errors = [];
     readiness = async () => ({ up: true, details: { database: 'up' } });
     handle = async () => undefined;
+    registry = new Registry();
     server = createIdpServer({
+      metrics: registry,
       handle: async (req, res) => {
         handled.push(req.url ?? '');
         await handle(req.url ?? '');
@@ -70,5 +74,34 @@ describe('idp HTTP server', () => {
     expect(failed.status).toBe(500);
     await expect(failed.json()).resolves.toEqual({ error: 'server_error' });
     expect(errors).toHaveLength(1);
+  });
+
+  it('serves its metrics: every request by method, route template and status, ids never in a label', async () => {
+    await fetch(`${base}/interaction/Qx1-secret-uid`);
+    await fetch(`${base}/interaction/Qx1-secret-uid/login`, { method: 'POST' });
+    await fetch(`${base}/no/such/path/9f8e7d`);
+    await fetch(`${base}/health/live`);
+    const response = await fetch(`${base}/metrics`);
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toContain('text/plain');
+    const text = await response.text();
+    const count = (labels: string): number => Number(new RegExp(`^http_server_request_duration_seconds_count\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0);
+    expect(count('method="GET",route="/interaction/:uid",status_code="200"')).toBe(1);
+    expect(count('method="POST",route="/interaction/:uid/login",status_code="200"')).toBe(1);
+    expect(count('method="GET",route="unmatched",status_code="200"')).toBe(1);
+    expect(count('method="GET",route="/health/live",status_code="200"')).toBe(1);
+    expect(text).not.toContain('Qx1-secret-uid');
+    expect(text).not.toContain('9f8e7d');
+    expect(handled).not.toContain('/metrics');
+    expect((await fetch(`${base}/metrics`, { method: 'POST' })).status).toBe(405);
+  });
+
+  it('counts paths under fixed routes or templates only', () => {
+    expect(idpRoute('/token')).toBe('/token');
+    expect(idpRoute('/.well-known/openid-configuration')).toBe('/.well-known/openid-configuration');
+    expect(idpRoute('/auth/abc')).toBe('/auth/:uid');
+    expect(idpRoute('/auth/abc/def')).toBe('unmatched');
+    expect(idpRoute('/interaction/u1/login')).toBe('/interaction/:uid/login');
+    expect(idpRoute('/token/extra')).toBe('unmatched');
   });
 });

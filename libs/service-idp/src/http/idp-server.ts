@@ -1,5 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Registry } from 'prom-client';
+import { httpServerMetrics } from '@mission/runtime';
 
 export interface Readiness {
   readonly up: boolean;
@@ -11,9 +13,41 @@ export interface IdpServerOptions {
   readonly handle: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
   readonly ready: () => Promise<Readiness>;
   readonly onError: (error: unknown) => void;
+  /** Served at `/metrics`; every request is observed in its HTTP histogram. */
+  readonly metrics?: Registry;
 }
 
 const HEALTH_PATHS = new Set(['/health/live', '/health/ready']);
+
+/** The provider's fixed endpoints (oidc-provider's default routes) and ours. */
+const FIXED_ROUTES = new Set([
+  '/.well-known/openid-configuration',
+  '/.well-known/oauth-authorization-server',
+  '/jwks',
+  '/token',
+  '/token/introspection',
+  '/token/revocation',
+  '/auth',
+  '/me',
+  '/session/end',
+  '/session/end/confirm',
+  '/session/end/success',
+  '/health/live',
+  '/health/ready',
+  '/metrics',
+]);
+
+/**
+ * The route a path is counted under in the metrics: a fixed endpoint, a template for the ones
+ * that carry an id, or `unmatched`; never the raw path (ids would make the series unbounded).
+ */
+export function idpRoute(path: string): string {
+  if (FIXED_ROUTES.has(path)) return path;
+  if (/^\/auth\/[^/]+$/.test(path)) return '/auth/:uid';
+  if (/^\/interaction\/[^/]+\/login$/.test(path)) return '/interaction/:uid/login';
+  if (/^\/interaction\/[^/]+$/.test(path)) return '/interaction/:uid';
+  return 'unmatched';
+}
 
 function sendJson(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...headers });
@@ -22,8 +56,31 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
 
 /** Health checks are answered here, before the provider, so they never depend on its state. */
 export function createIdpServer(options: IdpServerOptions): http.Server {
+  const requests = options.metrics ? httpServerMetrics(options.metrics) : undefined;
   return http.createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (requests) {
+      const started = process.hrtime.bigint();
+      res.once('finish', () => {
+        const seconds = Number(process.hrtime.bigint() - started) / 1e9;
+        requests.observe({ method: req.method ?? 'GET', route: idpRoute(path), status_code: String(res.statusCode) }, seconds);
+      });
+    }
+    if (path === '/metrics' && options.metrics) {
+      if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { status: 'method not allowed' }, { allow: 'GET, HEAD' });
+      const registry = options.metrics;
+      registry
+        .metrics()
+        .then((text) => {
+          res.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' });
+          res.end(text);
+        })
+        .catch((error: unknown) => {
+          options.onError(error);
+          sendJson(res, 500, { status: 'metrics unavailable' });
+        });
+      return;
+    }
     if (HEALTH_PATHS.has(path)) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { status: 'method not allowed' }, { allow: 'GET, HEAD' });
       if (path === '/health/live') return sendJson(res, 200, { status: 'up' });
