@@ -1,17 +1,32 @@
 import { call, clientCredentialsToken, waitForMission } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { sample } from '../support/metrics-text';
+import { OtlpCollector } from '../support/otlp-collector';
 
-/** Each back-end service serves its own Prometheus metrics next to its health endpoints. */
-describe('Service metrics in the distributed deployment', () => {
+const SERVER = 2;
+const CONSUMER = 5;
+
+/**
+ * What an operator watches: each app's Prometheus metrics, and OpenTelemetry traces exported to a
+ * tracing backend (here a collector of the test's own), configured by the standard OTEL_* variables.
+ */
+describe('Metrics and traces in the distributed deployment', () => {
   let stack: DistributedStack;
+  const collector = new OtlpCollector();
 
   beforeAll(async () => {
-    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    const endpoint = await collector.start();
+    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
+      OTEL_TRACES_EXPORTER: 'otlp',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpoint,
+      OTEL_BSP_SCHEDULE_DELAY: '200',
+    });
   }, 180_000);
 
   afterAll(async () => {
     if (stack) expect(await stack.stop()).toEqual([]);
+    await collector.stop();
   }, 120_000);
 
   it('reports bus handling, consumer lag, the database pool and the outbox backlog of the services and the idp, without tenant ids', async () => {
@@ -49,4 +64,42 @@ describe('Service metrics in the distributed deployment', () => {
     expect(idp).not.toContain(tenant.body.id);
     expect(idp).not.toContain(tenant.body.client.clientId);
   }, 120_000);
+
+  it('traces a mission from the gateway through Kafka to each service and its queries, under the caller’s trace', async () => {
+    const admin = await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret);
+    const tenant = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: admin.access_token, body: { name: 'Traced', tier: 'business' } });
+    const token = (await clientCredentialsToken(stack.issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
+    const traceId = '0af7651916cd43dd8448eb211c80319c';
+    const callerSpan = 'b7ad6b7169203331';
+    const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+      token,
+      headers: { traceparent: `00-${traceId}-${callerSpan}-01` },
+      body: { title: 'Traced', objective: 'Follow me', steps: [{ type: 'brain.query', query: 'trace' }] },
+    });
+    expect(submitted.status).toBe(202);
+    expect((await waitForMission(stack.gatewayUrl, token, submitted.body.id)).status).toBe('succeeded');
+
+    // Exports are batched per process: wait until the last hop, brain-service, has sent its spans.
+    const spans = await collector.waitForTrace(traceId, (found) => found.some((span) => span.service === 'brain-service' && span.kind === CONSUMER));
+    const server = spans.find((span) => span.service === 'gateway' && span.kind === SERVER);
+    // The gateway's server span continues the caller's trace and is named after the route template.
+    expect(server).toMatchObject({ name: 'POST /api/missions', parentSpanId: callerSpan, attributes: expect.objectContaining({ 'http.route': '/api/missions' }) });
+    expect(submitted.headers.get('traceparent')).toBe(`00-${traceId}-${server?.spanId}-01`);
+    // mission-service processed the request the gateway sent from inside that span, and queried PostgreSQL under it.
+    const missionRequest = spans.find((span) => span.service === 'mission-service' && span.kind === CONSUMER && span.name === 'process mission.requests.v1');
+    expect(missionRequest).toMatchObject({ parentSpanId: server?.spanId, attributes: expect.objectContaining({ 'messaging.system': 'kafka', 'messaging.destination.name': 'mission.requests.v1' }) });
+    const queries = spans.filter((span) => span.service === 'mission-service' && (span.attributes['db.system.name'] === 'postgresql' || span.attributes['db.system'] === 'postgresql'));
+    expect(queries.some((span) => span.parentSpanId === missionRequest?.spanId)).toBe(true);
+    // The rate limiter's Redis calls are part of the gateway's request.
+    expect(spans.some((span) => span.service === 'gateway' && span.parentSpanId === server?.spanId && (span.attributes['db.system'] === 'redis' || span.attributes['db.system.name'] === 'redis'))).toBe(true);
+    // The work the mission went on to do, through the outbox and the bus, stays in the same trace:
+    // brain-service answered a request sent from one of mission-service's spans.
+    const brainRequest = spans.find((span) => span.service === 'brain-service' && span.kind === CONSUMER);
+    expect(brainRequest?.name).toBe('process brain.requests.v1');
+    expect(spans.find((span) => span.spanId === brainRequest?.parentSpanId)?.service).toBe('mission-service');
+    // Spans carry ids, never payloads: neither the objective nor a statement's bound values.
+    expect(JSON.stringify(spans)).not.toContain('Follow me');
+    // Probes and scrapes are not traced.
+    expect(collector.spans.some((span) => String(span.attributes['url.path'] ?? span.attributes['http.target'] ?? '').startsWith('/health'))).toBe(false);
+  }, 60_000);
 });

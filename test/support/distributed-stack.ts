@@ -25,16 +25,16 @@ export interface DistributedStack {
 
 /**
  * The five deployables as separate processes, talking only over Kafka, on a fresh PostgreSQL
- * database: the production topology on one machine.
+ * database: the production topology on one machine. `extraEnv` goes to every app (tracing, say).
  */
-export async function startDistributedStack(brokers: string, adminPostgresUrl: string): Promise<DistributedStack> {
+export async function startDistributedStack(brokers: string, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
   const database = await createTestDatabase(adminPostgresUrl);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
   const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
   const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
-  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1' };
+  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1', ...extraEnv };
 
   const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string }> = {
     idp: {

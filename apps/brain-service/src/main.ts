@@ -1,3 +1,4 @@
+import './tracing';
 import { loadConfig } from '@mission/config';
 import { runService } from '@mission/runtime';
 import { BrainServiceConfigSchema, openBrainDatabase, startBrainService } from '@mission/service-brain';

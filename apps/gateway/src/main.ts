@@ -1,3 +1,4 @@
+import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';

@@ -1,3 +1,4 @@
+import './tracing';
 import 'reflect-metadata';
 import { contextLogger, runService } from '@mission/runtime';
 import { openHitDatabase, startHitService } from '@mission/service-hit';

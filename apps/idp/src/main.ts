@@ -1,3 +1,4 @@
+import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';

@@ -1,3 +1,4 @@
+import './tracing';
 import 'reflect-metadata';
 import { ConfigError } from '@mission/config';
 import { createLogger, onShutdownSignal } from '@mission/runtime';

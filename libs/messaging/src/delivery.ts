@@ -8,6 +8,7 @@ import {
   TENANT_HEADER,
   tenantHeaders,
   traceHeaders,
+  type TraceSpan,
 } from '@mission/tenant-context';
 import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
 
@@ -56,6 +57,29 @@ export class TenantRefusedError extends Error {
 /** Runs a handler in the context a message may act in: its tenant (or none, for operator handlers) and its trace. */
 export type MessageScope = <T>(fn: () => Promise<T>) => Promise<T>;
 
+/** Where a message is consumed: names the span its processing runs in when tracing is on. */
+export interface ConsumerSite {
+  readonly topic: string;
+  readonly group: string;
+  /** `messaging.system` of the span: `kafka`, or `in-process` for the embedded bus. */
+  readonly system: string;
+}
+
+/** The span of one processing of a message (OpenTelemetry messaging conventions; ids, never payloads). */
+export function processSpan(site: ConsumerSite, headers: Readonly<Record<string, string>>): TraceSpan {
+  const attributes: Record<string, string> = {
+    'messaging.system': site.system,
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': site.topic,
+    'messaging.consumer.group.name': site.group,
+  };
+  const id = headers[Headers.messageId];
+  const type = headers[Headers.messageType];
+  if (id) attributes['messaging.message.id'] = id;
+  if (type) attributes['mission.message.type'] = type;
+  return { name: `process ${site.topic}`, kind: 'consumer', attributes };
+}
+
 export type Admission = { readonly admitted: true; readonly scope: MessageScope } | { readonly admitted: false; readonly refusal: TenantRefusedError };
 
 /**
@@ -63,13 +87,14 @@ export type Admission = { readonly admitted: true; readonly scope: MessageScope 
  * tenant handler needs a valid `tenant-id` header; missing or malformed is refused, never run as
  * "no tenant". An operator handler runs outside any tenant context, whoever sent the message.
  */
-export function admit(headers: Readonly<Record<string, string>>, tenancy: Tenancy): Admission {
+export function admit(headers: Readonly<Record<string, string>>, tenancy: Tenancy, site?: ConsumerSite): Admission {
   const trace = headers[Headers.traceparent];
-  if (tenancy === 'operator') return { admitted: true, scope: (fn) => runWithoutTenant(() => runWithTrace(trace, fn)) };
+  const span = site ? processSpan(site, headers) : undefined;
+  if (tenancy === 'operator') return { admitted: true, scope: (fn) => runWithoutTenant(() => runWithTrace(trace, fn, span)) };
   const tenantId = headers[TENANT_HEADER];
   if (tenantId === undefined) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message without a ${TENANT_HEADER} header`) };
   if (!isTenantId(tenantId)) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message with an invalid ${TENANT_HEADER} header`) };
-  return { admitted: true, scope: (fn) => runWithTenant({ tenantId: tenantId.toLowerCase() }, () => runWithTrace(trace, fn)) };
+  return { admitted: true, scope: (fn) => runWithTenant({ tenantId: tenantId.toLowerCase() }, () => runWithTrace(trace, fn, span)) };
 }
 
 /** What a refused request is answered with: the caller sent it outside a tenant, which is a bug on its side. */
@@ -134,8 +159,9 @@ export async function deliverWithRetries(
   isStopping: () => boolean,
   beforeRetry: () => Promise<void> = async () => undefined,
   tenancy: Tenancy = 'tenant',
+  site?: ConsumerSite,
 ): Promise<DeliveryOutcome> {
-  const admission = admit(message.headers, tenancy);
+  const admission = admit(message.headers, tenancy, site);
   if (!admission.admitted) return { outcome: 'refused', error: admission.refusal };
   for (let attempt = 1; ; attempt++) {
     try {

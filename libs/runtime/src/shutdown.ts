@@ -1,7 +1,8 @@
 import type { Logger } from 'pino';
+import { stopTracing } from './tracing/tracing';
 
 /**
- * Runs `stop` once on SIGTERM or SIGINT, then exits. A second signal, or a stop that takes longer
+ * Runs `stop` once on SIGTERM or SIGINT, flushes traces, then exits. A second signal, or a stop that takes longer
  * than `graceMs`, exits at once.
  */
 export function onShutdownSignal(logger: Logger, stop: () => Promise<void>, graceMs = 25_000): void {
@@ -16,6 +17,8 @@ export function onShutdownSignal(logger: Logger, stop: () => Promise<void>, grac
     }, graceMs);
     timer.unref();
     stop()
+      // Spans still buffered go out last: they include the ones of the shutdown itself.
+      .then(() => stopTracing().catch((error: unknown) => logger.warn({ err: error }, 'Flushing traces failed')))
       .then(() => process.exit(0))
       .catch((error: unknown) => {
         logger.error({ err: error }, 'Shutdown failed');

@@ -1,5 +1,6 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
+import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type SpanContext } from '@opentelemetry/api';
 
 /** W3C Trace Context: the header that carries a trace across HTTP and the bus. */
 export const TRACEPARENT_HEADER = 'traceparent';
@@ -40,9 +41,93 @@ export function childTraceparent(parent: string | undefined): string {
 
 const storage = new AsyncLocalStorage<string>();
 
-/** Runs `fn` in the trace `traceparent` (a valid one; otherwise a new trace is started). */
-export function runWithTrace<T>(traceparent: string | undefined, fn: () => T): T {
-  return storage.run(parseTraceparent(traceparent) ? (traceparent as string).trim() : newTraceparent(), fn);
+/**
+ * Whether OpenTelemetry is recording (the telemetry library turns this on when it starts an SDK).
+ * Off, traces are still carried (ids in headers and logs) but no spans are made; on, every hop is
+ * a real span and the ids carried are the spans' own.
+ */
+let spansOn = false;
+const TRACER = 'mission-service';
+
+export function useOpenTelemetrySpans(on: boolean): void {
+  spansOn = on;
+}
+
+function formatSpanContext(spanContext: SpanContext): string {
+  return `00-${spanContext.traceId}-${spanContext.spanId}-${(spanContext.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
+/** The traceparent of the active OpenTelemetry span (e.g. the HTTP server span), if spans are on. */
+export function activeSpanTraceparent(): string | undefined {
+  if (!spansOn) return undefined;
+  const spanContext = trace.getSpanContext(otelContext.active());
+  return spanContext && trace.isSpanContextValid(spanContext) ? formatSpanContext(spanContext) : undefined;
+}
+
+/** Names the active span (e.g. the HTTP server span after routing: `GET /api/missions/:id`); nothing when spans are off. */
+export function describeActiveSpan(name: string, attributes: Attributes = {}): void {
+  if (!spansOn) return;
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  span.updateName(name);
+  span.setAttributes(attributes);
+}
+
+/** A span to open for the work run in a trace: a message being processed, say. */
+export interface TraceSpan {
+  readonly name: string;
+  readonly kind: 'consumer' | 'internal';
+  readonly attributes?: Attributes;
+}
+
+function inSpan<T>(parent: Context, span: TraceSpan, fn: () => T): T {
+  const tracer = trace.getTracer(TRACER);
+  const opened = tracer.startSpan(span.name, { kind: span.kind === 'consumer' ? SpanKind.CONSUMER : SpanKind.INTERNAL, attributes: span.attributes }, parent);
+  const failed = (error: unknown): void => {
+    opened.recordException(error instanceof Error ? error : String(error));
+    opened.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
+  };
+  const run = () => storage.run(formatSpanContext(opened.spanContext()), fn);
+  let result: T;
+  try {
+    result = otelContext.with(trace.setSpan(parent, opened), run);
+  } catch (error) {
+    failed(error);
+    opened.end();
+    throw error;
+  }
+  if (result instanceof Promise) {
+    return result.then(
+      (value: unknown) => {
+        opened.end();
+        return value;
+      },
+      (error: unknown) => {
+        failed(error);
+        opened.end();
+        throw error;
+      },
+    ) as T;
+  }
+  opened.end();
+  return result;
+}
+
+/**
+ * Runs `fn` in the trace `traceparent` (a valid one; otherwise a new trace is started). With spans
+ * on, `span` opens a span for `fn` as a child of `traceparent`; without `span`, `fn` runs in the
+ * caller's span when `traceparent` is its own (the gateway in its HTTP server span).
+ */
+export function runWithTrace<T>(traceparent: string | undefined, fn: () => T, span?: TraceSpan): T {
+  const parsed = parseTraceparent(traceparent);
+  const valid = parsed ? (traceparent as string).trim() : undefined;
+  if (!spansOn) return storage.run(valid ?? newTraceparent(), fn);
+  const parent = parsed
+    ? trace.setSpanContext(ROOT_CONTEXT, { traceId: parsed.traceId, spanId: parsed.parentId, traceFlags: Number.parseInt(parsed.flags, 16), isRemote: true })
+    : ROOT_CONTEXT;
+  if (span) return inSpan(parent, span, fn);
+  if (valid && valid === activeSpanTraceparent()) return storage.run(valid, fn);
+  return otelContext.with(parent, () => storage.run(valid ?? newTraceparent(), fn));
 }
 
 export function currentTraceparent(): string | undefined {
@@ -54,8 +139,13 @@ export function currentTraceId(): string | undefined {
   return parseTraceparent(storage.getStore())?.traceId;
 }
 
-/** The header that continues the current trace on an outgoing message; none outside a trace. */
+/**
+ * The header that continues the current trace on an outgoing message; none outside a trace. With
+ * spans on, the parent is the span the message is sent from; off, a new id stands for the hop.
+ */
 export function traceHeaders(): Record<string, string> {
+  const active = activeSpanTraceparent();
+  if (active) return { [TRACEPARENT_HEADER]: active };
   const current = storage.getStore();
-  return current ? { [TRACEPARENT_HEADER]: childTraceparent(current) } : {};
+  return current ? { [TRACEPARENT_HEADER]: spansOn ? current : childTraceparent(current) } : {};
 }

@@ -151,7 +151,7 @@ export class InProcessBus implements MessageBus {
           this.track(async () => {
             const started = performance.now();
             const replyTo = wire.headers[Headers.replyTo];
-            const admission = admit(wire.headers, tenancy);
+            const admission = admit(wire.headers, tenancy, { topic, group, system: 'in-process' });
             let reply: ReplyEnvelope;
             if (admission.admitted) {
               reply = await answer(this.incoming(wire, 1), handlers[wire.type], this.logger, admission.scope);
@@ -176,7 +176,7 @@ export class InProcessBus implements MessageBus {
           this.track(async () => {
             const started = performance.now();
             const { attempt: _first, ...message } = this.incoming(wire, 1);
-            const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy);
+            const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy, { topic, group, system: 'in-process' });
             if (delivery.outcome === 'failed') this.deadLetter(wire, topic, group, delivery.error, delivery.attempts);
             if (delivery.outcome === 'refused') this.deadLetter(wire, topic, group, delivery.error, 0);
             if (delivery.outcome !== 'interrupted') {

@@ -659,7 +659,7 @@ export class KafkaBus implements MessageBus {
       }
       let reply: ReplyEnvelope;
       const served = servedTopics.get(topic);
-      const admission = admit(headers, served?.tenancy ?? 'tenant');
+      const admission = admit(headers, served?.tenancy ?? 'tenant', { topic, group, system: 'kafka' });
       try {
         if (!admission.admitted) {
           await this.deadLetter(topic, group, message, admission.refusal, 0);
@@ -702,7 +702,7 @@ export class KafkaBus implements MessageBus {
         return;
       }
       const delivery = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () =>
-        deliverWithRetries(event, subscription.handler, this.retry, () => this.isStopping(), heartbeat, subscription.tenancy),
+        deliverWithRetries(event, subscription.handler, this.retry, () => this.isStopping(), heartbeat, subscription.tenancy, { topic, group, system: 'kafka' }),
       );
       if (delivery.outcome === 'interrupted') throw new DeliveryInterrupted(topic, partition, message.offset);
       if (delivery.outcome === 'failed') await this.deadLetter(topic, group, message, delivery.error, delivery.attempts);
