@@ -126,7 +126,25 @@ describe('Fault tolerance of the distributed deployment', () => {
     };
     const clients = Array.from({ length: 8 }, () => client());
     await new Promise((resolve) => setTimeout(resolve, 1_000));
+    // Readiness turns false as soon as the drain starts, so an orchestrator stops routing to it.
+    const readiness: string[] = [];
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const seen = await fetch(`${stack.baseUrl('mission-service')}/health/ready`)
+          .then(async (response) => `${response.status}${((await response.json()) as { details?: { draining?: boolean } }).details?.draining ? ' draining' : ''}`)
+          .catch(() => 'refused');
+        if (readiness.at(-1) !== seen) readiness.push(seen);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+    })();
+    while (readiness.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(readiness[0]).toBe('200');
     await stack.restart('mission-service', 'SIGTERM');
+    watching = false;
+    await watcher;
+    // Up, then draining (503) from the signal until the old process is gone.
+    expect(readiness.slice(0, 2)).toEqual(['200', '503 draining']);
     await new Promise((resolve) => setTimeout(resolve, 1_000));
     const beforeGateway = outcomes.length;
     await stack.restart('gateway', 'SIGTERM');
@@ -180,6 +198,8 @@ describe('Fault tolerance of the distributed deployment', () => {
       expect((await completionsPerMission([id])).get(id)).toBe(1);
       const processed = await db.query(`SELECT count(*)::int AS n FROM mission.processed_messages WHERE message_id = $1`, [rows[0].id]);
       expect(processed.rows[0].n).toBe(1);
+      const report = { submitted: 1, redelivered: 2, completed: after.status === 'succeeded' ? 1 : 0, duplicated: (await hitItemsPerMission([id]))[0] - 1, lost: after.status === 'succeeded' ? 0 : 1 };
+      process.stdout.write(`fault report (duplicate delivery): ${JSON.stringify(report)}\n`);
     } finally {
       await bus.close();
     }

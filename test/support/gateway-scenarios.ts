@@ -268,6 +268,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expect(ready.status).toBe(200);
         expect(ready.body.status).toBe('up');
         expect(ready.body.details.bus.up).toBe(true);
+        // The idp's signing keys can be fetched: tokens can be checked.
+        expect(ready.body.details.identityProvider.up).toBe(true);
       });
 
       it('serves Prometheus metrics by route template and status, bus traffic by topic, and never a tenant id', async () => {

@@ -4,3 +4,4 @@ export * from './test-database';
 export * from './outbox';
 export * from './processed-messages';
 export * from './row-level-security';
+export * from './housekeeping';

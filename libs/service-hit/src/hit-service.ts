@@ -3,7 +3,7 @@ import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, OutboxRelay, pingDatabase, serviceRoleName } from '@mission/persistence';
+import { Housekeeper, openServiceDatabase, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
 import { HitItemEntity } from './hits/hit-item.entity';
 import { hitRequestHandlers, missionEventHandler } from './hits/hits.handlers';
 import { HitsRepository } from './hits/hits.repository';
@@ -18,7 +18,7 @@ export interface HitServiceOptions {
   readonly databaseUrl: string;
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
-  readonly logger: { error(message: string, context?: Record<string, unknown>): void };
+  readonly logger: { info(message: string, context?: Record<string, unknown>): void; error(message: string, context?: Record<string, unknown>): void };
   /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
 }
@@ -50,16 +50,24 @@ export async function startHitService(options: HitServiceOptions): Promise<HitSe
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });
   const hits = new HitsService(dataSource, new HitsRepository(), () => relay.kick());
+  const housekeeper = new Housekeeper(dataSource, [processedMessagesSweep(HIT_SCHEMA), publishedOutboxSweep(HIT_SCHEMA)], {
+    onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
+    onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
+  });
   options.bus.serve(Topics.hitRequests, HIT_SERVICE_GROUP, hitRequestHandlers(hits));
   options.bus.subscribe(Topics.missionEvents, HIT_MISSION_EVENTS_GROUP, missionEventHandler(hits));
 
   return {
-    afterBusStart: async () => relay.start(),
+    afterBusStart: async () => {
+      relay.start();
+      housekeeper.start();
+    },
     ready: async () => {
       const database = await pingDatabase(dataSource);
       return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
     },
     stop: async () => {
+      await housekeeper.stop();
       await relay.stop();
       await dataSource.destroy();
     },

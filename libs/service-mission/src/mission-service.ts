@@ -3,15 +3,16 @@ import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, OutboxRelay, pingDatabase, serviceRoleName } from '@mission/persistence';
+import { Housekeeper, openServiceDatabase, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
 import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-create-idempotency-keys';
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
+import { SweepIdempotencyKeys1764806400000 } from './migrations/1764806400000-sweep-idempotency-keys';
 import { MISSION_SCHEMA, MissionEntity } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
 import { missionRequestHandlers } from './missions/missions.handlers';
-import { MissionsRepository } from './missions/missions.repository';
-import { MissionsService } from './missions/missions.service';
+import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions/missions.repository';
+import { IDEMPOTENCY_TTL_HOURS, MissionsService } from './missions/missions.service';
 
 export const MISSION_SERVICE_GROUP = 'mission-service';
 export const MISSION_RUNNER_GROUP = 'mission-runner';
@@ -39,7 +40,7 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
     url: databaseUrl,
     schema: MISSION_SCHEMA,
     entities: [MissionEntity],
-    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000],
+    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000],
     applicationName: 'mission-service',
     serviceRole: serviceRoleName(MISSION_SCHEMA),
   });
@@ -54,6 +55,10 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   const repository = new MissionsRepository(dataSource);
   const missions = new MissionsService(dataSource, repository, () => relay.kick());
   const runner = new MissionRunner(dataSource, repository, options.bus, options.logger, () => relay.kick());
+  const housekeeper = new Housekeeper(dataSource, [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)], {
+    onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
+    onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
+  });
 
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
   options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onMissionEvent(message));
@@ -63,6 +68,7 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   return {
     afterBusStart: async () => {
       relay.start();
+      housekeeper.start();
       resuming = runner
         .resumeUnfinished()
         .then((count) => {
@@ -76,6 +82,7 @@ export async function startMissionService(options: MissionServiceOptions): Promi
     },
     stop: async () => {
       await resuming;
+      await housekeeper.stop();
       await relay.stop();
       await dataSource.destroy();
     },

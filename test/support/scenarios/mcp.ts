@@ -250,7 +250,9 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       const statuses: number[] = [];
       let limited: Response | undefined;
       for (let i = 0; i < 30; i++) {
-        const response = await rawPost(mcpUrl(), token, { jsonrpc: '2.0', id: i, method: 'tools/list' });
+        // Tool calls and discovery alike take from the budget.
+        const message = i % 2 === 0 ? { method: 'tools/call', params: { name: 'list_missions', arguments: {} } } : { method: 'tools/list' };
+        const response = await rawPost(mcpUrl(), token, { jsonrpc: '2.0', id: i, ...message });
         statuses.push(response.status);
         if (response.status === 429) limited = response;
         else await response.arrayBuffer();

@@ -128,6 +128,11 @@ export function describeRateLimitScenarios(context: ScenarioContext): void {
       const store = ready.body.details.rateLimits.mode;
       expect(sample(metrics.body, 'rate_limit_decisions_total', { decision: 'allowed', store })).toBeGreaterThan(0);
       expect(sample(metrics.body, 'rate_limit_decisions_total', { decision: 'refused', store })).toBeGreaterThan(0);
+      // Decisions are counted by tier, never by tenant.
+      const tiers = [...(metrics.body as string).matchAll(/^rate_limit_decisions_total\{([^}]*)\}/gm)].map((line) => /tier="([^"]*)"/.exec(line[1])?.[1]);
+      expect(tiers.length).toBeGreaterThan(0);
+      expect(tiers.filter((tier) => !['starter', 'business', 'professional', 'enterprise'].includes(tier ?? ''))).toEqual([]);
+      expect(metrics.body).not.toMatch(/rate_limit_decisions_total\{[^}]*tenant/);
       expect(sample(metrics.body, 'rate_limit_fallback_active')).toBe(0);
     });
   });

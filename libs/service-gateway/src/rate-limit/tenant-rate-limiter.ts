@@ -30,7 +30,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
   readonly enabled: boolean;
   private readonly limiter: RateLimiter;
   private readonly policies: TenantPolicies;
-  private readonly decisions: Counter<'decision' | 'store'>;
+  private readonly decisions: Counter<'decision' | 'store' | 'tier'>;
 
   constructor(@Inject(GATEWAY_OPTIONS) options: GatewayOptions, @Inject(BUS) bus: MessageBus, @Inject(METRICS) registry: Registry) {
     const settings = options.rateLimits ?? {};
@@ -38,8 +38,9 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
     this.enabled = settings.enabled ?? true;
     this.decisions = new Counter({
       name: 'rate_limit_decisions_total',
-      help: 'Tenant requests admitted or refused by the rate limiter, by where the decision was made (memory, redis, fallback).',
-      labelNames: ['decision', 'store'],
+      help: 'Tenant requests admitted or refused by the rate limiter, by the tenant\'s tier and where the decision was made (memory, redis, fallback).',
+      // The tier, never the tenant: tenants are unbounded, tiers are four.
+      labelNames: ['decision', 'store', 'tier'],
       registers: [registry],
     });
     const outages = new Counter({
@@ -86,7 +87,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
     if (!policy) return undefined;
     const key = runWithTenant({ tenantId }, () => tenantRedisKey(RATE_LIMIT_KEY_PREFIX));
     const decision = await this.limiter.consume(key, policy);
-    this.decisions.inc({ decision: decision.allowed ? 'allowed' : 'refused', store: decision.store });
+    this.decisions.inc({ decision: decision.allowed ? 'allowed' : 'refused', store: decision.store, tier: policy.name });
     return decision;
   }
 

@@ -13,9 +13,10 @@ import {
   Topics,
 } from '@mission/contracts';
 import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
-import { createTestDatabase, TestDatabase } from '@mission/persistence';
+import { createTestDatabase, Housekeeper, processedMessagesSweep, publishedOutboxSweep, TestDatabase } from '@mission/persistence';
 import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
-import { MissionServiceHandle, startMissionService } from '../mission-service';
+import { MissionServiceHandle, openMissionDatabase, startMissionService } from '../mission-service';
+import { expiredIdempotencyKeysSweep } from './missions.repository';
 import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -387,6 +388,52 @@ describe('missions on PostgreSQL with an in-process bus', () => {
         const error = await domainErrorOf(get(tenantId, id));
         expect(error.code).toBe(ErrorCode.NotFound);
       }
+    });
+  });
+  describe('housekeeping', () => {
+    it('deletes expired idempotency keys of every tenant, and old consumed-message ids and published events, and nothing else', async () => {
+      const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+      const keys = ['old-a', 'old-b', 'fresh'].map((key) => ({ key, tenant: key === 'old-b' ? tenantB : tenantA, age: key === 'fresh' ? '23 hours' : '25 hours' }));
+      for (const { key, tenant, age } of keys) {
+        await inspector.query(`INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, 'h', $3, now() - $4::interval)`, [tenant, key, randomUUID(), age]);
+      }
+      const consumer = `sweep-test-${randomUUID()}`;
+      for (const [id, age] of [['old', '15 days'], ['recent', '13 days']]) {
+        await inspector.query(`INSERT INTO mission.processed_messages (consumer, message_id, processed_at) VALUES ($1, $2, now() - $3::interval)`, [consumer, id, age]);
+      }
+      const events = { published: randomUUID(), recent: randomUUID(), unpublished: randomUUID() };
+      for (const [id, published] of [[events.published, "now() - interval '15 days'"], [events.recent, "now() - interval '1 day'"], [events.unpublished, 'NULL']]) {
+        await inspector.query(`INSERT INTO mission.outbox (id, topic, type, key, payload, created_at, published_at) VALUES ($1, 't', 'x', 'k', '{}', now() - interval '20 days', ${published})`, [id]);
+      }
+
+      // As the service role (row-level security on), outside any tenant, as the timer runs it.
+      const serviceDatabase = await openMissionDatabase(database.url);
+      try {
+        const housekeeper = new Housekeeper(serviceDatabase, [expiredIdempotencyKeysSweep(24), processedMessagesSweep('mission'), publishedOutboxSweep('mission')]);
+        const swept = await housekeeper.sweep();
+        expect(swept['mission.idempotency_keys']).toBeGreaterThanOrEqual(2);
+        expect((await housekeeper.sweep())['mission.idempotency_keys']).toBe(0);
+      } finally {
+        await serviceDatabase.destroy();
+      }
+      const left = await inspector.query(`SELECT key FROM mission.idempotency_keys WHERE tenant_id = ANY($1) ORDER BY key`, [[tenantA, tenantB]]);
+      expect(left.rows.map((row) => row.key)).toEqual(['fresh']);
+      const processed = await inspector.query(`SELECT message_id FROM mission.processed_messages WHERE consumer = $1`, [consumer]);
+      expect(processed.rows.map((row) => row.message_id)).toEqual(['recent']);
+      const outbox = await inspector.query(`SELECT id FROM mission.outbox WHERE id = ANY($1) ORDER BY id`, [Object.values(events)]);
+      expect(outbox.rows.map((row) => row.id).sort()).toEqual([events.recent, events.unpublished].sort());
+    });
+
+    it('refuses to delete idempotency keys younger than a day, whatever age it is asked for', async () => {
+      const tenantId = randomUUID();
+      await inspector.query(`INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, 'young', 'h', $2, now() - interval '2 hours')`, [tenantId, randomUUID()]);
+      const serviceDatabase = await openMissionDatabase(database.url);
+      try {
+        await new Housekeeper(serviceDatabase, [expiredIdempotencyKeysSweep(1)]).sweep();
+      } finally {
+        await serviceDatabase.destroy();
+      }
+      expect((await inspector.query(`SELECT count(*)::int AS n FROM mission.idempotency_keys WHERE tenant_id = $1`, [tenantId])).rows[0].n).toBe(1);
     });
   });
 });

@@ -1,6 +1,7 @@
 import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
+import { deleteInBatches, type SweepTask } from '@mission/persistence';
 import { MissionEntity } from './mission.entity';
 
 /** The only code that reads or writes missions. Every read is filtered by tenant. */
@@ -89,4 +90,12 @@ export class MissionsRepository {
     const [row] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS claimed', [tenantId, key]);
     return row.claimed === true;
   }
+}
+
+/** Idempotency-Keys past their life (`ttlHours`), across tenants, through the migration's SECURITY DEFINER function. */
+export function expiredIdempotencyKeysSweep(ttlHours: number): SweepTask {
+  return {
+    name: 'mission.idempotency_keys',
+    run: (dataSource) => deleteInBatches(dataSource, 'SELECT mission.delete_expired_idempotency_keys($1, $2) AS deleted', [ttlHours]),
+  };
 }
