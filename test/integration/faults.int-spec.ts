@@ -3,6 +3,7 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { MessageTypes, Topics } from '@mission/contracts';
 import { KafkaBus } from '@mission/messaging';
+import { resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
 import { runWithTenant } from '@mission/tenant-context';
 import { call, clientCredentialsToken } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
@@ -174,7 +175,7 @@ describe('Fault tolerance of the distributed deployment', () => {
     const [waiting] = await waitAll([id], (m) => m.status === 'awaiting_approval', 'the mission to await approval');
     const hitId = waiting.steps[0].hitId;
 
-    const bus = new KafkaBus({ brokers: brokers.split(','), clientId: 'fault-test', logger: silent });
+    const bus = new KafkaBus({ brokers: brokers.split(','), clientId: 'fault-test', logger: silent, codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })) });
     await bus.start();
     try {
       // A second mission.queued for a mission already waiting must not create a second item.

@@ -34,6 +34,7 @@ describe('Rate limits across gateway replicas', () => {
     const port = await freePort();
     const child = startProcess(name, 'apps/gateway/src/main.ts', {
       KAFKA_BROKERS: process.env.KAFKA_BROKERS ?? '',
+      KEK: stack.kek,
       HOST: '127.0.0.1',
       PORT: String(port),
       // A replica behind the same public address: tokens carry that audience.

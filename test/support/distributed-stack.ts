@@ -13,6 +13,8 @@ export interface DistributedStack {
   readonly issuer: string;
   readonly admin: { readonly clientId: string; readonly clientSecret: string };
   readonly database: TestDatabase;
+  /** The payload key-encryption key every app was given (a test that talks to Kafka itself needs it). */
+  readonly kek: string;
   /** Where an app serves /health and /metrics: the gateway's and idp's own URL, a service's health port. */
   baseUrl(name: AppName): string;
   /** The running process of an app (replaced by restart()). */
@@ -34,7 +36,8 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
   const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
-  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1', ...extraEnv };
+  const kek = randomBytes(32).toString('base64url');
+  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1', KEK: kek, ...extraEnv };
 
   const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string }> = {
     idp: {
@@ -99,6 +102,7 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
     issuer,
     admin,
     database,
+    kek,
     baseUrl: (name) => apps[name].ready.replace(/\/health\/ready$/, ''),
     process: (name) => {
       const child = running.get(name);

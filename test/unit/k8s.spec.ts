@@ -94,6 +94,20 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     }
   });
 
+  it('gives every app the payload key-encryption key as a read-only file from one Secret', () => {
+    for (const app of APPS) {
+      const spec = deployment(app).spec.template.spec as unknown as {
+        containers: Array<{ env: Array<{ name: string; value?: string }>; volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>;
+        volumes: Array<{ name: string; secret?: { secretName: string } }>;
+      };
+      const [container] = spec.containers;
+      const mount = container.volumeMounts.find((volume) => volume.name === 'payload-kek');
+      expect({ app, mount }).toEqual({ app, mount: { name: 'payload-kek', mountPath: '/etc/mission/payload-kek', readOnly: true } });
+      expect(container.env.find((variable) => variable.name === 'KEK_FILE')?.value).toBe('/etc/mission/payload-kek/KEK');
+      expect(spec.volumes.find((volume) => volume.name === 'payload-kek')?.secret?.secretName).toBe('payload-kek');
+    }
+  });
+
   it('commits no secret values: only references to Secrets', () => {
     expect(objects.filter((object) => object.kind === 'Secret')).toEqual([]);
     const text = JSON.stringify(objects);

@@ -2,7 +2,7 @@ import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { busMetrics, contextLogger, createLogger, createMetricsRegistry, onShutdownSignal, platformTopics } from '@mission/runtime';
+import { busMetrics, contextLogger, createLogger, createMetricsRegistry, onShutdownSignal, platformTopics, resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
 import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
@@ -10,6 +10,7 @@ async function main(): Promise<void> {
   const logger = createLogger('gateway', config.LOG_LEVEL);
   const metrics = createMetricsRegistry('gateway');
   const bus = new KafkaBus({
+    codec: sealedPayloads(await resolvePayloadKeys(config)),
     metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'gateway',

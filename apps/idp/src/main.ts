@@ -2,7 +2,18 @@ import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { busMetrics, contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformTopics, runMigrationsOnly } from '@mission/runtime';
+import {
+  busMetrics,
+  contextLogger,
+  createLogger,
+  createMetricsRegistry,
+  MIGRATE_ONLY_FLAG,
+  onShutdownSignal,
+  platformTopics,
+  resolvePayloadKeys,
+  runMigrationsOnly,
+  sealedPayloads,
+} from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
@@ -11,6 +22,7 @@ async function main(): Promise<void> {
   const logger = createLogger('idp', config.LOG_LEVEL);
   const metrics = createMetricsRegistry('idp');
   const bus = new KafkaBus({
+    codec: sealedPayloads(await resolvePayloadKeys(config)),
     brokers: config.KAFKA_BROKERS,
     clientId: 'idp',
     topics: platformTopics(),

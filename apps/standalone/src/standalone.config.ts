@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
 import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
+import { PayloadKeySettings } from '@mission/runtime';
 
 const StandaloneConfigSchema = z
   .object({
@@ -21,6 +22,7 @@ const StandaloneConfigSchema = z
     IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema.optional(),
     IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
     LOG_LEVEL: env.logLevel(),
+    ...PayloadKeySettings,
     IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
   })
   .transform((config) => {

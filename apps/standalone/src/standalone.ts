@@ -6,7 +6,7 @@ import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/me
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { busMetrics, contextLogger, createMetricsRegistry, Logger, platformTopics } from '@mission/runtime';
+import { busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformTopics, resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
@@ -16,10 +16,12 @@ export interface StandaloneHandle {
   stop(): Promise<void>;
 }
 
-function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry): MessageBus {
+/** In-process messages never leave the process and stay plain; on Kafka they are sealed like every other process's. */
+function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): MessageBus {
   const busLogger = contextLogger(logger.child({ component: 'bus' }));
   if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger, metrics: busMetrics(metrics) });
   return new KafkaBus({
+    codec: sealedPayloads(payloadKeys),
     metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'standalone',
@@ -50,7 +52,9 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
 
     // One process, one registry: the gateway's /metrics shows every part.
     const metrics = createMetricsRegistry('mission-service');
-    const bus = createBus(config, logger, metrics);
+    const payloadKeys = await resolvePayloadKeys(config, { generateIn: dataDir });
+    if (payloadKeys.generatedFile) logger.info({ file: payloadKeys.generatedFile }, 'Payload key-encryption key generated (mode 0600): keep it, the data encrypted under it needs it');
+    const bus = createBus(config, logger, metrics, payloadKeys);
     const admin = await resolveAdminCredentials({ env: process.env, dataDir, embedded: true });
     if (admin.generated) {
       process.stdout.write(

@@ -3,3 +3,4 @@ export * from './health-server';
 export * from './shutdown';
 export * from './service-main';
 export * from './metrics';
+export * from './payload-keys';

@@ -7,6 +7,7 @@ import { contextLogger, createLogger, Logger } from './logger';
 import { busMetrics, createMetricsRegistry } from './metrics';
 import type { Registry } from 'prom-client';
 import { onShutdownSignal } from './shutdown';
+import { PayloadKeySettings, resolvePayloadKeys, sealedPayloads } from './payload-keys';
 
 /** Environment of a back-end service running as its own process. */
 export const ServiceConfigSchema = z.object({
@@ -15,6 +16,7 @@ export const ServiceConfigSchema = z.object({
   KAFKA_BROKERS: env.hostPorts(),
   DATABASE_URL: env.url(['postgres', 'postgresql']).optional(),
   LOG_LEVEL: env.logLevel(),
+  ...PayloadKeySettings,
 });
 export type ServiceConfig = z.output<typeof ServiceConfigSchema>;
 
@@ -56,7 +58,9 @@ export function runService(definition: ServiceDefinition): void {
     if (definition.needsDatabase && !config.DATABASE_URL) throw new ConfigError(['DATABASE_URL: required']);
     const logger = createLogger(definition.name, config.LOG_LEVEL);
     const metrics = createMetricsRegistry(definition.name);
+    const payloadKeys = await resolvePayloadKeys(config);
     const bus = new KafkaBus({
+      codec: sealedPayloads(payloadKeys),
       metrics: busMetrics(metrics),
       brokers: config.KAFKA_BROKERS,
       clientId: definition.name,

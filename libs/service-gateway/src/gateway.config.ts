@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
+import { PayloadKeySettings } from '@mission/runtime';
 
 /** Environment of the gateway when it runs as its own process. */
 export const GatewayConfigSchema = z.object({
@@ -15,5 +16,6 @@ export const GatewayConfigSchema = z.object({
   RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   MCP_ALLOWED_ORIGINS: env.origins().default([]),
   LOG_LEVEL: env.logLevel(),
+  ...PayloadKeySettings,
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

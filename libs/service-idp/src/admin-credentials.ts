@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { z } from 'zod';
-import { readOrCreateSecretFile } from './keys/secret-file';
+import { readOrCreateSecretFile } from '@mission/crypto';
 
 export const ADMIN_CLIENT_FILE = 'admin-client.json';
 

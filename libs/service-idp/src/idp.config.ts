@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
+import { PayloadKeySettings } from '@mission/runtime';
 
 /** Base64url of exactly 32 bytes: the AES-256-GCM key that encrypts the signing keys at rest. */
 export const KeyEncryptionKeySchema = z
@@ -24,6 +25,7 @@ export const IdpConfigSchema = z.object({
   IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema,
   IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
   LOG_LEVEL: env.logLevel(),
+  ...PayloadKeySettings,
   /** Test suites only: see parseTestPublishedKeys. */
   IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
 });

@@ -6,6 +6,8 @@ import { runWithTenant } from '@mission/tenant-context';
 import { describeBusContract } from '../testing';
 import { ensureTopics, KafkaBus, kafkaLogCreator, TopicSpec } from './kafka-bus';
 import { headersFromKafka, withTimeout } from './kafka-mapping';
+import { KeyEncryptionKey, LocalKeyProvider, TransitCipher } from '@mission/crypto';
+import { PAYLOAD_KEY_HEADER, sealedJsonCodec } from '../payload-codec';
 
 const brokersVariable = process.env.KAFKA_BROKERS;
 if (!brokersVariable) {
@@ -15,6 +17,7 @@ const brokers = brokersVariable.split(',').map((broker) => broker.trim());
 
 /** Tenant handlers (the default) refuse messages without a tenant: the tests below send as this one. */
 const TENANT = randomUUID();
+const CONTRACT_KEK = KeyEncryptionKey.generate();
 const asTenant = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: TENANT }, fn);
 
 /** Kafka and adapter warnings are kept and printed only when KAFKA_BUS_LOG=1. */
@@ -118,7 +121,8 @@ describeBusContract('kafka', async () => {
   return {
     topics,
     retry,
-    createBus: () => new PerRunGroups(new KafkaBus({ brokers, clientId: `contract-${run}`, topics: specs, retry, logger }), run, groups),
+    // As deployed: every payload sealed under its tenant's data key.
+    createBus: () => new PerRunGroups(new KafkaBus({ brokers, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }), run, groups),
     deadLetters,
     teardown: async () => {
       try {
@@ -333,5 +337,138 @@ describe('KafkaBus on a real broker', () => {
     expect(dead.value).toBe('{not json');
     expect(dead.headers).toMatchObject({ 'message-type': 'garbage', attempts: '1' });
     expect(dead.headers.error).toContain('SyntaxError');
+  }, 60_000);
+});
+
+/** Payload encryption as the broker sees it: ciphertext only, and nothing it can be tricked into delivering. */
+describe('KafkaBus with sealed payloads on a real broker', () => {
+  const run = randomUUID().slice(0, 8);
+  const topics = { events: `kafka.sealed.events.${run}`, requests: `kafka.sealed.requests.${run}` };
+  const specs: TopicSpec[] = [
+    { name: topics.events, partitions: 1 },
+    { name: topics.requests, partitions: 1 },
+  ];
+  const kafka = new Kafka({ brokers, clientId: `sealed-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const admin = kafka.admin();
+  const raw = kafka.producer({ allowAutoTopicCreation: false });
+  const kek = KeyEncryptionKey.generate();
+  const sealed = () => sealedJsonCodec(new TransitCipher(new LocalKeyProvider(kek)));
+  const buses: KafkaBus[] = [];
+  const received: Array<{ id: string; payload: unknown }> = [];
+  const CANARY = `canary-${randomUUID()}`;
+
+  const newBus = (codec = sealed()): KafkaBus => {
+    const bus = new KafkaBus({ brokers, clientId: `sealed-${run}`, topics: specs, logger, retry: { attempts: 1, initialBackoffMs: 10, maxBackoffMs: 10 }, codec });
+    buses.push(bus);
+    return bus;
+  };
+
+  /** The records of `topic` from the start, raw (what anyone reading the broker gets), until `enough` holds. */
+  type RawRecord = { value: Buffer; headers: Record<string, string> };
+  const records = async (topic: string, enough: number | ((found: RawRecord[]) => boolean)): Promise<RawRecord[]> => {
+    const done = typeof enough === 'number' ? (found: RawRecord[]) => found.length >= enough : enough;
+    const reader = kafka.consumer({ groupId: `sealed-reader-${randomUUID().slice(0, 8)}`, maxWaitTimeInMs: 100 });
+    await reader.connect();
+    await reader.subscribe({ topics: [topic], fromBeginning: true });
+    const found: RawRecord[] = [];
+    return withTimeout(
+      new Promise<typeof found>((resolve) => {
+        void reader.run({
+          eachMessage: async ({ message }) => {
+            found.push({ value: message.value ?? Buffer.alloc(0), headers: headersFromKafka(message.headers) });
+            if (done(found)) resolve(found);
+          },
+        });
+      }),
+      15_000,
+      () => new Error(`Timed out reading ${topic} (${found.length} records)`),
+    ).finally(() => reader.disconnect());
+  };
+
+  const until = async (probe: () => boolean, what: string): Promise<void> => {
+    const deadline = Date.now() + 15_000;
+    while (!probe()) {
+      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  };
+
+  beforeAll(async () => {
+    await admin.connect();
+    await raw.connect();
+    const bus = newBus();
+    bus.subscribe(topics.events, `sealed-subscriber-${run}`, async (message) => {
+      received.push({ id: message.id, payload: message.payload });
+    });
+    bus.serve(topics.requests, `sealed-server-${run}`, { echo: async (message) => message.payload });
+    await bus.start();
+  }, 60_000);
+
+  afterAll(async () => {
+    await Promise.allSettled(buses.map((bus) => bus.close()));
+    await raw.disconnect();
+    const existing = new Set(await admin.listTopics());
+    const mine = [...Object.values(topics), ...Object.values(topics).map(deadLetterTopic)].filter((topic) => existing.has(topic));
+    await admin.deleteTopics({ topics: mine, timeout: 5_000 }).catch(() => undefined);
+    await admin.disconnect();
+  }, 30_000);
+
+  it('stores ciphertext on the broker and hands the handler the plaintext, for events and requests alike', async () => {
+    const publisher = newBus();
+    await publisher.start();
+    const id = randomUUID();
+    await asTenant(() => publisher.publish(topics.events, { id, type: 'secret', key: 'k', payload: { objective: CANARY } }));
+    await until(() => received.some((message) => message.id === id), 'the sealed event');
+    expect(received.find((message) => message.id === id)?.payload).toEqual({ objective: CANARY });
+    await expect(asTenant(() => publisher.request(topics.requests, 'echo', { comment: CANARY }, { timeoutMs: 10_000 }))).resolves.toEqual({ comment: CANARY });
+
+    const [event] = await records(topics.events, 1);
+    const [request] = await records(topics.requests, 1);
+    for (const record of [event, request]) {
+      expect(record.value.toString('latin1')).not.toContain(CANARY);
+      expect(record.value.toString('latin1')).not.toContain('objective');
+      expect(record.headers).toMatchObject({ 'tenant-id': TENANT, 'payload-encryption': 'aes-256-gcm' });
+      expect(record.headers[PAYLOAD_KEY_HEADER]).toMatch(/^[0-9a-f]{16}:v1\./);
+    }
+    expect(JSON.stringify(event.headers)).not.toContain(CANARY);
+  }, 60_000);
+
+  it('refuses a plain payload, one moved to another tenant or message, and one sealed under another KEK: dead-lettered, never handled', async () => {
+    const publisher = newBus();
+    await publisher.start();
+    const original = randomUUID();
+    await asTenant(() => publisher.publish(topics.events, { id: original, type: 'secret', key: 'k', payload: { objective: CANARY } }));
+    await until(() => received.some((message) => message.id === original), 'the original event');
+    const [record] = (await records(topics.events, (found) => found.some((r) => r.headers['message-id'] === original))).filter((found) => found.headers['message-id'] === original);
+
+    const forged = {
+      plain: { value: Buffer.from(JSON.stringify({ objective: 'plain' })), headers: { ...record.headers, 'message-id': randomUUID(), 'payload-encryption': '', 'payload-key': '' } },
+      otherTenant: { value: record.value, headers: { ...record.headers, 'message-id': original, 'tenant-id': randomUUID() } },
+      otherMessage: { value: record.value, headers: { ...record.headers, 'message-id': randomUUID() } },
+    };
+    const plainHeaders: Record<string, string> = Object.fromEntries(Object.entries(forged.plain.headers).filter(([name]) => !name.startsWith('payload-')));
+    const otherKek = newBus(sealedJsonCodec(new TransitCipher(new LocalKeyProvider(KeyEncryptionKey.generate()))));
+    await otherKek.start();
+    const foreignId = randomUUID();
+    await asTenant(() => otherKek.publish(topics.events, { id: foreignId, type: 'secret', key: 'k', payload: { objective: 'foreign' } }));
+    await raw.send({
+      topic: topics.events,
+      messages: [
+        { key: 'k', value: forged.plain.value, headers: plainHeaders },
+        { key: 'k', value: forged.otherTenant.value, headers: forged.otherTenant.headers },
+        { key: 'k', value: forged.otherMessage.value, headers: forged.otherMessage.headers },
+      ],
+    });
+    const behind = randomUUID();
+    await asTenant(() => publisher.publish(topics.events, { id: behind, type: 'fine', key: 'k', payload: {} }));
+    await until(() => received.some((message) => message.id === behind), 'the event behind the forged ones');
+
+    const handledIds = received.map((message) => message.id);
+    expect(handledIds.filter((id) => id === original)).toHaveLength(1);
+    for (const id of [plainHeaders['message-id'], forged.otherMessage.headers['message-id'], foreignId]) expect(handledIds).not.toContain(id);
+    const dead = await records(deadLetterTopic(topics.events), 4);
+    const reasons = dead.map((found) => found.headers.error);
+    expect(reasons.filter((reason) => reason.includes('Unencrypted payload refused'))).toHaveLength(1);
+    expect(reasons.filter((reason) => reason.includes('DecryptionError'))).toHaveLength(3);
   }, 60_000);
 });

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type * as tls from 'node:tls';
 import { DomainError, ErrorCode } from '@mission/contracts';
-import { optionalTenant } from '@mission/tenant-context';
+import { optionalTenant, TENANT_HEADER } from '@mission/tenant-context';
 import {
   Admin,
   Consumer,
@@ -42,12 +42,10 @@ import {
   defaultRequestKey,
   deliverWithRetries,
   describe,
-  deserialize,
   outgoingHeaders,
   REFUSED_REPLY,
   ReplyEnvelope,
   requestTimedOut,
-  serialize,
   unwrapReply,
 } from '../delivery';
 import {
@@ -66,6 +64,7 @@ import {
   withTimeout,
 } from './kafka-mapping';
 import { CoalescingSender, ProducerHandle, RenewingProducer } from './producers';
+import { PayloadCodec, plainJsonCodec } from '../payload-codec';
 
 export { REQUEST_DEADLINE_HEADER } from './kafka-mapping';
 export type { TopicSpec } from './kafka-mapping';
@@ -85,6 +84,11 @@ export interface KafkaBusOptions {
   readonly sendTimeoutMs?: number;
   /** Send and handling latencies, outcomes and consumer lag (none when absent). */
   readonly metrics?: BusMetrics;
+  /**
+   * How payloads cross the broker (default plain JSON). With `sealedJsonCodec` every body is
+   * ciphertext under its tenant's data key, and unsealed bodies are refused.
+   */
+  readonly codec?: PayloadCodec;
 }
 
 /** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
@@ -280,6 +284,7 @@ export class KafkaBus implements MessageBus {
   private readonly sendTimeoutMs: number;
   private readonly logger: BusLogger;
   private readonly metrics: BusMetrics;
+  private readonly codec: PayloadCodec;
   private readonly replyGroup: string;
   private state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new';
   private starting?: Promise<void>;
@@ -294,6 +299,7 @@ export class KafkaBus implements MessageBus {
     this.sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
     this.logger = options.logger ?? consoleBusLogger;
     this.metrics = options.metrics ?? NO_BUS_METRICS;
+    this.codec = options.codec ?? plainJsonCodec;
     this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
     this.replyGroup = this.replyTopic;
     this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger);
@@ -365,6 +371,7 @@ export class KafkaBus implements MessageBus {
       [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs),
     });
     const key = options.key ?? defaultRequestKey();
+    const body = await this.codec.encode(payload, headers);
     const reply = await new Promise<unknown>((resolve, reject) => {
       const settle = (): boolean => {
         clearTimeout(timer);
@@ -377,7 +384,7 @@ export class KafkaBus implements MessageBus {
         resolve: (value) => settle() && resolve(value),
         reject: (error) => settle() && reject(error),
       });
-      this.send(topic, [{ key, value: serialize(payload), headers }]).catch((error: unknown) => {
+      this.send(topic, [{ key, value: body.value, headers: { ...headers, ...body.headers } }]).catch((error: unknown) => {
         this.logger.error('Request could not be sent', { topic, type, id, error: describe(error) });
         this.pending.get(id)?.reject(new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`));
       });
@@ -390,7 +397,8 @@ export class KafkaBus implements MessageBus {
     const id = message.id ?? randomUUID();
     const headers = outgoingHeaders(message.type, id, message.headers);
     try {
-      await this.send(topic, [{ key: message.key, value: serialize(message.payload), headers }]);
+      const body = await this.codec.encode(message.payload, headers);
+      await this.send(topic, [{ key: message.key, value: body.value, headers: { ...headers, ...body.headers } }]);
     } catch (error) {
       this.logger.error('Event could not be published', { topic, type: message.type, id, error: describe(error) });
       throw new DomainError(ErrorCode.DependencyUnavailable, `Could not publish ${message.type} to ${topic}`);
@@ -636,7 +644,7 @@ export class KafkaBus implements MessageBus {
     if (!pending) return; // the requester gave up already
     let reply: unknown;
     try {
-      reply = deserialize(message.value);
+      reply = await this.codec.decode(message.value, headers);
     } catch (error) {
       this.logger.error('Unreadable reply', { correlationId: headers[Headers.correlationId], error: describe(error) });
       reply = undefined; // unwrapReply turns it into internal_error
@@ -665,7 +673,7 @@ export class KafkaBus implements MessageBus {
           await this.deadLetter(topic, group, message, admission.refusal, 0);
           reply = REFUSED_REPLY;
         } else {
-          const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message), attempt: 1 };
+          const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers)), attempt: 1 };
           const handler = served?.handlers[request.type];
           reply = await whileBeating(heartbeat, KAFKA_CONSUMER_TIMEOUTS.heartbeatInterval, () => answer(request, handler, this.logger, admission.scope));
         }
@@ -681,7 +689,7 @@ export class KafkaBus implements MessageBus {
       // Not awaited by the partition: a reply to a requester that has gone (its topic deleted)
       // takes the producer seconds to give up, and must not hold up the requests behind it.
       // close() still waits for it.
-      void this.track(() => this.sendReply(replyTo, message.key, correlationId, reply));
+      void this.track(() => this.sendReply(replyTo, message.key, correlationId, reply, headers[TENANT_HEADER]));
     });
   }
 
@@ -695,7 +703,7 @@ export class KafkaBus implements MessageBus {
     await this.track(async () => {
       let event: Omit<IncomingMessage, 'attempt'>;
       try {
-        event = incomingFromKafka(topic, partition, message);
+        event = incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headersFromKafka(message.headers)));
       } catch (error) {
         await this.deadLetter(topic, group, message, error, 1);
         this.metrics.handled(topic, group, seconds(), 'dead-lettered');
@@ -717,11 +725,17 @@ export class KafkaBus implements MessageBus {
     if (this.isStopping()) throw new DeliveryInterrupted(topic, partition, offset);
   }
 
-  private async sendReply(replyTo: string, key: Buffer | null, correlationId: string, reply: ReplyEnvelope): Promise<void> {
-    const headers = outgoingHeaders('reply', randomUUID(), { [Headers.correlationId]: correlationId, [Headers.replyStatus]: reply.ok ? 'ok' : 'error' });
+  /** A reply carries its request's tenant, so it is sealed under (and bound to) the same tenant's key. */
+  private async sendReply(replyTo: string, key: Buffer | null, correlationId: string, reply: ReplyEnvelope, tenantId: string | undefined): Promise<void> {
+    const headers = outgoingHeaders('reply', randomUUID(), {
+      [Headers.correlationId]: correlationId,
+      [Headers.replyStatus]: reply.ok ? 'ok' : 'error',
+      ...(tenantId ? { [TENANT_HEADER]: tenantId } : {}),
+    });
     try {
+      const body = await this.codec.encode(reply, headers);
       await withTimeout(
-        this.replyProducer.send({ topic: replyTo, acks: -1, messages: [{ key, value: serialize(reply), headers }] }),
+        this.replyProducer.send({ topic: replyTo, acks: -1, messages: [{ key, value: body.value, headers: { ...headers, ...body.headers } }] }),
         this.sendTimeoutMs,
         () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
       );

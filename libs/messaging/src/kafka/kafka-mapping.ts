@@ -32,15 +32,15 @@ export function headersFromKafka(headers: IHeaders | undefined): Record<string, 
   return result;
 }
 
-/** The bus view of a consumed record. Throws when the value is not JSON (a poison record). */
-export function incomingFromKafka(topic: string, partition: number, message: KafkaMessage): Omit<IncomingMessage, 'attempt'> {
+/** The bus view of a consumed record, with its payload as the codec read it (plain JSON by default; throws on a poison record). */
+export function incomingFromKafka(topic: string, partition: number, message: KafkaMessage, payload: unknown = deserialize(message.value)): Omit<IncomingMessage, 'attempt'> {
   const headers = headersFromKafka(message.headers);
   return {
     id: headers[Headers.messageId] ?? `${topic}/${partition}/${message.offset}`,
     topic,
     type: headers[Headers.messageType] ?? '',
     key: message.key?.toString('utf8') ?? '',
-    payload: deserialize(message.value),
+    payload,
     headers,
   };
 }

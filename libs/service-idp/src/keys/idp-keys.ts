@@ -2,7 +2,7 @@ import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { ensurePrivateDirectory, readOrCreateSecretFile } from './secret-file';
+import { ensurePrivateDirectory, readOrCreateSecretFile } from '@mission/crypto';
 
 /** Access tokens are signed with this asymmetric algorithm only (the gateway refuses HMAC). */
 export const SIGNING_ALGORITHM = 'ES256';

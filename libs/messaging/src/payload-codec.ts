@@ -1,0 +1,63 @@
+import type { TransitCipher } from '@mission/crypto';
+import { TENANT_HEADER } from '@mission/tenant-context';
+import { Headers } from './bus';
+import { deserialize, serialize } from './delivery';
+
+/** Header naming the wrapped data key a sealed payload was encrypted with (`<kekId>:<wrapped key>`). */
+export const PAYLOAD_KEY_HEADER = 'payload-key';
+/** Header saying how the payload is encrypted; absent on a plain JSON payload. */
+export const PAYLOAD_ENCRYPTION_HEADER = 'payload-encryption';
+const SEALED = 'aes-256-gcm';
+/** The scope of messages outside any tenant (operator traffic, replies to it). */
+export const PLATFORM_SCOPE = 'platform';
+
+/** How payloads become message bodies on the wire, and back. */
+export interface PayloadCodec {
+  /** The body for `payload`, and headers to add to the message (they are part of what opens it). */
+  encode(payload: unknown, headers: Readonly<Record<string, string>>): Promise<{ value: Buffer | string; headers: Record<string, string> }>;
+  /** Throws when the body cannot be read: not JSON, or (sealed) not opened by this key, tenant and message. */
+  decode(value: Buffer | null, headers: Readonly<Record<string, string>>): Promise<unknown>;
+}
+
+/** Plain JSON: the embedded default, where messages never leave the process. */
+export const plainJsonCodec: PayloadCodec = {
+  encode: async (payload) => ({ value: serialize(payload), headers: {} }),
+  decode: async (value, headers) => {
+    if (headers[PAYLOAD_ENCRYPTION_HEADER]) throw new Error('An encrypted payload reached a bus without a payload cipher: configure the KEK');
+    return deserialize(value);
+  },
+};
+
+/** The tenant a message belongs to (its `tenant-id` header), or the platform. */
+const scopeOf = (headers: Readonly<Record<string, string>>): string => headers[TENANT_HEADER]?.toLowerCase() ?? PLATFORM_SCOPE;
+
+/** The message id binds a sealed body to its message: a body moved under another message fails to open. */
+function messageIdOf(headers: Readonly<Record<string, string>>): string {
+  const id = headers[Headers.messageId];
+  if (!id) throw new Error('A sealed payload needs a message-id header');
+  return id;
+}
+
+/**
+ * JSON sealed with AES-256-GCM under the data key of the message's tenant (or of the platform):
+ * what a broker stores is ciphertext. The tenant and message id are bound into the tag, so a body
+ * copied to another tenant's message, or another message, fails to open. An unsealed payload is
+ * refused: every process on a bus with a cipher seals, so a plain one was not sent by one of them.
+ */
+export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
+  return {
+    async encode(payload, headers) {
+      const sealed = await cipher.seal(scopeOf(headers), Buffer.from(serialize(payload), 'utf8'), messageIdOf(headers));
+      return { value: sealed.body, headers: { [PAYLOAD_ENCRYPTION_HEADER]: SEALED, [PAYLOAD_KEY_HEADER]: sealed.key } };
+    },
+    async decode(value, headers) {
+      const encryption = headers[PAYLOAD_ENCRYPTION_HEADER];
+      if (encryption === undefined) throw new Error('Unencrypted payload refused: this bus requires sealed payloads');
+      if (encryption !== SEALED) throw new Error(`Unknown payload encryption ${encryption}`);
+      const key = headers[PAYLOAD_KEY_HEADER];
+      if (!key || !value) throw new Error('Sealed payload without its key or body');
+      const plaintext = await cipher.open(scopeOf(headers), { body: value, key }, messageIdOf(headers));
+      return deserialize(plaintext);
+    },
+  };
+}
