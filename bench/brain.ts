@@ -184,7 +184,7 @@ async function main(): Promise<void> {
 
     // The same queries end to end and through the ranking alone, interleaved so both see the same conditions.
     const queries = Array.from({ length: queryCount + 50 }, () => corpus.query());
-    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret });
+    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret, keys: stack.keys });
     const httpSamples: number[] = [];
     const rankingSamples: number[] = [];
     try {

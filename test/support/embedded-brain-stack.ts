@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { chmod, mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import { KeyEncryptionKey, KeyProvider, LocalKeyProvider } from '@mission/crypto';
 import { freePort, startEmbeddedPostgres } from '@mission/persistence';
 import { call, clientCredentialsToken } from './api-client';
 import { startProcess, waitUntilReady } from './processes';
@@ -15,6 +16,8 @@ export interface EmbeddedBrainStack {
   readonly postgresUrl: string;
   /** The secret the Brain's per-tenant index keys derive from. */
   readonly indexSecret: Buffer;
+  /** The payload keys the stack seals content with, for tools that read the database directly. */
+  readonly keys: KeyProvider;
   stop(): Promise<void>;
 }
 
@@ -37,6 +40,7 @@ export async function startEmbeddedBrainStack(options: {
     throw error;
   });
   const indexSecret = randomBytes(32);
+  const kek = KeyEncryptionKey.generate();
   const [port, idpPort] = [await freePort(), await freePort()];
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
@@ -46,6 +50,9 @@ export async function startEmbeddedBrainStack(options: {
     DATA_DIR: path.join(workDir, 'data'),
     DATABASE_URL: postgres.url,
     BRAIN_INDEX_KEY: indexSecret.toString('base64'),
+    KEK: kek.toBase64Url(),
+    KEK_FILE: '',
+    KEK_PREVIOUS: '',
     KAFKA_BROKERS: '',
     REDIS_URL: '',
     ADMIN_CLIENT_ID: '',
@@ -66,7 +73,7 @@ export async function startEmbeddedBrainStack(options: {
     const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: options.tenantName, tier: 'enterprise', rpm: 1_000_000 } });
     if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}: ${JSON.stringify(tenant.body)}`);
     const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
-    return { gatewayUrl, token, tenantId: tenant.body.id, postgresUrl: postgres.url, indexSecret, stop };
+    return { gatewayUrl, token, tenantId: tenant.body.id, postgresUrl: postgres.url, indexSecret, keys: new LocalKeyProvider(kek), stop };
   } catch (error) {
     await stop();
     throw error;

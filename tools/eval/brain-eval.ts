@@ -113,7 +113,7 @@ async function main(): Promise<void> {
       apiChunks.set(query.qid, response.body.results);
     }
 
-    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret });
+    const reader = await openBrainReader({ databaseUrl: stack.postgresUrl, indexKeys: stack.indexSecret, keys: stack.keys });
     const fullRun = new Map<string, ScoredDocument[]>();
     let mismatches = 0;
     try {

@@ -9,5 +9,5 @@ runService({
   migrate: async (databaseUrl) => {
     await (await openBrainDatabase(databaseUrl)).destroy();
   },
-  start: ({ bus, config, metrics }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
+  start: ({ bus, config, metrics, keys }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
 });

@@ -9,5 +9,5 @@ runService({
   migrate: async (databaseUrl) => {
     await (await openHitDatabase(databaseUrl)).destroy();
   },
-  start: ({ bus, logger, config, metrics }) => startHitService({ databaseUrl: config.DATABASE_URL, bus, metrics, logger: contextLogger(logger) }),
+  start: ({ bus, logger, config, metrics, keys }) => startHitService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, logger: contextLogger(logger) }),
 });

@@ -9,5 +9,5 @@ runService({
   migrate: async (databaseUrl) => {
     await (await openMissionDatabase(databaseUrl)).destroy();
   },
-  start: ({ bus, logger, config, metrics }) => startMissionService({ databaseUrl: config.DATABASE_URL, bus, metrics, logger: contextLogger(logger) }),
+  start: ({ bus, logger, config, metrics, keys }) => startMissionService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, logger: contextLogger(logger) }),
 });

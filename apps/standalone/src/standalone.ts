@@ -79,11 +79,11 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     });
     stops.push(() => idp.stop());
-    const missions = await startMissionService({ databaseUrl, bus, metrics, logger: contextLogger(logger.child({ component: 'mission-service' })) });
+    const missions = await startMissionService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, logger: contextLogger(logger.child({ component: 'mission-service' })) });
     stops.push(() => missions.stop());
-    const brain = await startBrainService({ databaseUrl, bus, metrics, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
+    const brain = await startBrainService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
     stops.push(() => brain.stop());
-    const hits = await startHitService({ databaseUrl, bus, metrics, logger: contextLogger(logger.child({ component: 'hit-service' })) });
+    const hits = await startHitService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, logger: contextLogger(logger.child({ component: 'hit-service' })) });
     stops.push(() => hits.stop());
 
     await bus.start();

@@ -5,3 +5,4 @@ export * from './outbox';
 export * from './processed-messages';
 export * from './row-level-security';
 export * from './housekeeping';
+export * from './data-keys';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import { runWithoutTenant, tenantHeaders, traceHeaders } from '@mission/tenant-context';
+import { optionalTenant, runWithoutTenant, TENANT_HEADER, tenantHeaders, traceHeaders } from '@mission/tenant-context';
+import { isSealed, RecordCipher } from './data-keys';
 
 /** An event to publish once the transaction that wrote it commits. */
 export interface OutboxEvent {
@@ -32,18 +33,24 @@ export function outboxTableSql(schema: string): string[] {
   ];
 }
 
+/** The outbox as a table: tenant events are sealed at rest with the tenant's data key when a cipher is given. */
+const OUTBOX_TABLE = 'outbox';
+
 /**
  * Writes an event into the outbox inside the caller's transaction. Returns the event id. The
  * current tenant and trace go into the stored headers: the relay publishes outside any context.
+ * With a cipher, a tenant's event payload is stored sealed (a JSON string `enc1.…`), so the
+ * database holds no tenant content even for events waiting to be published.
  */
-export async function enqueueOutbox(manager: EntityManager, schema: string, event: OutboxEvent): Promise<string> {
+export async function enqueueOutbox(manager: EntityManager, schema: string, event: OutboxEvent, cipher?: RecordCipher): Promise<string> {
   const id = randomUUID();
+  const payload = cipher && optionalTenant() ? await cipher.seal(manager, { table: OUTBOX_TABLE, id }, event.payload) : event.payload;
   await manager.query(`INSERT INTO "${schema}".outbox (id, topic, type, key, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)`, [
     id,
     event.topic,
     event.type,
     event.key,
-    JSON.stringify(event.payload),
+    JSON.stringify(payload),
     JSON.stringify({ ...tenantHeaders(), ...traceHeaders(), ...event.headers }),
   ]);
   return id;
@@ -59,6 +66,8 @@ interface OutboxRow {
 }
 
 export interface OutboxRelayOptions {
+  /** Opens payloads that enqueueOutbox sealed (required when it was given a cipher). */
+  readonly cipher?: RecordCipher;
   readonly pollIntervalMs?: number;
   readonly batchSize?: number;
   readonly onError?: (error: unknown) => void;
@@ -126,6 +135,15 @@ export class OutboxRelay {
     this.timer.unref();
   }
 
+  /** The row's payload in clear, opened under the tenant its headers name when it was stored sealed. */
+  private async payloadOf(manager: EntityManager, row: OutboxRow): Promise<unknown> {
+    if (!isSealed(row.payload)) return row.payload;
+    const tenantId = row.headers[TENANT_HEADER];
+    if (!this.options.cipher || !tenantId) throw new Error(`Outbox row ${row.id} is sealed, but the relay has no cipher or the row no tenant`);
+    // A row that cannot be opened (a KEK missing from the configuration) stops the relay loudly rather than drop an event.
+    return this.options.cipher.open(manager, { table: OUTBOX_TABLE, id: row.id }, row.payload as string, tenantId);
+  }
+
   private async drain(): Promise<void> {
     const batchSize = this.options.batchSize ?? 100;
     for (;;) {
@@ -138,7 +156,8 @@ export class OutboxRelay {
           [batchSize],
         );
         for (const row of rows) {
-          await this.publisher.publish(row.topic, { id: row.id, type: row.type, key: row.key, payload: row.payload, headers: row.headers });
+          const payload = await this.payloadOf(manager, row);
+          await this.publisher.publish(row.topic, { id: row.id, type: row.type, key: row.key, payload, headers: row.headers });
         }
         if (rows.length > 0) {
           await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);

@@ -6,6 +6,7 @@ import { startHealthServer } from './health-server';
 import { contextLogger, createLogger, Logger } from './logger';
 import { busMetrics, createMetricsRegistry } from './metrics';
 import type { Registry } from 'prom-client';
+import type { KeyProvider } from '@mission/crypto';
 import { onShutdownSignal } from './shutdown';
 import { PayloadKeySettings, resolvePayloadKeys, sealedPayloads } from './payload-keys';
 
@@ -31,7 +32,7 @@ export interface ServiceDefinition {
   readonly needsDatabase: boolean;
   /** Brings the service's schema up to date (what `--migrate-only` runs). */
   readonly migrate?: (databaseUrl: string) => Promise<void>;
-  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry }): Promise<ServiceHandle>;
+  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry; keys: KeyProvider }): Promise<ServiceHandle>;
 }
 
 /** Every topic of the platform, so any process can create what is missing before it consumes. */
@@ -67,7 +68,7 @@ export function runService(definition: ServiceDefinition): void {
       topics: platformTopics(),
       logger: contextLogger(logger.child({ component: 'bus' })),
     });
-    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' }, metrics });
+    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' }, metrics, keys: payloadKeys.provider });
     await bus.start();
     await handle.afterBusStart?.();
     let draining = false;

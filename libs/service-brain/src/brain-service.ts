@@ -3,13 +3,15 @@ import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, pingDatabase, serviceRoleName } from '@mission/persistence';
+import { openServiceDatabase, pingDatabase, RecordCipher, serviceRoleName } from '@mission/persistence';
+import type { KeyProvider } from '@mission/crypto';
 import { brainRequestHandlers } from './brain/brain.handlers';
 import { BrainRepository } from './brain/brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain/brain.service';
 import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
 import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-enable-row-level-security';
+import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-brain-content';
 
 export const BRAIN_SERVICE_GROUP = 'brain-service';
 
@@ -19,6 +21,8 @@ export interface BrainServiceOptions {
   readonly bus: MessageBus;
   /** The blind-index secret (BRAIN_INDEX_KEY), or a key provider. */
   readonly indexKeys: Buffer | TenantIndexKeys;
+  /** Wraps the tenants' data keys: document content and chunk texts are stored sealed under them. */
+  readonly keys: KeyProvider;
   /** Where the service's database pool are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
 }
@@ -38,7 +42,7 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
     url: databaseUrl,
     schema: BRAIN_SCHEMA,
     entities: [],
-    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000],
+    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000, SealBrainContent1764892800000],
     applicationName: 'brain-service',
     serviceRole: serviceRoleName(BRAIN_SCHEMA),
   });
@@ -48,7 +52,7 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
 export async function startBrainService(options: BrainServiceOptions): Promise<BrainServiceHandle> {
   const dataSource = await openBrainDatabase(options.databaseUrl);
   if (options.metrics) databaseMetrics(options.metrics, BRAIN_SCHEMA, dataSource);
-  const brain = new BrainService(dataSource, new BrainRepository(), keyProvider(options.indexKeys));
+  const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys));
   options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(brain));
   return {
     ready: async () => {
@@ -72,6 +76,6 @@ export interface BrainReader {
  */
 export async function openBrainReader(options: Omit<BrainServiceOptions, 'bus'>): Promise<BrainReader> {
   const dataSource = await openBrainDatabase(options.databaseUrl);
-  const brain = new BrainService(dataSource, new BrainRepository(), keyProvider(options.indexKeys));
+  const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys));
   return { search: (text, limit) => brain.search(text, limit), close: () => dataSource.destroy() };
 }

@@ -3,13 +3,15 @@ import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { Housekeeper, openServiceDatabase, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
-import { HitItemEntity } from './hits/hit-item.entity';
+import type { KeyProvider } from '@mission/crypto';
+import { Housekeeper, openServiceDatabase, OutboxRelay, RecordCipher, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
+import { HitItemRow } from './hits/hit-item.entity';
 import { hitRequestHandlers, missionEventHandler } from './hits/hits.handlers';
 import { HitsRepository } from './hits/hits.repository';
 import { HIT_SCHEMA, HitsService } from './hits/hits.service';
 import { CreateHitItems1763769600000 } from './migrations/1763769600000-create-hit-items';
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
+import { SealHitContent1764892800000 } from './migrations/1764892800000-seal-hit-content';
 
 export const HIT_SERVICE_GROUP = 'hit-service';
 export const HIT_MISSION_EVENTS_GROUP = 'hit-service-mission-events';
@@ -19,6 +21,8 @@ export interface HitServiceOptions {
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
   readonly logger: { info(message: string, context?: Record<string, unknown>): void; error(message: string, context?: Record<string, unknown>): void };
+  /** Wraps the tenants' data keys: what people write is stored sealed under them. */
+  readonly keys: KeyProvider;
   /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
 }
@@ -36,8 +40,8 @@ export function openHitDatabase(databaseUrl: string): Promise<DataSource> {
   return openServiceDatabase({
     url: databaseUrl,
     schema: HIT_SCHEMA,
-    entities: [HitItemEntity],
-    migrations: [CreateHitItems1763769600000, EnableRowLevelSecurity1764547200000],
+    entities: [HitItemRow],
+    migrations: [CreateHitItems1763769600000, EnableRowLevelSecurity1764547200000, SealHitContent1764892800000],
     applicationName: 'hit-service',
     serviceRole: serviceRoleName(HIT_SCHEMA),
   });
@@ -46,10 +50,12 @@ export function openHitDatabase(databaseUrl: string): Promise<DataSource> {
 export async function startHitService(options: HitServiceOptions): Promise<HitServiceHandle> {
   const dataSource = await openHitDatabase(options.databaseUrl);
   if (options.metrics) databaseMetrics(options.metrics, HIT_SCHEMA, dataSource, { outbox: true });
+  const cipher = new RecordCipher(HIT_SCHEMA, options.keys);
   const relay = new OutboxRelay(dataSource, HIT_SCHEMA, options.bus, {
+    cipher,
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });
-  const hits = new HitsService(dataSource, new HitsRepository(), () => relay.kick());
+  const hits = new HitsService(dataSource, new HitsRepository(cipher), () => relay.kick(), cipher);
   const housekeeper = new Housekeeper(dataSource, [processedMessagesSweep(HIT_SCHEMA), publishedOutboxSweep(HIT_SCHEMA)], {
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
     onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),

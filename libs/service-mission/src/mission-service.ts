@@ -3,12 +3,14 @@ import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { Housekeeper, openServiceDatabase, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
+import type { KeyProvider } from '@mission/crypto';
+import { Housekeeper, openServiceDatabase, RecordCipher, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
 import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-create-idempotency-keys';
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 import { SweepIdempotencyKeys1764806400000 } from './migrations/1764806400000-sweep-idempotency-keys';
-import { MISSION_SCHEMA, MissionEntity } from './missions/mission.entity';
+import { SealMissionContent1764892800000 } from './migrations/1764892800000-seal-mission-content';
+import { MISSION_SCHEMA, MissionRow } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
 import { missionRequestHandlers } from './missions/missions.handlers';
 import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions/missions.repository';
@@ -23,6 +25,8 @@ export interface MissionServiceOptions {
   /** Not started yet: the service registers its handlers, the caller starts the bus. */
   readonly bus: MessageBus;
   readonly logger: RunnerLogger;
+  /** Wraps the tenants' data keys: mission content is stored sealed under them. */
+  readonly keys: KeyProvider;
   /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
 }
@@ -39,8 +43,8 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
   return openServiceDatabase({
     url: databaseUrl,
     schema: MISSION_SCHEMA,
-    entities: [MissionEntity],
-    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000],
+    entities: [MissionRow],
+    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000, SealMissionContent1764892800000],
     applicationName: 'mission-service',
     serviceRole: serviceRoleName(MISSION_SCHEMA),
   });
@@ -52,7 +56,7 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });
-  const repository = new MissionsRepository(dataSource);
+  const repository = new MissionsRepository(dataSource, new RecordCipher(MISSION_SCHEMA, options.keys));
   const missions = new MissionsService(dataSource, repository, () => relay.kick());
   const runner = new MissionRunner(dataSource, repository, options.bus, options.logger, () => relay.kick());
   const housekeeper = new Housekeeper(dataSource, [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)], {

@@ -1,5 +1,6 @@
 import { EntityManager } from 'typeorm';
 import { CursorPosition, isUuid } from '@mission/contracts';
+import { isSealed, RecordCipher } from '@mission/persistence';
 
 export interface DocumentRow {
   readonly id: string;
@@ -50,7 +51,11 @@ export class IndexKeyMismatchError extends Error {
 const CHUNK_BATCH = 1_000;
 const POSTING_BATCH = 50_000;
 
-const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
+const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", sealed, title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
+
+/** What the tenant wrote about a document: stored only as ciphertext (`documents.sealed`). */
+type DocumentContent = Pick<DocumentRow, 'title' | 'source' | 'metadata'>;
+type StoredDocument = Omit<DocumentRow, keyof DocumentContent> & { sealed: string | null; title: string | null; source: string | null; metadata: Record<string, string> | null };
 
 /**
  * The only code that touches the brain schema. Every statement is filtered by tenant. Writers of
@@ -59,17 +64,22 @@ const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", title, source, metadata, 
  * those rows, and the statistics always equal what the postings hold.
  */
 export class BrainRepository {
+  /** Seals document content and chunk texts on the way in, opens them on the way out: the database holds neither in clear. */
+  constructor(private readonly cipher: RecordCipher) {}
+
   async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string): Promise<void> {
+    const content: DocumentContent = { title: document.title, source: document.source, metadata: document.metadata };
     await manager.query(
-      `INSERT INTO brain.documents (id, tenant_id, title, source, metadata, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
-      [document.id, document.tenantId, document.title, document.source, JSON.stringify(document.metadata), document.contentBytes, document.chunkCount, document.createdAt],
+      `INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
+      [document.id, document.tenantId, await this.cipher.seal(manager, { table: 'documents', id: document.id }, content), document.contentBytes, document.chunkCount, document.createdAt],
     );
     const seqByOrdinal = new Map<number, string>();
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
       const params: unknown[] = [document.tenantId, document.id];
-      const rows = batch.map((chunk) => {
-        params.push(chunk.id, chunk.ordinal, chunk.text, chunk.length, chunk.termHashes);
+      const texts = await Promise.all(batch.map((chunk) => this.cipher.seal(manager, { table: 'chunks', id: chunk.id }, chunk.text)));
+      const rows = batch.map((chunk, index) => {
+        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, chunk.termHashes);
         const at = params.length - 5;
         return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[])`;
       });
@@ -166,20 +176,20 @@ export class BrainRepository {
 
   async findDocument(manager: EntityManager, tenantId: string, id: string): Promise<DocumentRow | null> {
     if (!isUuid(id)) return null;
-    const rows: DocumentRow[] = await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
-    return rows[0] ?? null;
+    const rows: StoredDocument[] = await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+    return rows[0] ? this.openDocument(manager, rows[0]) : null;
   }
 
   /** Newest first, after `after` in (created_at, id) order; one extra row tells whether more follow. */
   async documentPage(manager: EntityManager, tenantId: string, limit: number, after?: CursorPosition): Promise<DocumentRow[]> {
-    if (after) {
-      return manager.query(
-        `SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND (created_at, id) < ($3::timestamptz, $4::uuid)
-         ORDER BY created_at DESC, id DESC LIMIT $2`,
-        [tenantId, limit + 1, after.at, after.id],
-      );
-    }
-    return manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit + 1]);
+    const rows: StoredDocument[] = after
+      ? await manager.query(
+          `SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND (created_at, id) < ($3::timestamptz, $4::uuid)
+           ORDER BY created_at DESC, id DESC LIMIT $2`,
+          [tenantId, limit + 1, after.at, after.id],
+        )
+      : await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit + 1]);
+    return Promise.all(rows.map((row) => this.openDocument(manager, row)));
   }
 
   /**
@@ -222,7 +232,7 @@ export class BrainRepository {
     normalisation: { readonly constant: number; readonly perTerm: number },
     limit: number,
   ): Promise<RankedChunkRow[]> {
-    const rows: Array<RankedChunkRow & { score: number | string }> = await manager.query(
+    const rows: Array<Omit<RankedChunkRow, 'title' | 'source'> & { score: number | string; sealed: string | null; title: string | null; source: string | null }> = await manager.query(
       `WITH scored AS (
          SELECT p.chunk_seq, sum(round(w.weight * p.tf / (p.tf + $4::float8 + $5::float8 * p.length) * 1e9::float8)) / 1e9::float8 AS score
          FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
@@ -233,14 +243,38 @@ export class BrainRepository {
          ORDER BY score DESC, p.chunk_seq
          LIMIT $6
        )
-       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.title, c.text, d.source, s.score
+       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
        FROM scored s
        JOIN brain.chunks c ON c.seq = s.chunk_seq AND c.tenant_id = $1
        JOIN brain.documents d ON d.id = c.document_id AND d.tenant_id = $1
        ORDER BY s.score DESC, s.chunk_seq`,
       [tenantId, weights.map((w) => w.termHash), weights.map((w) => w.weight), normalisation.constant, normalisation.perTerm, limit],
     );
-    return rows.map((row) => ({ ...row, score: Number(row.score) }));
+    // Only the winners are opened: one document's content once, however many of its chunks won.
+    const documents = new Map<string, Promise<DocumentContent>>();
+    const contentOf = (row: (typeof rows)[number]): Promise<DocumentContent> => {
+      let content = documents.get(row.documentId);
+      if (!content) {
+        content = row.sealed ? this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.documentId }, row.sealed) : Promise.resolve({ title: row.title ?? '', source: row.source, metadata: {} });
+        documents.set(row.documentId, content);
+      }
+      return content;
+    };
+    return Promise.all(
+      rows.map(async (row) => {
+        const { title, source } = await contentOf(row);
+        const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
+        return { chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: Number(row.score) };
+      }),
+    );
+  }
+
+  private async openDocument(manager: EntityManager, row: StoredDocument): Promise<DocumentRow> {
+    const { sealed, title, source, metadata, ...clear } = row;
+    const content: DocumentContent = sealed
+      ? await this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.id }, sealed)
+      : { title: title ?? '', source, metadata: metadata ?? {} };
+    return { ...clear, ...content };
   }
 
   private async lockTenantStatistics(manager: EntityManager, tenantId: string): Promise<void> {

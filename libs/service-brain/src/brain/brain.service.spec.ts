@@ -4,6 +4,8 @@ import { DomainError, ErrorCode, encodeCursor } from '@mission/contracts';
 import { MissingTenantContextError, runWithTenant } from '@mission/tenant-context';
 import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository } from './brain.repository';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { RecordCipher } from '@mission/persistence';
 import { BrainService } from './brain.service';
 
 /** Only the paths that end before the database: a data source that fails loudly if touched. */
@@ -23,7 +25,7 @@ async function failure(promise: Promise<unknown>): Promise<DomainError> {
 }
 
 describe('BrainService before the database', () => {
-  const brain = new BrainService(untouchable, new BrainRepository(), new DerivedTenantIndexKeys(randomBytes(32)));
+  const brain = new BrainService(untouchable, new BrainRepository(new RecordCipher('brain', new LocalKeyProvider(KeyEncryptionKey.generate()))), new DerivedTenantIndexKeys(randomBytes(32)));
   const asTenant = <T>(work: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: randomUUID() }, work);
 
   it('answers a query of stop words and punctuation with an empty ranking, echoing the trimmed query', async () => {

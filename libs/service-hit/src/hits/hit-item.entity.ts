@@ -1,8 +1,32 @@
 import { Column, Entity, PrimaryColumn } from 'typeorm';
 import type { HitStatus } from '@mission/contracts';
 
-@Entity('hit_items')
+/** A HIT item as the service works with it: plaintext, in memory only (the repository seals it). */
 export class HitItemEntity {
+  id!: string;
+  tenantId!: string;
+  missionId!: string;
+  stepIndex!: number;
+  title!: string;
+  description!: string | null;
+  status!: HitStatus;
+  comment!: string | null;
+  decidedBy!: string | null;
+  decidedAt!: Date | null;
+  createdAt!: Date;
+  updatedAt!: Date;
+}
+
+/** What people wrote: stored only as ciphertext (`HitItemRow.sealed`). */
+export type HitContent = Pick<HitItemEntity, 'title' | 'description' | 'comment'>;
+
+/**
+ * A row of `hit.hit_items`: ids, tenant, status, who decided and when in clear; title,
+ * description and comment in `sealed`, encrypted under the tenant's data key. The plaintext
+ * columns are those of rows written before encryption, read until the row is next written.
+ */
+@Entity('hit_items')
+export class HitItemRow {
   @PrimaryColumn('uuid')
   id!: string;
 
@@ -15,8 +39,11 @@ export class HitItemEntity {
   @Column('int', { name: 'step_index' })
   stepIndex!: number;
 
-  @Column('text')
-  title!: string;
+  @Column('text', { nullable: true })
+  sealed!: string | null;
+
+  @Column('text', { nullable: true })
+  title!: string | null;
 
   @Column('text', { nullable: true })
   description!: string | null;

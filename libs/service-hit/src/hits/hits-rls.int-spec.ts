@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { HitView } from '@mission/contracts';
-import { createTestDatabase, TestDatabase, tenantTransaction } from '@mission/persistence';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { createTestDatabase, RecordCipher, TestDatabase, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import { openHitDatabase } from '../hit-service';
 import { HitsRepository } from './hits.repository';
@@ -12,7 +13,8 @@ const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.
 describe('HIT items under row-level security', () => {
   let database: TestDatabase;
   let dataSource: DataSource;
-  const repository = new HitsRepository();
+  const cipher = new RecordCipher('hit', new LocalKeyProvider(KeyEncryptionKey.generate()));
+  const repository = new HitsRepository(cipher);
   const tenantA = randomUUID();
   const tenantB = randomUUID();
   let itemA: HitView;
@@ -21,7 +23,7 @@ describe('HIT items under row-level security', () => {
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'hit_rls');
     dataSource = await openHitDatabase(database.url);
-    const service = new HitsService(dataSource, repository, () => undefined);
+    const service = new HitsService(dataSource, repository, () => undefined, cipher);
     itemA = await runWithTenant({ tenantId: tenantA }, () => service.create({ missionId: randomUUID(), stepIndex: 0, title: 'A' }));
     itemB = await runWithTenant({ tenantId: tenantB }, () => service.create({ missionId: randomUUID(), stepIndex: 0, title: 'B' }));
   });

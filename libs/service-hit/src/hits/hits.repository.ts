@@ -1,45 +1,54 @@
 import { EntityManager } from 'typeorm';
 import { CursorPosition, isUuid } from '@mission/contracts';
-import { HitItemEntity } from './hit-item.entity';
+import { RecordCipher } from '@mission/persistence';
+import { HitContent, HitItemEntity, HitItemRow } from './hit-item.entity';
 
-/** The only code that reads or writes HIT items. Every query is filtered by tenant. */
+const TABLE = 'hit_items';
+
+/**
+ * The only code that reads or writes HIT items. Every query is filtered by tenant; what people
+ * wrote is sealed on the way in and opened on the way out (RecordCipher).
+ */
 export class HitsRepository {
+  constructor(private readonly cipher: RecordCipher) {}
+
   /** Inserts unless the mission's step already has its item; returns the stored item either way. */
   async insertOnce(manager: EntityManager, item: HitItemEntity): Promise<HitItemEntity> {
     await manager
       .createQueryBuilder()
       .insert()
-      .into(HitItemEntity)
-      .values(item)
+      .into(HitItemRow)
+      .values(await this.toRow(manager, item))
       .orIgnore()
       .execute();
-    const stored = await manager.findOne(HitItemEntity, { where: { tenantId: item.tenantId, missionId: item.missionId, stepIndex: item.stepIndex } });
+    const stored = await this.toEntity(manager, await manager.findOne(HitItemRow, { where: { tenantId: item.tenantId, missionId: item.missionId, stepIndex: item.stepIndex } }));
     if (!stored) throw new Error('HIT item vanished right after insert');
     return stored;
   }
 
   async find(manager: EntityManager, tenantId: string, id: string): Promise<HitItemEntity | null> {
     if (!isUuid(id)) return null;
-    return manager.findOne(HitItemEntity, { where: { tenantId, id } });
+    return this.toEntity(manager, await manager.findOne(HitItemRow, { where: { tenantId, id } }));
   }
 
   async lock(manager: EntityManager, tenantId: string, id: string): Promise<HitItemEntity | null> {
     if (!isUuid(id)) return null;
-    return manager.findOne(HitItemEntity, { where: { tenantId, id }, lock: { mode: 'pessimistic_write' } });
+    return this.toEntity(manager, await manager.findOne(HitItemRow, { where: { tenantId, id }, lock: { mode: 'pessimistic_write' } }));
   }
 
   async save(manager: EntityManager, item: HitItemEntity): Promise<void> {
+    const row = await this.toRow(manager, item);
     await manager.update(
-      HitItemEntity,
+      HitItemRow,
       { tenantId: item.tenantId, id: item.id },
-      { status: item.status, comment: item.comment, decidedBy: item.decidedBy, decidedAt: item.decidedAt, updatedAt: item.updatedAt },
+      { status: row.status, sealed: row.sealed, title: null, description: null, comment: null, decidedBy: row.decidedBy, decidedAt: row.decidedAt, updatedAt: row.updatedAt },
     );
   }
 
   /** Pending items, oldest first, after `after` in (created_at, id) order. Fetches one extra row to tell whether more follow. */
   async pendingPage(manager: EntityManager, tenantId: string, limit: number, after?: CursorPosition): Promise<HitItemEntity[]> {
     const query = manager
-      .getRepository(HitItemEntity)
+      .getRepository(HitItemRow)
       .createQueryBuilder('h')
       .where('h.tenant_id = :tenantId', { tenantId })
       .andWhere(`h.status = 'pending'`)
@@ -47,16 +56,55 @@ export class HitsRepository {
       .addOrderBy('h.id', 'ASC')
       .limit(limit + 1);
     if (after) query.andWhere('(h.created_at, h.id) > (:at, :id)', { at: after.at, id: after.id });
-    return query.getMany();
+    const rows = await query.getMany();
+    return Promise.all(rows.map(async (row) => (await this.toEntity(manager, row)) as HitItemEntity));
   }
 
   async cancelPendingOfMission(manager: EntityManager, tenantId: string, missionId: string, now: Date): Promise<number> {
     const result = await manager
       .createQueryBuilder()
-      .update(HitItemEntity)
+      .update(HitItemRow)
       .set({ status: 'cancelled', updatedAt: now })
       .where('tenant_id = :tenantId AND mission_id = :missionId AND status = :pending', { tenantId, missionId, pending: 'pending' })
       .execute();
     return result.affected ?? 0;
+  }
+
+  private async toRow(manager: EntityManager, item: HitItemEntity): Promise<HitItemRow> {
+    const content: HitContent = { title: item.title, description: item.description, comment: item.comment };
+    return {
+      id: item.id,
+      tenantId: item.tenantId,
+      missionId: item.missionId,
+      stepIndex: item.stepIndex,
+      sealed: await this.cipher.seal(manager, { table: TABLE, id: item.id }, content),
+      title: null,
+      description: null,
+      status: item.status,
+      comment: null,
+      decidedBy: item.decidedBy,
+      decidedAt: item.decidedAt,
+      createdAt: item.createdAt,
+      updatedAt: item.updatedAt,
+    };
+  }
+
+  private async toEntity(manager: EntityManager, row: HitItemRow | null): Promise<HitItemEntity | null> {
+    if (!row) return null;
+    const content: HitContent = row.sealed
+      ? await this.cipher.open<HitContent>(manager, { table: TABLE, id: row.id }, row.sealed)
+      : { title: row.title ?? '', description: row.description, comment: row.comment };
+    return Object.assign(new HitItemEntity(), {
+      id: row.id,
+      tenantId: row.tenantId,
+      missionId: row.missionId,
+      stepIndex: row.stepIndex,
+      ...content,
+      status: row.status,
+      decidedBy: row.decidedBy,
+      decidedAt: row.decidedAt,
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+    });
   }
 }

@@ -15,7 +15,7 @@ import {
   parseOrThrow,
   Topics,
 } from '@mission/contracts';
-import { enqueueOutbox, markProcessed, tenantTransaction } from '@mission/persistence';
+import { enqueueOutbox, markProcessed, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import { HitItemEntity } from './hit-item.entity';
 import { hitView } from './hit.view';
@@ -29,6 +29,8 @@ export class HitsService {
     private readonly dataSource: DataSource,
     private readonly hits: HitsRepository,
     private readonly afterCommit: () => void,
+    /** Seals `hit.decided` events in the outbox: they carry the decision's comment. */
+    private readonly outboxCipher: RecordCipher,
   ) {}
 
   /** Creates the item of a mission's approval step, or returns the one that step already has. */
@@ -95,7 +97,7 @@ export class HitsService {
         decidedAt: now.toISOString(),
         ...(request.comment !== undefined ? { comment: request.comment } : {}),
       };
-      await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitDecided, key: `${tenantId}:${found.missionId}`, payload: event });
+      await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitDecided, key: `${tenantId}:${found.missionId}`, payload: event }, this.outboxCipher);
       return found;
     });
     this.afterCommit();

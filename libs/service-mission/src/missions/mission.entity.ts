@@ -12,9 +12,34 @@ export type StoredStep = MissionStepRequest & {
   hitId?: string;
 };
 
+/** A mission as the service works with it: plaintext, in memory only (the repository seals it). */
+export class MissionEntity {
+  id!: string;
+  tenantId!: string;
+  title!: string;
+  objective!: string;
+  input!: Record<string, unknown> | null;
+  steps!: StoredStep[];
+  metadata!: Record<string, string>;
+  status!: MissionStatus;
+  result!: Record<string, unknown> | null;
+  error!: MissionError | null;
+  createdAt!: Date;
+  updatedAt!: Date;
+  completedAt!: Date | null;
+}
+
+/** What the tenant wrote or the mission produced: stored only as ciphertext (`MissionRow.sealed`). */
+export type MissionContent = Pick<MissionEntity, 'title' | 'objective' | 'input' | 'steps' | 'metadata' | 'result' | 'error'>;
+
+/**
+ * A row of `mission.missions`: what routing and listing need (ids, tenant, status, timestamps) in
+ * clear, everything else in `sealed`, encrypted under the tenant's data key. The plaintext columns
+ * are those of rows written before encryption; they are read until the row is next written.
+ */
 @Entity('missions')
 @Index('missions_tenant_created', ['tenantId', 'createdAt'])
-export class MissionEntity {
+export class MissionRow {
   @PrimaryColumn('uuid')
   id!: string;
 
@@ -22,22 +47,25 @@ export class MissionEntity {
   tenantId!: string;
 
   @Column('text')
-  title!: string;
+  status!: MissionStatus;
 
-  @Column('text')
-  objective!: string;
+  @Column('text', { nullable: true })
+  sealed!: string | null;
+
+  @Column('text', { nullable: true })
+  title!: string | null;
+
+  @Column('text', { nullable: true })
+  objective!: string | null;
 
   @Column('jsonb', { nullable: true })
   input!: Record<string, unknown> | null;
 
-  @Column('jsonb')
-  steps!: StoredStep[];
+  @Column('jsonb', { nullable: true })
+  steps!: StoredStep[] | null;
 
-  @Column('jsonb')
-  metadata!: Record<string, string>;
-
-  @Column('text')
-  status!: MissionStatus;
+  @Column('jsonb', { nullable: true })
+  metadata!: Record<string, string> | null;
 
   @Column('jsonb', { nullable: true })
   result!: Record<string, unknown> | null;

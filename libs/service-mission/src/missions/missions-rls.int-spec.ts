@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { MissionView } from '@mission/contracts';
-import { createTestDatabase, TestDatabase, tenantTransaction } from '@mission/persistence';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { createTestDatabase, RecordCipher, TestDatabase, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import { openMissionDatabase } from '../mission-service';
 import { MissionsRepository } from './missions.repository';
@@ -25,7 +26,7 @@ describe('mission tables under row-level security', () => {
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'mission_rls');
     dataSource = await openMissionDatabase(database.url);
-    repository = new MissionsRepository(dataSource);
+    repository = new MissionsRepository(dataSource, new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.generate())));
     service = new MissionsService(dataSource, repository, () => undefined);
     missionA = await runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a' }));
     missionB = await runWithTenant({ tenantId: tenantB }, () => service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b' }));

@@ -13,6 +13,7 @@ import {
   Topics,
 } from '@mission/contracts';
 import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, Housekeeper, processedMessagesSweep, publishedOutboxSweep, TestDatabase } from '@mission/persistence';
 import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { MissionServiceHandle, openMissionDatabase, startMissionService } from '../mission-service';
@@ -20,6 +21,7 @@ import { expiredIdempotencyKeysSweep } from './missions.repository';
 import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const KEYS = new LocalKeyProvider(KeyEncryptionKey.generate());
 
 interface LogEntry {
   readonly level: string;
@@ -93,7 +95,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
   async function startMission(): Promise<typeof mission> {
     const bus = new InProcessBus(broker, { retry: RETRY, logger: busLogger });
     const logger = new RecordingLogger();
-    const handle = await startMissionService({ databaseUrl: database.url, bus, logger });
+    const handle = await startMissionService({ databaseUrl: database.url, bus, logger, keys: KEYS });
     await bus.start();
     await handle.afterBusStart();
     return { bus, handle, logger };

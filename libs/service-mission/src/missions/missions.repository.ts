@@ -1,42 +1,94 @@
 import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
-import { deleteInBatches, type SweepTask } from '@mission/persistence';
-import { MissionEntity } from './mission.entity';
+import { deleteInBatches, RecordCipher, type SweepTask } from '@mission/persistence';
+import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
-/** The only code that reads or writes missions. Every read is filtered by tenant. */
+const TABLE = 'missions';
+
+/**
+ * The only code that reads or writes missions. Every read is filtered by tenant, and a mission's
+ * content is sealed on the way in and opened on the way out (RecordCipher): the database holds
+ * it only as ciphertext under the tenant's data key.
+ */
 export class MissionsRepository {
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly cipher: RecordCipher,
+  ) {}
 
   async insert(manager: EntityManager, mission: MissionEntity): Promise<void> {
     // jsonb columns hold open-ended objects, which TypeORM's deep-partial type cannot express.
-    await manager.insert(MissionEntity, mission as QueryDeepPartialEntity<MissionEntity>);
+    await manager.insert(MissionRow, (await this.toRow(manager, mission)) as QueryDeepPartialEntity<MissionRow>);
   }
 
   /** A malformed id cannot exist, so it is simply not found (no query). */
   async findForTenant(manager: EntityManager, tenantId: string, id: string): Promise<MissionEntity | null> {
     if (!isUuid(id)) return null;
-    return manager.findOne(MissionEntity, { where: { tenantId, id } });
+    return this.toEntity(manager, await manager.findOne(MissionRow, { where: { tenantId, id } }));
   }
 
   async lockForTenant(manager: EntityManager, tenantId: string, id: string): Promise<MissionEntity | null> {
     if (!isUuid(id)) return null;
-    return manager.findOne(MissionEntity, { where: { tenantId, id }, lock: { mode: 'pessimistic_write' } });
+    return this.toEntity(manager, await manager.findOne(MissionRow, { where: { tenantId, id }, lock: { mode: 'pessimistic_write' } }));
   }
 
   async save(manager: EntityManager, mission: MissionEntity): Promise<void> {
-    await manager.update(
-      MissionEntity,
-      { id: mission.id, tenantId: mission.tenantId },
-      {
-        status: mission.status,
-        steps: mission.steps,
-        result: mission.result,
-        error: mission.error,
-        updatedAt: mission.updatedAt,
-        completedAt: mission.completedAt,
-      } as QueryDeepPartialEntity<MissionEntity>,
-    );
+    const { id, tenantId, createdAt: _createdAt, ...changes } = await this.toRow(manager, mission);
+    await manager.update(MissionRow, { id, tenantId }, changes as QueryDeepPartialEntity<MissionRow>);
+  }
+
+  /** The row to store: metadata in clear, content sealed, the plaintext columns of older rows emptied. */
+  private async toRow(manager: EntityManager, mission: MissionEntity): Promise<MissionRow> {
+    const content: MissionContent = {
+      title: mission.title,
+      objective: mission.objective,
+      input: mission.input,
+      steps: mission.steps,
+      metadata: mission.metadata,
+      result: mission.result,
+      error: mission.error,
+    };
+    return {
+      id: mission.id,
+      tenantId: mission.tenantId,
+      status: mission.status,
+      sealed: await this.cipher.seal(manager, { table: TABLE, id: mission.id }, content),
+      title: null,
+      objective: null,
+      input: null,
+      steps: null,
+      metadata: null,
+      result: null,
+      error: null,
+      createdAt: mission.createdAt,
+      updatedAt: mission.updatedAt,
+      completedAt: mission.completedAt,
+    };
+  }
+
+  private async toEntity(manager: EntityManager, row: MissionRow | null): Promise<MissionEntity | null> {
+    if (!row) return null;
+    const content: MissionContent = row.sealed
+      ? await this.cipher.open<MissionContent>(manager, { table: TABLE, id: row.id }, row.sealed)
+      : {
+          title: row.title ?? '',
+          objective: row.objective ?? '',
+          input: row.input,
+          steps: row.steps ?? [],
+          metadata: row.metadata ?? {},
+          result: row.result,
+          error: row.error,
+        };
+    return Object.assign(new MissionEntity(), {
+      id: row.id,
+      tenantId: row.tenantId,
+      status: row.status,
+      ...content,
+      createdAt: row.createdAt,
+      updatedAt: row.updatedAt,
+      completedAt: row.completedAt,
+    });
   }
 
   /**
@@ -51,7 +103,7 @@ export class MissionsRepository {
   /** Newest first, optionally of one status, after `before` in (created_at, id) order; one extra row tells whether more follow. */
   async page(manager: EntityManager, tenantId: string, limit: number, status?: MissionStatus, before?: CursorPosition): Promise<MissionEntity[]> {
     const query = manager
-      .getRepository(MissionEntity)
+      .getRepository(MissionRow)
       .createQueryBuilder('m')
       .where('m.tenant_id = :tenantId', { tenantId })
       .orderBy('m.created_at', 'DESC')
@@ -59,7 +111,8 @@ export class MissionsRepository {
       .limit(limit + 1);
     if (status) query.andWhere('m.status = :status', { status });
     if (before) query.andWhere('(m.created_at, m.id) < (:at, :id)', { at: before.at, id: before.id });
-    return query.getMany();
+    const rows = await query.getMany();
+    return Promise.all(rows.map(async (row) => (await this.toEntity(manager, row)) as MissionEntity));
   }
 
   /** The mission an Idempotency-Key produced within the last `ttlHours`, with the hash of its request. */

@@ -1,0 +1,141 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { DecryptionError, generateDataKey, KeyProvider, openWithDataKey, sealWithDataKey } from '@mission/crypto';
+import { currentTenant } from '@mission/tenant-context';
+
+/**
+ * DDL of a service's data-key table, for its migrations: each tenant's data keys, wrapped by the
+ * KEK with the schema, tenant and key id as context. Wrapped keys are ciphertext that only the KEK
+ * opens, and a row copied to another tenant does not unwrap, so the table needs no row-level
+ * security: the outbox relay and the re-wrap command read it outside any tenant.
+ */
+export function dataKeysTableSql(schema: string): string[] {
+  return [
+    `CREATE TABLE "${schema}".data_keys (
+      id uuid PRIMARY KEY,
+      tenant_id uuid NOT NULL,
+      kek_id text NOT NULL,
+      wrapped text NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT clock_timestamp()
+    )`,
+    `CREATE INDEX data_keys_tenant_created ON "${schema}".data_keys (tenant_id, created_at DESC)`,
+  ];
+}
+
+/** A sealed value as stored: `enc1.<data key id>.<base64url of iv ‖ ciphertext ‖ tag>`. */
+const SEALED_PREFIX = 'enc1.';
+const UUID_LENGTH = 36;
+
+export function isSealed(value: unknown): value is string {
+  return typeof value === 'string' && value.startsWith(SEALED_PREFIX);
+}
+
+/** The record a ciphertext belongs to: bound into it, so it cannot be moved to another row, column or tenant. */
+export interface SealedRecord {
+  readonly table: string;
+  readonly id: string;
+}
+
+interface DataKey {
+  readonly id: string;
+  readonly key: Buffer;
+}
+
+/**
+ * Encrypts a service's tenant payloads at rest (envelope encryption, AES-256-GCM): one data key per
+ * tenant in `<schema>.data_keys`, made on the tenant's first write, wrapped by the KEK. The tenant
+ * comes from the context (a query outside a tenant throws) and, with the schema, table and record
+ * id, is bound into every ciphertext: one copied to another tenant's row fails to open, loudly.
+ * Unwrapped keys are cached by id (they never change; a KEK rotation only re-wraps them).
+ */
+export class RecordCipher {
+  private readonly unwrapped = new Map<string, Promise<Buffer>>();
+
+  constructor(
+    private readonly schema: string,
+    private readonly provider: KeyProvider,
+    private readonly cacheSize = 10_000,
+  ) {}
+
+  /** Seals `value` (as JSON) for the current tenant's record, within the caller's transaction. */
+  async seal(manager: EntityManager, record: SealedRecord, value: unknown): Promise<string> {
+    const { tenantId } = currentTenant();
+    const dataKey = await this.currentKey(manager, tenantId);
+    const sealed = sealWithDataKey(dataKey.key, Buffer.from(JSON.stringify(value), 'utf8'), this.context(tenantId, record));
+    return `${SEALED_PREFIX}${dataKey.id}.${sealed.toString('base64url')}`;
+  }
+
+  /** Opens what `seal` stored for this tenant's record; throws DecryptionError for anything else. */
+  async open<T>(manager: EntityManager | DataSource, record: SealedRecord, sealed: string, tenantId: string = currentTenant().tenantId): Promise<T> {
+    if (!isSealed(sealed) || sealed.charAt(SEALED_PREFIX.length + UUID_LENGTH) !== '.') throw new DecryptionError('Not a sealed value');
+    const keyId = sealed.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + UUID_LENGTH);
+    const key = await this.keyById(manager, tenantId, keyId);
+    const plaintext = openWithDataKey(key, Buffer.from(sealed.slice(SEALED_PREFIX.length + UUID_LENGTH + 1), 'base64url'), this.context(tenantId, record));
+    return JSON.parse(plaintext.toString('utf8')) as T;
+  }
+
+  /**
+   * Re-wraps every data key not wrapped by the current KEK (after a KEK rotation), data untouched.
+   * Returns how many keys were re-wrapped.
+   */
+  async rewrapAll(dataSource: DataSource): Promise<number> {
+    const rows: Array<{ id: string; tenant_id: string; kek_id: string; wrapped: string }> = await dataSource.query(
+      `SELECT id, tenant_id, kek_id, wrapped FROM "${this.schema}".data_keys WHERE kek_id <> $1 ORDER BY created_at`,
+      [this.provider.currentKekId],
+    );
+    for (const row of rows) {
+      const context = this.wrapContext(row.tenant_id, row.id);
+      const key = await this.provider.unwrap({ kekId: row.kek_id, wrapped: row.wrapped }, context);
+      const rewrapped = await this.provider.wrap(key, context);
+      await dataSource.query(`UPDATE "${this.schema}".data_keys SET kek_id = $2, wrapped = $3 WHERE id = $1 AND kek_id = $4`, [row.id, rewrapped.kekId, rewrapped.wrapped, row.kek_id]);
+    }
+    return rows.length;
+  }
+
+  /** The tenant's newest data key, or a new one written in the caller's transaction (so it commits, or vanishes, with the data it sealed). */
+  private async currentKey(manager: EntityManager, tenantId: string): Promise<DataKey> {
+    const [row]: Array<{ id: string; kek_id: string; wrapped: string }> = await manager.query(
+      `SELECT id, kek_id, wrapped FROM "${this.schema}".data_keys WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
+      [tenantId],
+    );
+    if (row) return { id: row.id, key: await this.unwrap(row.id, tenantId, row.kek_id, row.wrapped) };
+    const id = randomUUID();
+    const key = generateDataKey();
+    const wrapped = await this.provider.wrap(key, this.wrapContext(tenantId, id));
+    await manager.query(`INSERT INTO "${this.schema}".data_keys (id, tenant_id, kek_id, wrapped) VALUES ($1, $2, $3, $4)`, [id, tenantId, wrapped.kekId, wrapped.wrapped]);
+    return { id, key };
+  }
+
+  private async keyById(manager: EntityManager | DataSource, tenantId: string, keyId: string): Promise<Buffer> {
+    const cached = this.unwrapped.get(this.cacheKey(tenantId, keyId));
+    if (cached) return cached;
+    const [row]: Array<{ kek_id: string; wrapped: string }> = await manager.query(`SELECT kek_id, wrapped FROM "${this.schema}".data_keys WHERE id = $1 AND tenant_id = $2`, [keyId, tenantId]);
+    if (!row) throw new DecryptionError(`No data key ${keyId} for this tenant`);
+    return this.unwrap(keyId, tenantId, row.kek_id, row.wrapped);
+  }
+
+  private unwrap(keyId: string, tenantId: string, kekId: string, wrapped: string): Promise<Buffer> {
+    const cacheKey = this.cacheKey(tenantId, keyId);
+    const cached = this.unwrapped.get(cacheKey);
+    if (cached) return cached;
+    const pending = this.provider.unwrap({ kekId, wrapped }, this.wrapContext(tenantId, keyId)).catch((error: unknown) => {
+      this.unwrapped.delete(cacheKey);
+      throw error instanceof DecryptionError ? error : new DecryptionError(error instanceof Error ? error.message : String(error));
+    });
+    if (this.unwrapped.size >= this.cacheSize) this.unwrapped.delete(this.unwrapped.keys().next().value as string);
+    this.unwrapped.set(cacheKey, pending);
+    return pending;
+  }
+
+  private cacheKey(tenantId: string, keyId: string): string {
+    return `${tenantId}/${keyId}`;
+  }
+
+  private wrapContext(tenantId: string, keyId: string): string {
+    return `${this.schema}|${tenantId}|${keyId}`;
+  }
+
+  private context(tenantId: string, record: SealedRecord): string {
+    return `${this.schema}.${record.table}|${tenantId}|${record.id}`;
+  }
+}

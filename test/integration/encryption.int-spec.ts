@@ -1,0 +1,136 @@
+import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Client } from 'pg';
+import { call, clientCredentialsToken, eventually, waitForMission } from '../support/api-client';
+import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
+
+/** The broker's log directory, when this run started the broker itself (see the global setup). */
+const KAFKA_DATA_DIR = process.env.MS_TEST_STARTED_KAFKA === '1' && process.env.KAFKA_STATE_DIR ? path.join(process.env.KAFKA_STATE_DIR, 'data') : undefined;
+const itOnOwnBroker = KAFKA_DATA_DIR ? it : it.skip;
+
+async function filesUnder(directory: string): Promise<string[]> {
+  const entries = await readdir(directory, { withFileTypes: true });
+  const nested = await Promise.all(entries.map((entry) => (entry.isDirectory() ? filesUnder(path.join(directory, entry.name)) : [path.join(directory, entry.name)])));
+  return nested.flat();
+}
+
+/**
+ * Tenant payloads are ciphertext wherever they rest outside the service that owns them: in
+ * Kafka's log segments and in PostgreSQL, while the API hands them back intact to their tenant.
+ */
+describe('End-to-end payload encryption in the distributed deployment', () => {
+  let stack: DistributedStack;
+  let db: Client;
+  const tenants: Array<{ id: string; token: string }> = [];
+  const canary = `canary${randomUUID().replaceAll('-', '')}`;
+  const canaries = {
+    objective: `${canary}objective`,
+    input: `${canary}input`,
+    approvalTitle: `${canary}approvaltitle`,
+    comment: `${canary}comment`,
+    documentTitle: `${canary}documenttitle`,
+    document: `${canary}document`,
+  };
+  let missionId = '';
+  let hitId = '';
+
+  beforeAll(async () => {
+    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    db = new Client({ connectionString: stack.database.url });
+    await db.connect();
+    const admin = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
+    for (const name of ['Sealed A', 'Sealed B']) {
+      const created = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: admin, body: { name, tier: 'business' } });
+      tenants.push({ id: created.body.id, token: (await clientCredentialsToken(stack.issuer, created.body.client.clientId, created.body.client.clientSecret)).access_token });
+    }
+    const [a] = tenants;
+
+    // A document, then a mission that finds it, waits for an approval and is approved with a comment.
+    const document = await call(stack.gatewayUrl, 'POST', '/api/brain/documents', {
+      token: a.token,
+      body: { title: canaries.documentTitle, content: `The ferrite resonator notes say ${canaries.document} about microwave losses.` },
+    });
+    expect(document.status).toBe(201);
+    const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+      token: a.token,
+      body: {
+        title: 'Sealed mission',
+        objective: `Summarise ${canaries.objective}`,
+        input: { note: canaries.input },
+        steps: [{ type: 'brain.query', query: 'ferrite resonator microwave' }, { type: 'approval', title: canaries.approvalTitle }],
+      },
+    });
+    expect(submitted.status).toBe(202);
+    missionId = submitted.body.id;
+    hitId = await eventually(async () => {
+      const mission = await call(stack.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: a.token });
+      return mission.body.status === 'awaiting_approval' ? (mission.body.steps[1].hitId as string) : undefined;
+    }, 'the mission to wait for its approval');
+    const approved = await call(stack.gatewayUrl, 'POST', `/api/hit/${hitId}/approve`, { token: a.token, body: { comment: canaries.comment } });
+    expect(approved.status).toBe(200);
+    expect((await waitForMission(stack.gatewayUrl, a.token, missionId)).status).toBe('succeeded');
+  }, 240_000);
+
+  afterAll(async () => {
+    await db?.end();
+    if (stack) expect(await stack.stop()).toEqual([]);
+  }, 120_000);
+
+  it('returns every payload intact to its tenant through the API', async () => {
+    const [a] = tenants;
+    const mission = await call(stack.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: a.token });
+    expect(mission.body.objective).toBe(`Summarise ${canaries.objective}`);
+    const [found, approval] = mission.body.steps;
+    expect(found.output.results[0]).toMatchObject({ title: canaries.documentTitle, text: expect.stringContaining(canaries.document) });
+    expect(approval.output).toMatchObject({ decision: 'approved', comment: canaries.comment });
+    const hit = await call(stack.gatewayUrl, 'GET', `/api/hit/${hitId}`, { token: a.token });
+    expect(hit.body).toMatchObject({ title: canaries.approvalTitle, comment: canaries.comment, status: 'approved' });
+    const query = await call(stack.gatewayUrl, 'GET', `/api/brain/query?q=${encodeURIComponent('ferrite microwave')}`, { token: a.token });
+    expect(query.body.results[0].text).toContain(canaries.document);
+  });
+
+  it('leaves no payload readable in a dump of the database', () => {
+    const dump = execFileSync('pg_dump', ['--no-owner', '--data-only', stack.database.url], { maxBuffer: 256 * 1024 * 1024 }).toString('utf8');
+    // The dump holds the tenant's rows: it is the right database, and it is not empty.
+    expect(dump).toContain(missionId);
+    expect(dump).toContain(hitId);
+    for (const [what, value] of Object.entries(canaries)) expect({ what, found: dump.includes(value) }).toEqual({ what, found: false });
+    expect(dump).not.toContain(canary);
+  });
+
+  itOnOwnBroker('leaves no payload readable in Kafka’s log segments', async () => {
+    const segments = (await filesUnder(KAFKA_DATA_DIR as string)).filter((file) => file.endsWith('.log'));
+    const contents = await Promise.all(segments.map((file) => readFile(file)));
+    // The segments hold this mission's messages (ids travel in clear headers and keys).
+    expect(contents.some((content) => content.includes(missionId))).toBe(true);
+    const holding = segments.filter((_, index) => contents[index].includes(canary));
+    expect(holding).toEqual([]);
+  });
+
+  it('fails loudly, with nothing of the payload, when a ciphertext is moved to another tenant’s row', async () => {
+    const [a, b] = tenants;
+    const victim = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: b.token, body: { title: 'B’s own', objective: 'B’s objective' } });
+    expect(victim.status).toBe(202);
+    await waitForMission(stack.gatewayUrl, b.token, victim.body.id);
+    // An operator with database access copies A's sealed mission over B's row.
+    await db.query(`UPDATE mission.missions SET sealed = (SELECT sealed FROM mission.missions WHERE id = $1) WHERE id = $2`, [missionId, victim.body.id]);
+    const read = await call(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token });
+    expect(read.status).toBe(500);
+    expect(read.body.code).toBe('internal_error');
+    expect(JSON.stringify(read.body)).not.toContain(canary);
+    // Within A's tenant, moved to another record (a HIT item's text onto another item), it fails the same way.
+    const second = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: { title: 'Second', objective: 'o', steps: [{ type: 'approval', title: 'plain' }] } });
+    const secondHit = await eventually(async () => {
+      const mission = await call(stack.gatewayUrl, 'GET', `/api/missions/${second.body.id}`, { token: a.token });
+      return mission.body.status === 'awaiting_approval' ? (mission.body.steps[0].hitId as string) : undefined;
+    }, 'the second mission to wait');
+    await db.query(`UPDATE hit.hit_items SET sealed = (SELECT sealed FROM hit.hit_items WHERE id = $1) WHERE id = $2`, [hitId, secondHit]);
+    const moved = await call(stack.gatewayUrl, 'GET', `/api/hit/${secondHit}`, { token: a.token });
+    expect(moved.status).toBe(500);
+    expect(JSON.stringify(moved.body)).not.toContain(canary);
+    // The originals still read.
+    expect((await call(stack.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: a.token })).status).toBe(200);
+  }, 60_000);
+});
