@@ -3,7 +3,12 @@ import { randomUUID } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Client } from 'pg';
+import { KeyEncryptionKey, kekIdOf, LocalKeyProvider } from '@mission/crypto';
+import { RecordCipher } from '@mission/persistence';
+import { openMissionDatabase } from '@mission/service-mission';
+import { runWithTenant } from '@mission/tenant-context';
 import { call, clientCredentialsToken, eventually, waitForMission } from '../support/api-client';
+import { REPO_ROOT } from '../support/processes';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 
 /** The broker's log directory, when this run started the broker itself (see the global setup). */
@@ -133,4 +138,33 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     // The originals still read.
     expect((await call(stack.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: a.token })).status).toBe(200);
   }, 60_000);
+
+  it('re-wraps every data key under a new KEK with --rewrap-data-keys, leaving the data as it was', async () => {
+    const [a] = tenants;
+    const oldKek = KeyEncryptionKey.fromBase64Url(stack.kek);
+    const newKek = KeyEncryptionKey.generate();
+    const sealedBefore = (await db.query(`SELECT sealed FROM mission.missions WHERE id = $1`, [missionId])).rows[0].sealed as string;
+    const rewrap = (env: Record<string, string>) =>
+      execFileSync(process.execPath, ['-r', './tools/register.cjs', 'apps/mission-service/src/main.ts', '--rewrap-data-keys'], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, DATABASE_URL: stack.database.url, LOG_LEVEL: 'warn', KEK_FILE: '', ...env },
+        stdio: 'pipe',
+      });
+    // Without the old KEK nothing can be unwrapped: the command fails and changes nothing.
+    expect(() => rewrap({ KEK: newKek.toBase64Url(), KEK_PREVIOUS: '' })).toThrow(/Unknown key-encryption key/);
+    rewrap({ KEK: newKek.toBase64Url(), KEK_PREVIOUS: oldKek.toBase64Url() });
+    const kekIds = (await db.query(`SELECT DISTINCT kek_id FROM mission.data_keys`)).rows.map((row) => row.kek_id);
+    expect(kekIds).toEqual([kekIdOf(newKek)]);
+    expect((await db.query(`SELECT sealed FROM mission.missions WHERE id = $1`, [missionId])).rows[0].sealed).toBe(sealedBefore);
+
+    // The new KEK alone opens the mission; the old one alone no longer does.
+    const dataSource = await openMissionDatabase(stack.database.url);
+    try {
+      const open = (kek: KeyEncryptionKey) => runWithTenant({ tenantId: a.id }, () => new RecordCipher('mission', new LocalKeyProvider(kek)).open<{ objective: string }>(dataSource, { table: 'missions', id: missionId }, sealedBefore));
+      await expect(open(newKek)).resolves.toMatchObject({ objective: `Summarise ${canaries.objective}` });
+      await expect(open(oldKek)).rejects.toThrow(/Unknown key-encryption key/);
+    } finally {
+      await dataSource.destroy();
+    }
+  }, 120_000);
 });

@@ -139,3 +139,13 @@ export class RecordCipher {
     return `${this.schema}.${record.table}|${tenantId}|${record.id}`;
   }
 }
+
+/** Opens the schema's database, re-wraps its data keys under the provider's current KEK, closes it. */
+export async function rewrapDataKeys(open: () => Promise<DataSource>, schema: string, provider: KeyProvider): Promise<number> {
+  const dataSource = await open();
+  try {
+    return await new RecordCipher(schema, provider).rewrapAll(dataSource);
+  } finally {
+    await dataSource.destroy();
+  }
+}

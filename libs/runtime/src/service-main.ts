@@ -32,6 +32,8 @@ export interface ServiceDefinition {
   readonly needsDatabase: boolean;
   /** Brings the service's schema up to date (what `--migrate-only` runs). */
   readonly migrate?: (databaseUrl: string) => Promise<void>;
+  /** Re-wraps the schema's data keys under the current KEK (what `--rewrap-data-keys` runs); returns how many. */
+  readonly rewrapDataKeys?: (databaseUrl: string, keys: KeyProvider) => Promise<number>;
   start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry; keys: KeyProvider }): Promise<ServiceHandle>;
 }
 
@@ -52,6 +54,11 @@ export function runService(definition: ServiceDefinition): void {
   if (process.argv.includes(MIGRATE_ONLY_FLAG)) {
     if (!definition.migrate) throw new Error(`${definition.name} has no database to migrate`);
     runMigrationsOnly(definition.name, definition.migrate);
+    return;
+  }
+  if (process.argv.includes(REWRAP_DATA_KEYS_FLAG)) {
+    if (!definition.rewrapDataKeys) throw new Error(`${definition.name} has no data keys`);
+    runRewrapDataKeys(definition.name, definition.rewrapDataKeys);
     return;
   }
   const boot = async (): Promise<void> => {
@@ -89,6 +96,33 @@ export function runService(definition: ServiceDefinition): void {
     process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `${definition.name} failed to start: ${error instanceof Error ? error.stack : String(error)}\n`);
     process.exit(1);
   });
+}
+
+/** `<app> --rewrap-data-keys`: re-wrap the schema's data keys under the current KEK and exit (after a KEK rotation). */
+export const REWRAP_DATA_KEYS_FLAG = '--rewrap-data-keys';
+
+const RewrapConfigSchema = z.object({ DATABASE_URL: env.url(['postgres', 'postgresql']), LOG_LEVEL: env.logLevel(), ...PayloadKeySettings });
+
+/**
+ * Re-wraps every data key of the service's schema that the current KEK did not wrap (the data is
+ * not touched), logs how many, and exits 0; exits 1 with the reason when a key cannot be unwrapped
+ * (its KEK is missing from KEK / KEK_PREVIOUS). Safe to run again, and beside running services.
+ */
+export function runRewrapDataKeys(name: string, rewrap: (databaseUrl: string, keys: KeyProvider) => Promise<number>): void {
+  const run = async (): Promise<void> => {
+    const config = loadConfig(RewrapConfigSchema);
+    const logger = createLogger(name, config.LOG_LEVEL);
+    const keys = await resolvePayloadKeys(config);
+    const rewrapped = await rewrap(config.DATABASE_URL, keys.provider);
+    logger.info({ rewrapped, kekId: keys.provider.currentKekId }, 'Data keys re-wrapped under the current KEK');
+  };
+  run().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      process.stderr.write(error instanceof ConfigError ? `${error.message}\n` : `${name} re-wrapping failed: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.exit(1);
+    },
+  );
 }
 
 /** `<app> --migrate-only`: apply the schema's migrations and exit (a Kubernetes Job before a rollout). */
