@@ -7,6 +7,8 @@
  *   rate-limit  the limiter on versus off, in memory and on Redis, and Redis commands per request
  *               (bench/rate-limit.ts)
  *   brain       query latency at 100k chunks in one tenant and ingestion throughput (bench/brain.ts)
+ *   encryption  payload encryption on versus off: at rest, on the bus, and end to end for scale
+ *               (bench/encryption.ts)
  *
  * Without a suite every one runs with its defaults; with one, the options go to that suite.
  */
@@ -17,6 +19,7 @@ const SUITES: Readonly<Record<string, string>> = {
   http: 'run.ts',
   'rate-limit': 'rate-limit.ts',
   brain: 'brain.ts',
+  encryption: 'encryption.ts',
 };
 
 function runSuite(name: string, args: readonly string[]): number {
