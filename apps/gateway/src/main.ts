@@ -2,15 +2,31 @@ import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
 import { KafkaBus } from '@mission/messaging';
-import { busMetrics, contextLogger, createLogger, createMetricsRegistry, onShutdownSignal, platformTopics, resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
+import {
+  assertHttpsIssuer,
+  busMetrics,
+  contextLogger,
+  createLogger,
+  createMetricsRegistry,
+  kafkaTls,
+  onShutdownSignal,
+  platformTopics,
+  redisTlsCa,
+  resolvePayloadKeys,
+  sealedPayloads,
+  serverTls,
+} from '@mission/runtime';
 import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
   const config = loadConfig(GatewayConfigSchema);
   const logger = createLogger('gateway', config.LOG_LEVEL);
+  const tls = await serverTls(config);
+  assertHttpsIssuer(tls, config.IDP_ISSUER);
   const metrics = createMetricsRegistry('gateway');
   const bus = new KafkaBus({
     codec: sealedPayloads(await resolvePayloadKeys(config)),
+    ssl: await kafkaTls(config),
     metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'gateway',
@@ -25,12 +41,13 @@ async function main(): Promise<void> {
     bus,
     logger,
     trustProxy: config.TRUST_PROXY,
-    rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
+    tls,
+    rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
     mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
     metrics,
   });
   await app.listen(config.PORT, config.HOST);
-  logger.info({ port: config.PORT }, 'Gateway listening');
+  logger.info({ port: config.PORT, tls: Boolean(tls) }, 'Gateway listening');
   onShutdownSignal(logger, async () => {
     await app.close();
     await bus.close();

@@ -7,12 +7,14 @@ import {
   contextLogger,
   createLogger,
   createMetricsRegistry,
+  kafkaTls,
   MIGRATE_ONLY_FLAG,
   onShutdownSignal,
   platformTopics,
   resolvePayloadKeys,
   runMigrationsOnly,
   sealedPayloads,
+  serverTls,
 } from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
@@ -23,6 +25,7 @@ async function main(): Promise<void> {
   const metrics = createMetricsRegistry('idp');
   const bus = new KafkaBus({
     codec: sealedPayloads(await resolvePayloadKeys(config)),
+    ssl: await kafkaTls(config),
     brokers: config.KAFKA_BROKERS,
     clientId: 'idp',
     topics: platformTopics(),
@@ -39,6 +42,7 @@ async function main(): Promise<void> {
     dataDir: path.resolve(config.DATA_DIR),
     adminClient: { clientId: config.ADMIN_CLIENT_ID, clientSecret: config.ADMIN_CLIENT_SECRET },
     keyEncryptionKey: config.IDP_KEY_ENCRYPTION_KEY,
+    tls: await serverTls(config),
     keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
     logger: contextLogger(logger),
     metrics,

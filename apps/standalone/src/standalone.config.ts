@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
 import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
-import { PayloadKeySettings } from '@mission/runtime';
+import { KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 const StandaloneConfigSchema = z
   .object({
@@ -23,14 +23,19 @@ const StandaloneConfigSchema = z
     IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
     LOG_LEVEL: env.logLevel(),
     ...PayloadKeySettings,
+    ...ServerTlsSettings,
+    ...KafkaTlsSettings,
+    ...RedisTlsSettings,
     IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
   })
   .transform((config) => {
     const localHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;
+    // With a certificate both the gateway and the idp serve HTTPS.
+    const scheme = config.TLS_CERT ? 'https' : 'http';
     return {
       ...config,
-      PUBLIC_URL: config.PUBLIC_URL ?? `http://${localHost}:${config.PORT}`,
-      IDP_ISSUER: config.IDP_ISSUER ?? `http://${localHost}:${config.IDP_PORT}`,
+      PUBLIC_URL: config.PUBLIC_URL ?? `${scheme}://${localHost}:${config.PORT}`,
+      IDP_ISSUER: config.IDP_ISSUER ?? `${scheme}://${localHost}:${config.IDP_PORT}`,
     };
   });
 

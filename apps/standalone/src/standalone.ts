@@ -6,7 +6,20 @@ import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/me
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformTopics, resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
+import {
+  assertHttpsIssuer,
+  busMetrics,
+  contextLogger,
+  createMetricsRegistry,
+  kafkaTls,
+  Logger,
+  PayloadKeys,
+  platformTopics,
+  redisTlsCa,
+  resolvePayloadKeys,
+  sealedPayloads,
+  serverTls,
+} from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
@@ -17,11 +30,12 @@ export interface StandaloneHandle {
 }
 
 /** In-process messages never leave the process and stay plain; on Kafka they are sealed like every other process's. */
-function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): MessageBus {
+async function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): Promise<MessageBus> {
   const busLogger = contextLogger(logger.child({ component: 'bus' }));
   if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger, metrics: busMetrics(metrics) });
   return new KafkaBus({
     codec: sealedPayloads(payloadKeys),
+    ssl: await kafkaTls(config),
     metrics: busMetrics(metrics),
     brokers: config.KAFKA_BROKERS,
     clientId: 'standalone',
@@ -54,7 +68,9 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     const metrics = createMetricsRegistry('mission-service');
     const payloadKeys = await resolvePayloadKeys(config, { generateIn: dataDir });
     if (payloadKeys.generatedFile) logger.info({ file: payloadKeys.generatedFile }, 'Payload key-encryption key generated (mode 0600): keep it, the data encrypted under it needs it');
-    const bus = createBus(config, logger, metrics, payloadKeys);
+    const bus = await createBus(config, logger, metrics, payloadKeys);
+    const tls = await serverTls(config);
+    assertHttpsIssuer(tls, config.IDP_ISSUER);
     const admin = await resolveAdminCredentials({ env: process.env, dataDir, embedded: true });
     if (admin.generated) {
       process.stdout.write(
@@ -73,6 +89,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       dataDir,
       adminClient: { clientId: admin.clientId, clientSecret: admin.clientSecret },
       keyEncryptionKey: (await resolveKeyEncryptionKey(config.IDP_KEY_ENCRYPTION_KEY, dataDir)).key,
+      tls,
       keyPublishDelayMs: config.IDP_KEY_PUBLISH_DELAY_SECONDS * 1000,
       logger: contextLogger(logger.child({ component: 'idp' })),
       metrics,
@@ -96,7 +113,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       issuer: config.IDP_ISSUER,
       bus,
       logger: logger.child({ component: 'gateway' }),
-      rateLimits: { redisUrl: config.REDIS_URL, replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
+      tls,
+      rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
       mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
       metrics,
       readiness: async () => ({

@@ -58,6 +58,8 @@ export class MemoryRateLimiter implements RateLimiter {
 export interface RedisRateLimiterOptions {
   /** `redis://` or `rediss://` (TLS). */
   readonly url: string;
+  /** PEM of the certificate authorities a `rediss://` server's certificate must chain to (default: the system's). */
+  readonly tlsCa?: string;
   /** Gateway replicas sharing the limits: each serves limit ÷ replicas while Redis is unreachable. */
   readonly replicas: number;
   readonly logger: RateLimiterLogger;
@@ -109,7 +111,8 @@ export class RedisRateLimiter implements RateLimiter {
 
   constructor(private readonly options: RedisRateLimiterOptions) {
     if (!Number.isInteger(options.replicas) || options.replicas < 1) throw new RangeError(`replicas must be a positive integer, got ${options.replicas}`);
-    this.redis = new Redis(options.url, rateLimitRedisOptions(options.commandTimeoutMs ?? 200));
+    const tls = options.url.startsWith('rediss:') ? { tls: { ...(options.tlsCa ? { ca: options.tlsCa } : {}), minVersion: 'TLSv1.2' as const } } : {};
+    this.redis = new Redis(options.url, { ...rateLimitRedisOptions(options.commandTimeoutMs ?? 200), ...tls });
     // Failures reach us through the commands and the close event; ioredis would print the rest.
     this.redis.on('error', () => undefined);
     this.redis.on('close', () => this.fallBack(new Error('The connection to Redis closed')));
@@ -205,6 +208,8 @@ export class RedisRateLimiter implements RateLimiter {
 export interface RateLimiterOptions {
   /** Unset: buckets in this process's memory (the embedded default). */
   readonly redisUrl?: string;
+  /** PEM of the CAs for a `rediss://` URL (REDIS_TLS_CA). */
+  readonly redisTlsCa?: string;
   readonly replicas?: number;
   readonly logger: RateLimiterLogger;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
@@ -212,5 +217,5 @@ export interface RateLimiterOptions {
 
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   if (!options.redisUrl) return new MemoryRateLimiter();
-  return new RedisRateLimiter({ url: options.redisUrl, replicas: options.replicas ?? 1, logger: options.logger, onModeChange: options.onModeChange });
+  return new RedisRateLimiter({ url: options.redisUrl, tlsCa: options.redisTlsCa, replicas: options.replicas ?? 1, logger: options.logger, onModeChange: options.onModeChange });
 }

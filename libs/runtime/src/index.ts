@@ -4,3 +4,4 @@ export * from './shutdown';
 export * from './service-main';
 export * from './metrics';
 export * from './payload-keys';
+export * from './tls-settings';

@@ -9,6 +9,7 @@ import type { Registry } from 'prom-client';
 import type { KeyProvider } from '@mission/crypto';
 import { onShutdownSignal } from './shutdown';
 import { PayloadKeySettings, resolvePayloadKeys, sealedPayloads } from './payload-keys';
+import { kafkaTls, KafkaTlsSettings } from './tls-settings';
 
 /** Environment of a back-end service running as its own process. */
 export const ServiceConfigSchema = z.object({
@@ -18,6 +19,7 @@ export const ServiceConfigSchema = z.object({
   DATABASE_URL: env.url(['postgres', 'postgresql']).optional(),
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
+  ...KafkaTlsSettings,
 });
 export type ServiceConfig = z.output<typeof ServiceConfigSchema>;
 
@@ -69,6 +71,7 @@ export function runService(definition: ServiceDefinition): void {
     const payloadKeys = await resolvePayloadKeys(config);
     const bus = new KafkaBus({
       codec: sealedPayloads(payloadKeys),
+      ssl: await kafkaTls(config),
       metrics: busMetrics(metrics),
       brokers: config.KAFKA_BROKERS,
       clientId: definition.name,

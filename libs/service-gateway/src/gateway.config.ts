@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { PayloadKeySettings } from '@mission/runtime';
+import { KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Environment of the gateway when it runs as its own process. */
 export const GatewayConfigSchema = z.object({
@@ -17,5 +17,8 @@ export const GatewayConfigSchema = z.object({
   MCP_ALLOWED_ORIGINS: env.origins().default([]),
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
+  ...ServerTlsSettings,
+  ...KafkaTlsSettings,
+  ...RedisTlsSettings,
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

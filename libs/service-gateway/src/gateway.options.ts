@@ -13,10 +13,17 @@ export interface GatewayOptions {
   readonly bus: MessageBus;
   readonly logger: Logger;
   readonly trustProxy?: boolean;
+  /**
+   * HTTPS (HTTP/2 with HTTP/1.1 for clients without it, TLS 1.2 or later) with this certificate
+   * chain and key, PEM; plain HTTP when absent. With TLS every response carries HSTS.
+   */
+  readonly tls?: { readonly cert: string; readonly key: string };
   /** Per-tenant rate limits; on, with buckets in this process's memory, when absent. */
   readonly rateLimits?: {
     /** Buckets shared by every replica through this Redis (`redis://`, `rediss://`); unset: this process's memory. */
     readonly redisUrl?: string;
+    /** PEM of the certificate authorities a `rediss://` server must chain to; the system's when absent. */
+    readonly redisTlsCa?: string;
     /** Gateway replicas sharing the limits: while Redis is unreachable each allows limit ÷ replicas. */
     readonly replicas?: number;
     /** false: no limits and no RateLimit fields (benchmarks). */

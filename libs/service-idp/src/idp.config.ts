@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { PayloadKeySettings } from '@mission/runtime';
+import { KafkaTlsSettings, PayloadKeySettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Base64url of exactly 32 bytes: the AES-256-GCM key that encrypts the signing keys at rest. */
 export const KeyEncryptionKeySchema = z
@@ -26,6 +26,8 @@ export const IdpConfigSchema = z.object({
   IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
+  ...ServerTlsSettings,
+  ...KafkaTlsSettings,
   /** Test suites only: see parseTestPublishedKeys. */
   IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
 });

@@ -64,6 +64,8 @@ export interface IdpOptions {
   readonly metrics?: Registry;
   /** Tests only (parseTestPublishedKeys): extra public keys in the JWKS. */
   readonly testPublishedKeys?: readonly PublishedPublicKey[];
+  /** HTTPS with this certificate chain and key (PEM); required when the issuer is https://. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }
 
 export interface IdpHandle {
@@ -86,9 +88,9 @@ function assertAudience(audience: string): void {
   if (!url || url.hash) throw new Error(`The audience must be an absolute URI without fragment, got ${JSON.stringify(audience)}`);
 }
 
-function urlOf(host: string, port: number): string {
+function urlOf(host: string, port: number, scheme: 'http' | 'https'): string {
   const reachable = host === '0.0.0.0' || host === '::' || host === '' ? '127.0.0.1' : host;
-  return `http://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
+  return `${scheme}://${reachable.includes(':') ? `[${reachable}]` : reachable}:${port}`;
 }
 
 /**
@@ -202,9 +204,10 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       ready,
       onError: (error) => logger.error('HTTP request failed', { error: String(error) }),
       metrics: options.metrics,
+      tls: options.tls,
     });
     const address = await listen(server, options.port, options.host);
-    const url = urlOf(options.host, address.port);
+    const url = urlOf(options.host, address.port, options.tls ? 'https' : 'http');
     logger.info('Identity provider listening', { url, issuer: options.issuer, audience: options.audience });
 
     let stopping: Promise<void> | undefined;

@@ -50,6 +50,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
     });
     this.limiter = createRateLimiter({
       redisUrl: settings.redisUrl,
+      redisTlsCa: settings.redisTlsCa,
       replicas: settings.replicas,
       logger: contextLogger(logger),
       onModeChange: (mode) => {

@@ -1,4 +1,5 @@
 import http from 'node:http';
+import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
@@ -15,6 +16,8 @@ export interface IdpServerOptions {
   readonly onError: (error: unknown) => void;
   /** Served at `/metrics`; every request is observed in its HTTP histogram. */
   readonly metrics?: Registry;
+  /** HTTPS (TLS 1.2 or later) with this certificate chain and key, PEM; plain HTTP when absent. */
+  readonly tls?: { readonly cert: string; readonly key: string };
 }
 
 const HEALTH_PATHS = new Set(['/health/live', '/health/ready']);
@@ -57,7 +60,7 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown, heade
 /** Health checks are answered here, before the provider, so they never depend on its state. */
 export function createIdpServer(options: IdpServerOptions): http.Server {
   const requests = options.metrics ? httpServerMetrics(options.metrics) : undefined;
-  return http.createServer((req, res) => {
+  const listener: http.RequestListener = (req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (requests) {
       const started = process.hrtime.bigint();
@@ -98,7 +101,10 @@ export function createIdpServer(options: IdpServerOptions): http.Server {
       if (!res.headersSent) sendJson(res, 500, { error: 'server_error' });
       else res.destroy();
     });
-  });
+  };
+  if (!options.tls) return http.createServer(listener);
+  // An https.Server serves the same API as an http.Server (listen, close, connections).
+  return https.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, listener) as unknown as http.Server;
 }
 
 export async function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
