@@ -59,10 +59,18 @@ export class RecordCipher {
 
   /** Seals `value` (as JSON) for the current tenant's record, within the caller's transaction. */
   async seal(manager: EntityManager, record: SealedRecord, value: unknown): Promise<string> {
+    const [sealed] = await this.sealAll(manager, [{ record, value }]);
+    return sealed as string;
+  }
+
+  /** Seals many values of the current tenant under one data-key lookup (a document's passages, say), in order. */
+  async sealAll(manager: EntityManager, items: ReadonlyArray<{ readonly record: SealedRecord; readonly value: unknown }>): Promise<string[]> {
     const { tenantId } = currentTenant();
     const dataKey = await this.currentKey(manager, tenantId);
-    const sealed = sealWithDataKey(dataKey.key, Buffer.from(JSON.stringify(value), 'utf8'), this.context(tenantId, record));
-    return `${SEALED_PREFIX}${dataKey.id}.${sealed.toString('base64url')}`;
+    return items.map(({ record, value }) => {
+      const sealed = sealWithDataKey(dataKey.key, Buffer.from(JSON.stringify(value), 'utf8'), this.context(tenantId, record));
+      return `${SEALED_PREFIX}${dataKey.id}.${sealed.toString('base64url')}`;
+    });
   }
 
   /** Opens what `seal` stored for this tenant's record; throws DecryptionError for anything else. */

@@ -1,14 +1,34 @@
 import pino, { Logger } from 'pino';
-import { currentTraceId, optionalTenant } from '@mission/tenant-context';
+import { currentRequestId, currentTraceId, optionalTenant } from '@mission/tenant-context';
 
 export type { Logger } from 'pino';
 
-/** The tenant and trace a log line was written in, when there are any. */
+/** The HTTP request, tenant and trace a log line was written in, when there are any. */
 function contextFields(): Record<string, string> {
+  const requestId = currentRequestId();
   const tenantId = optionalTenant()?.tenantId;
   const traceId = currentTraceId();
-  return { ...(tenantId ? { tenantId } : {}), ...(traceId ? { traceId } : {}) };
+  return { ...(requestId ? { requestId } : {}), ...(tenantId ? { tenantId } : {}), ...(traceId ? { traceId } : {}) };
 }
+
+/** Fields never logged, wherever in a logged object they appear (one level down too). */
+const REDACTED = [
+  'authorization',
+  'cookie',
+  'set-cookie',
+  'password',
+  'clientSecret',
+  'client_secret',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'KEK',
+  'KEK_PREVIOUS',
+  'BRAIN_INDEX_KEY',
+  'IDP_KEY_ENCRYPTION_KEY',
+  'ADMIN_CLIENT_SECRET',
+];
 
 /** Structured JSON logs carrying the tenant and trace; credentials never reach them, whatever a caller passes. */
 export function createLogger(name: string, level: string = process.env.LOG_LEVEL ?? 'info'): Logger {
@@ -18,7 +38,7 @@ export function createLogger(name: string, level: string = process.env.LOG_LEVEL
     base: { service: name },
     mixin: contextFields,
     redact: {
-      paths: ['authorization', '*.authorization', 'headers.authorization', 'req.headers.authorization', 'clientSecret', '*.clientSecret', 'password', '*.password', 'client_secret'],
+      paths: [...REDACTED.flatMap((field) => [`["${field}"]`, `*["${field}"]`]), 'req.headers.authorization', 'req.headers.cookie'],
       censor: '[redacted]',
     },
   });

@@ -77,7 +77,7 @@ export class BrainRepository {
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
       const params: unknown[] = [document.tenantId, document.id];
-      const texts = await Promise.all(batch.map((chunk) => this.cipher.seal(manager, { table: 'chunks', id: chunk.id }, chunk.text)));
+      const texts = await this.cipher.sealAll(manager, batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })));
       const rows = batch.map((chunk, index) => {
         params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, chunk.termHashes);
         const at = params.length - 5;
@@ -189,7 +189,10 @@ export class BrainRepository {
           [tenantId, limit + 1, after.at, after.id],
         )
       : await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2`, [tenantId, limit + 1]);
-    return Promise.all(rows.map((row) => this.openDocument(manager, row)));
+    const documents: DocumentRow[] = [];
+    // One at a time: the statements share the transaction's connection.
+    for (const row of rows) documents.push(await this.openDocument(manager, row));
+    return documents;
   }
 
   /**
@@ -260,13 +263,14 @@ export class BrainRepository {
       }
       return content;
     };
-    return Promise.all(
-      rows.map(async (row) => {
-        const { title, source } = await contentOf(row);
-        const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
-        return { chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: Number(row.score) };
-      }),
-    );
+    const ranked: RankedChunkRow[] = [];
+    // One at a time: a key not cached yet is read on the transaction's one connection.
+    for (const row of rows) {
+      const { title, source } = await contentOf(row);
+      const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
+      ranked.push({ chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: Number(row.score) });
+    }
+    return ranked;
   }
 
   private async openDocument(manager: EntityManager, row: StoredDocument): Promise<DocumentRow> {

@@ -1,7 +1,7 @@
 import { CallHandler, ExecutionContext, Injectable, NestInterceptor } from '@nestjs/common';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Observable } from 'rxjs';
-import { activeSpanTraceparent, childTraceparent, describeActiveSpan, runWithTenant, runWithTrace, TRACEPARENT_HEADER } from '@mission/tenant-context';
+import { activeSpanTraceparent, childTraceparent, describeActiveSpan, runWithRequestId, runWithTenant, runWithTrace, TRACEPARENT_HEADER } from '@mission/tenant-context';
 
 /**
  * Runs every route inside a W3C trace (continuing the caller's `traceparent`, or starting one)
@@ -20,10 +20,12 @@ export class TenantContextInterceptor implements NestInterceptor {
     const auth = request.auth;
     const tenantId = auth?.tenantId;
     return new Observable((subscriber) =>
-      runWithTrace(traceparent, () => {
-        if (!auth || !tenantId) return next.handle().subscribe(subscriber);
-        return runWithTenant({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }, () => next.handle().subscribe(subscriber));
-      }),
+      runWithRequestId(String(request.id), () =>
+        runWithTrace(traceparent, () => {
+          if (!auth || !tenantId) return next.handle().subscribe(subscriber);
+          return runWithTenant({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }, () => next.handle().subscribe(subscriber));
+        }),
+      ),
     );
   }
 }

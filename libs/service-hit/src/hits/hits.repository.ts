@@ -57,7 +57,10 @@ export class HitsRepository {
       .limit(limit + 1);
     if (after) query.andWhere('(h.created_at, h.id) > (:at, :id)', { at: after.at, id: after.id });
     const rows = await query.getMany();
-    return Promise.all(rows.map(async (row) => (await this.toEntity(manager, row)) as HitItemEntity));
+    const items: HitItemEntity[] = [];
+    // One at a time: a key not cached yet is read on the transaction's one connection.
+    for (const row of rows) items.push((await this.toEntity(manager, row)) as HitItemEntity);
+    return items;
   }
 
   async cancelPendingOfMission(manager: EntityManager, tenantId: string, missionId: string, now: Date): Promise<number> {

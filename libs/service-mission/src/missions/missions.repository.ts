@@ -112,7 +112,10 @@ export class MissionsRepository {
     if (status) query.andWhere('m.status = :status', { status });
     if (before) query.andWhere('(m.created_at, m.id) < (:at, :id)', { at: before.at, id: before.id });
     const rows = await query.getMany();
-    return Promise.all(rows.map(async (row) => (await this.toEntity(manager, row)) as MissionEntity));
+    const missions: MissionEntity[] = [];
+    // One at a time: a key not cached yet is read on the transaction's one connection.
+    for (const row of rows) missions.push((await this.toEntity(manager, row)) as MissionEntity);
+    return missions;
   }
 
   /** The mission an Idempotency-Key produced within the last `ttlHours`, with the hash of its request. */

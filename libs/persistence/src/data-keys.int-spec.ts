@@ -1,0 +1,82 @@
+import { randomUUID } from 'node:crypto';
+import { DataSource } from 'typeorm';
+import { DecryptionError, KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { runWithTenant } from '@mission/tenant-context';
+import { dataKeysTableSql, RecordCipher } from './data-keys';
+import { tenantTransaction } from './database';
+import { createTestDatabase, TestDatabase } from './test-database';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const SCHEMA = 'data_keys_it';
+
+/** Tenant data keys on a real PostgreSQL: one per tenant, never outliving a rollback, bound to tenant and record. */
+describe('RecordCipher on PostgreSQL', () => {
+  let database: TestDatabase;
+  let dataSource: DataSource;
+  const cipher = new RecordCipher(SCHEMA, new LocalKeyProvider(KeyEncryptionKey.generate()));
+  const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+  const record = { table: 'notes', id: 'n-1' };
+  const seal = (tenantId: string, value: unknown, rollback = false) =>
+    runWithTenant({ tenantId }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const sealed = await cipher.seal(manager, record, value);
+        if (rollback) throw Object.assign(new Error('rolled back'), { sealed });
+        return sealed;
+      }),
+    );
+  const open = (tenantId: string, sealed: string, at = record) => runWithTenant({ tenantId }, () => cipher.open(dataSource, at, sealed));
+  const keysOf = async (tenantId: string) => (await dataSource.query(`SELECT id FROM "${SCHEMA}".data_keys WHERE tenant_id = $1`, [tenantId])).length as number;
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'data_keys');
+    dataSource = new DataSource({ type: 'postgres', url: database.url });
+    await dataSource.initialize();
+    await dataSource.query(`CREATE SCHEMA "${SCHEMA}"`);
+    for (const statement of dataKeysTableSql(SCHEMA)) await dataSource.query(statement);
+  });
+
+  afterAll(async () => {
+    await dataSource?.destroy();
+    await database?.drop();
+  });
+
+  it('gives each tenant one data key, made by its first write and reused after', async () => {
+    const first = await seal(tenantA, { n: 1 });
+    const second = await seal(tenantA, { n: 2 });
+    await seal(tenantB, { n: 3 });
+    expect(await keysOf(tenantA)).toBe(1);
+    expect(await keysOf(tenantB)).toBe(1);
+    expect(first.split('.')[1]).toBe(second.split('.')[1]);
+    expect(first).not.toBe(await seal(tenantA, { n: 1 }));
+    await expect(open(tenantA, first)).resolves.toEqual({ n: 1 });
+  });
+
+  it('leaves no key behind when the transaction that made it rolls back', async () => {
+    const tenant = randomUUID();
+    const failed = await seal(tenant, { lost: true }, true).catch((error: { sealed: string }) => error.sealed);
+    expect(await keysOf(tenant)).toBe(0);
+    await expect(open(tenant, failed)).rejects.toBeInstanceOf(DecryptionError);
+    await seal(tenant, { kept: true });
+    expect(await keysOf(tenant)).toBe(1);
+  });
+
+  it('refuses a value under another tenant or record, a tampered value, and garbage', async () => {
+    const sealed = await seal(tenantA, { secret: 'A only' });
+    await expect(open(tenantB, sealed)).rejects.toBeInstanceOf(DecryptionError);
+    await expect(open(tenantA, sealed, { table: 'notes', id: 'n-2' })).rejects.toBeInstanceOf(DecryptionError);
+    await expect(open(tenantA, sealed, { table: 'other', id: 'n-1' })).rejects.toBeInstanceOf(DecryptionError);
+    const body = sealed.slice(sealed.lastIndexOf('.') + 1);
+    const flipped = `${sealed.slice(0, sealed.lastIndexOf('.') + 1)}${body.startsWith('A') ? 'B' : 'A'}${body.slice(1)}`;
+    await expect(open(tenantA, flipped)).rejects.toBeInstanceOf(DecryptionError);
+    for (const garbage of ['', 'plain text', 'enc1.', 'enc1.not-a-uuid.xyz']) await expect(open(tenantA, garbage)).rejects.toBeInstanceOf(DecryptionError);
+  });
+
+  it('opens nothing of a key row copied to another tenant', async () => {
+    const sealed = await seal(tenantA, { secret: 'A only' });
+    const keyId = sealed.split('.')[1];
+    const intruder = randomUUID();
+    await dataSource.query(`INSERT INTO "${SCHEMA}".data_keys (id, tenant_id, kek_id, wrapped) SELECT $2, $3, kek_id, wrapped FROM "${SCHEMA}".data_keys WHERE id = $1`, [keyId, randomUUID(), intruder]);
+    const forged = sealed.replace(keyId, (await dataSource.query(`SELECT id FROM "${SCHEMA}".data_keys WHERE tenant_id = $1`, [intruder]))[0].id);
+    await expect(open(intruder, forged)).rejects.toBeInstanceOf(DecryptionError);
+  });
+});

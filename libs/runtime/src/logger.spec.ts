@@ -1,0 +1,45 @@
+import { runWithRequestId, runWithTenant, runWithTrace } from '@mission/tenant-context';
+import { createLogger } from './logger';
+
+/** Captures what the logger writes to stdout (pino writes through process.stdout). */
+function captured(write: () => void): Array<Record<string, unknown>> {
+  const lines: string[] = [];
+  const original = process.stdout.write.bind(process.stdout);
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    lines.push(String(chunk));
+    return true;
+  }) as typeof process.stdout.write;
+  try {
+    write();
+  } finally {
+    process.stdout.write = original;
+  }
+  return lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+describe('structured logs', () => {
+  it('carry the request id, tenant and trace of the context they were written in', () => {
+    const logger = createLogger('test', 'info');
+    const tenantId = '3c1d9f7e-2b4a-4c5d-8e6f-7a8b9c0d1e2f';
+    const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const [line] = captured(() => runWithRequestId('req-1', () => runWithTrace(traceparent, () => runWithTenant({ tenantId }, () => logger.info('handled')))));
+    expect(line).toMatchObject({ service: 'test', msg: 'handled', requestId: 'req-1', tenantId, traceId: '4bf92f3577b34da6a3ce929d0e0e4736' });
+    const [outside] = captured(() => logger.info('idle'));
+    expect(Object.keys(outside)).not.toEqual(expect.arrayContaining(['requestId']));
+    expect(outside.tenantId).toBeUndefined();
+  });
+
+  it('never writes credentials or keys, at the top level or one level down', () => {
+    const logger = createLogger('test', 'info');
+    const secrets = {
+      authorization: 'Bearer eyJ.secret',
+      headers: { authorization: 'Bearer eyJ.secret', cookie: '_session=secret' },
+      body: { password: 'hunter2-secret', clientSecret: 'cs-secret', refresh_token: 'rt-secret', access_token: 'at-secret' },
+      config: { KEK: 'kek-secret', BRAIN_INDEX_KEY: 'bik-secret' },
+      token: 'plain-secret',
+    };
+    const [line] = captured(() => logger.info(secrets, 'request'));
+    expect(JSON.stringify(line)).not.toContain('secret');
+    expect(line).toMatchObject({ authorization: '[redacted]', headers: { authorization: '[redacted]', cookie: '[redacted]' }, body: { password: '[redacted]' } });
+  });
+});
