@@ -11,16 +11,16 @@ export const MESSAGE_RECORD_RETENTION_DAYS = 14;
 /** Rows one statement deletes at most, so a long backlog never holds one long transaction. */
 export const SWEEP_BATCH = 5_000;
 
-/** Consumed-message ids older than the retention (`processed_messages` holds no tenant rows). */
-export function processedMessagesSweep(schema: string, retentionDays = MESSAGE_RECORD_RETENTION_DAYS): SweepTask {
+/** Rows of `<schema>.<table>` whose `timestampColumn` is older than the retention, in batches (rows where it is NULL stay). */
+function retentionSweep(schema: string, table: string, timestampColumn: string, retentionDays: number): SweepTask {
   return {
-    name: `${schema}.processed_messages`,
+    name: `${schema}.${table}`,
     run: (dataSource) =>
       deleteInBatches(
         dataSource,
         `WITH deleted AS (
-           DELETE FROM "${schema}".processed_messages WHERE ctid = ANY (ARRAY(
-             SELECT ctid FROM "${schema}".processed_messages WHERE processed_at < now() - make_interval(days => $1) LIMIT $2))
+           DELETE FROM "${schema}"."${table}" WHERE ctid = ANY (ARRAY(
+             SELECT ctid FROM "${schema}"."${table}" WHERE ${timestampColumn} < now() - make_interval(days => $1) LIMIT $2))
            RETURNING 1)
          SELECT count(*)::integer AS deleted FROM deleted`,
         [retentionDays],
@@ -28,21 +28,14 @@ export function processedMessagesSweep(schema: string, retentionDays = MESSAGE_R
   };
 }
 
+/** Consumed-message ids older than the retention (`processed_messages` holds no tenant rows). */
+export function processedMessagesSweep(schema: string, retentionDays = MESSAGE_RECORD_RETENTION_DAYS): SweepTask {
+  return retentionSweep(schema, 'processed_messages', 'processed_at', retentionDays);
+}
+
 /** Outbox rows published longer ago than the retention; unpublished rows are never touched. */
 export function publishedOutboxSweep(schema: string, retentionDays = MESSAGE_RECORD_RETENTION_DAYS): SweepTask {
-  return {
-    name: `${schema}.outbox`,
-    run: (dataSource) =>
-      deleteInBatches(
-        dataSource,
-        `WITH deleted AS (
-           DELETE FROM "${schema}".outbox WHERE id = ANY (ARRAY(
-             SELECT id FROM "${schema}".outbox WHERE published_at < now() - make_interval(days => $1) LIMIT $2))
-           RETURNING 1)
-         SELECT count(*)::integer AS deleted FROM deleted`,
-        [retentionDays],
-      ),
-  };
+  return retentionSweep(schema, 'outbox', 'published_at', retentionDays);
 }
 
 /**

@@ -20,6 +20,15 @@ const TENANT = randomUUID();
 const CONTRACT_KEK = KeyEncryptionKey.generate();
 const asTenant = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: TENANT }, fn);
 
+/** Polls `probe` until it holds, or fails naming `what`. */
+async function until(probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** Kafka and adapter warnings are kept and printed only when KAFKA_BUS_LOG=1. */
 const logger: BusLogger =
   process.env.KAFKA_BUS_LOG === '1'
@@ -160,13 +169,6 @@ describe('KafkaBus on a real broker', () => {
     const bus = new KafkaBus({ brokers, clientId: `it-${run}`, topics: specs, logger, retry: { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 }, ...options });
     buses.push(bus);
     return bus;
-  };
-  const until = async (probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> => {
-    const deadline = Date.now() + timeoutMs;
-    while (!probe()) {
-      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
   };
 
   beforeAll(async () => {
@@ -383,14 +385,6 @@ describe('KafkaBus with sealed payloads on a real broker', () => {
       15_000,
       () => new Error(`Timed out reading ${topic} (${found.length} records)`),
     ).finally(() => reader.disconnect());
-  };
-
-  const until = async (probe: () => boolean, what: string): Promise<void> => {
-    const deadline = Date.now() + 15_000;
-    while (!probe()) {
-      if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
   };
 
   beforeAll(async () => {
