@@ -1,4 +1,6 @@
 import { execFileSync } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { Kafka, logLevel } from 'kafkajs';
 import path from 'node:path';
 import { Client } from 'pg';
 import { MessageTypes, Topics } from '@mission/contracts';
@@ -23,6 +25,7 @@ describe('Fault tolerance of the distributed deployment', () => {
   let stack: DistributedStack;
   let db: Client;
   let tenant: { id: string; token: string };
+  const rawKafka = new Kafka({ brokers: brokers.split(','), clientId: 'fault-test-raw', logLevel: logLevel.NOTHING });
 
   async function mission(id: string): Promise<any> {
     const response = await call(stack.gatewayUrl, 'GET', `/api/missions/${id}`, { token: tenant.token });
@@ -63,6 +66,28 @@ describe('Fault tolerance of the distributed deployment', () => {
       [MessageTypes.missionCompleted, ids],
     );
     return new Map(rows.map((row: { id: string; n: number }) => [row.id, row.n]));
+  }
+
+  /** A record of `topic` as the broker holds it (value and headers untouched), found by its message id. */
+  async function recordOf(topic: string, messageId: string): Promise<{ key: Buffer | null; value: Buffer | null; headers: Record<string, string> }> {
+    const reader = rawKafka.consumer({ groupId: `fault-reader-${randomUUID()}`, maxWaitTimeInMs: 100 });
+    await reader.connect();
+    await reader.subscribe({ topics: [topic], fromBeginning: true });
+    try {
+      return await new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`No record ${messageId} on ${topic}`)), 20_000);
+        void reader.run({
+          eachMessage: async ({ message }) => {
+            const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, value]) => [name, String(value)]));
+            if (headers['message-id'] !== messageId) return;
+            clearTimeout(timer);
+            resolve({ key: message.key, value: message.value, headers });
+          },
+        });
+      });
+    } finally {
+      await reader.disconnect();
+    }
   }
 
   async function hitItemsPerMission(ids: readonly string[]): Promise<number[]> {
@@ -176,7 +201,9 @@ describe('Fault tolerance of the distributed deployment', () => {
     const hitId = waiting.steps[0].hitId;
 
     const bus = new KafkaBus({ brokers: brokers.split(','), clientId: 'fault-test', logger: silent, codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })) });
+    const rawProducer = rawKafka.producer({ allowAutoTopicCreation: false });
     await bus.start();
+    await rawProducer.connect();
     try {
       // A second mission.queued for a mission already waiting must not create a second item.
       await runWithTenant({ tenantId: tenant.id }, () =>
@@ -185,12 +212,12 @@ describe('Fault tolerance of the distributed deployment', () => {
       const approved = await call(stack.gatewayUrl, 'POST', `/api/hit/${hitId}/approve`, { token: tenant.token });
       expect(approved.status).toBe(200);
       const [done] = await waitAll([id], (m) => FINAL.includes(m.status), 'the mission to finish');
-      // Replay the very same hit.decided (same message id) once more.
-      const { rows } = await db.query(`SELECT id, payload FROM hit.outbox WHERE type = $1 AND payload->>'hitId' = $2`, [MessageTypes.hitDecided, hitId]);
+      // Replay the very same hit.decided once more: the record as Kafka holds it, bytes and headers.
+      const { rows } = await db.query(`SELECT id FROM hit.outbox WHERE type = $1 AND key = $2`, [MessageTypes.hitDecided, `${tenant.id}:${id}`]);
       expect(rows).toHaveLength(1);
-      await runWithTenant({ tenantId: tenant.id }, () =>
-        bus.publish(Topics.hitEvents, { id: rows[0].id, type: MessageTypes.hitDecided, key: `${tenant.id}:${id}`, payload: rows[0].payload }),
-      );
+      const record = await recordOf(Topics.hitEvents, rows[0].id);
+      expect(record.headers['payload-encryption']).toBe('aes-256-gcm');
+      await rawProducer.send({ topic: Topics.hitEvents, messages: [record] });
       await new Promise((resolve) => setTimeout(resolve, 1_500));
       const after = await mission(id);
       expect(after).toEqual(done);
@@ -202,6 +229,7 @@ describe('Fault tolerance of the distributed deployment', () => {
       const report = { submitted: 1, redelivered: 2, completed: after.status === 'succeeded' ? 1 : 0, duplicated: (await hitItemsPerMission([id]))[0] - 1, lost: after.status === 'succeeded' ? 0 : 1 };
       process.stdout.write(`fault report (duplicate delivery): ${JSON.stringify(report)}\n`);
     } finally {
+      await rawProducer.disconnect();
       await bus.close();
     }
   }, 120_000);

@@ -79,8 +79,12 @@ describe('Metrics and traces in the distributed deployment', () => {
     expect(submitted.status).toBe(202);
     expect((await waitForMission(stack.gatewayUrl, token, submitted.body.id)).status).toBe('succeeded');
 
-    // Exports are batched per process: wait until the last hop, brain-service, has sent its spans.
-    const spans = await collector.waitForTrace(traceId, (found) => found.some((span) => span.service === 'brain-service' && span.kind === CONSUMER));
+    // Exports are batched per process: wait until the last hop, brain-service, has sent its span,
+    // and mission-service the span it was asked from (which ends only after the answer).
+    const spans = await collector.waitForTrace(traceId, (found) => {
+      const brain = found.find((span) => span.service === 'brain-service' && span.kind === CONSUMER);
+      return brain !== undefined && found.some((span) => span.spanId === brain.parentSpanId);
+    });
     const server = spans.find((span) => span.service === 'gateway' && span.kind === SERVER);
     // The gateway's server span continues the caller's trace and is named after the route template.
     expect(server).toMatchObject({ name: 'POST /api/missions', parentSpanId: callerSpan, attributes: expect.objectContaining({ 'http.route': '/api/missions' }) });
