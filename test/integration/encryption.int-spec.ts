@@ -139,6 +139,7 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     expect((await call(stack.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: a.token })).status).toBe(200);
   }, 60_000);
 
+  // Last: afterwards the running services' KEK no longer wraps the stored keys.
   it('re-wraps every data key under a new KEK with --rewrap-data-keys, leaving the data as it was', async () => {
     const [a] = tenants;
     const oldKek = KeyEncryptionKey.fromBase64Url(stack.kek);
@@ -152,6 +153,7 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
       });
     // Without the old KEK nothing can be unwrapped: the command fails and changes nothing.
     expect(() => rewrap({ KEK: newKek.toBase64Url(), KEK_PREVIOUS: '' })).toThrow(/Unknown key-encryption key/);
+    expect((await db.query(`SELECT DISTINCT kek_id FROM mission.data_keys`)).rows.map((row) => row.kek_id)).toEqual([kekIdOf(oldKek)]);
     rewrap({ KEK: newKek.toBase64Url(), KEK_PREVIOUS: oldKek.toBase64Url() });
     const kekIds = (await db.query(`SELECT DISTINCT kek_id FROM mission.data_keys`)).rows.map((row) => row.kek_id);
     expect(kekIds).toEqual([kekIdOf(newKek)]);

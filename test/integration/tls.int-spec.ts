@@ -85,6 +85,8 @@ describe('TLS on every hop', () => {
     let issuer: string;
     let dataDir: string;
     const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
+    let tenantClient: { clientId: string; clientSecret: string } | undefined;
+    let tokenEndpoint = '';
 
     beforeAll(async () => {
       const { createTestDatabase } = await import('@mission/persistence');
@@ -157,6 +159,8 @@ describe('TLS on every hop', () => {
         body: JSON.stringify({ name: 'Over TLS', tier: 'starter' }),
       });
       expect(tenant.status).toBe(201);
+      tenantClient = (JSON.parse(tenant.body) as { client: { clientId: string; clientSecret: string } }).client;
+      tokenEndpoint = discovery.token_endpoint;
     });
 
     it('speaks HTTP/2 to clients that offer it', async () => {
@@ -172,6 +176,41 @@ describe('TLS on every hop', () => {
           stream.end();
         });
         expect({ status, alpn }).toEqual({ status: 200, alpn: 'h2' });
+      } finally {
+        session.close();
+      }
+    });
+
+    it('serves MCP over HTTP/2 with a tenant token', async () => {
+      if (!tenantClient) throw new Error('the token test provisions the tenant first');
+      const token = await httpsRequest(tokenEndpoint, {
+        ca,
+        method: 'POST',
+        headers: { authorization: `Basic ${Buffer.from(`${tenantClient.clientId}:${tenantClient.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+        body: 'grant_type=client_credentials',
+      });
+      const accessToken = (JSON.parse(token.body) as { access_token: string }).access_token;
+      const session = http2.connect(gatewayUrl, { ca });
+      try {
+        const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const stream = session.request({
+            ':method': 'POST',
+            ':path': '/mcp',
+            authorization: `Bearer ${accessToken}`,
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+            'mcp-protocol-version': '2025-11-25',
+          });
+          let status = 0;
+          const chunks: Buffer[] = [];
+          stream.on('response', (headers) => (status = Number(headers[':status'])));
+          stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+          stream.on('end', () => resolve({ status, body: Buffer.concat(chunks).toString('utf8') }));
+          stream.on('error', reject);
+          stream.end(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }));
+        });
+        expect(answer.status).toBe(200);
+        expect(answer.body).toContain('submit_mission');
       } finally {
         session.close();
       }

@@ -66,7 +66,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
 
     // One process, one registry: the gateway's /metrics shows every part.
     const metrics = createMetricsRegistry('mission-service');
-    const payloadKeys = await resolvePayloadKeys(config, { generateIn: dataDir });
+    // On Kafka the other processes must open what this one seals: the KEK is then configured, never generated.
+    const payloadKeys = await resolvePayloadKeys(config, { generateIn: config.KAFKA_BROKERS ? undefined : dataDir });
     if (payloadKeys.generatedFile) logger.info({ file: payloadKeys.generatedFile }, 'Payload key-encryption key generated (mode 0600): keep it, the data encrypted under it needs it');
     const bus = await createBus(config, logger, metrics, payloadKeys);
     const tls = await serverTls(config);

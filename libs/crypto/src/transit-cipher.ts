@@ -73,7 +73,7 @@ export class TransitCipher {
     }
     const made = (async (): Promise<SendingKey> => {
       const dataKey = generateDataKey();
-      const wrapped = await this.provider.wrap(dataKey, scope);
+      const wrapped = await this.provider.wrap(dataKey, transitContext(scope));
       return { dataKey, header: `${wrapped.kekId}:${wrapped.wrapped}`, expiresAt: this.now() + this.keyLifetimeMs, used: 1 };
     })();
     this.sending.set(scope, made);
@@ -87,7 +87,7 @@ export class TransitCipher {
     if (cached) return cached;
     const separator = header.indexOf(':');
     if (separator <= 0) return Promise.reject(new DecryptionError('Malformed message key'));
-    const unwrapped = this.provider.unwrap({ kekId: header.slice(0, separator), wrapped: header.slice(separator + 1) }, scope).catch((error: unknown) => {
+    const unwrapped = this.provider.unwrap({ kekId: header.slice(0, separator), wrapped: header.slice(separator + 1) }, transitContext(scope)).catch((error: unknown) => {
       this.received.delete(cacheKey);
       throw error instanceof DecryptionError ? error : new DecryptionError(error instanceof Error ? error.message : String(error));
     });
@@ -98,3 +98,5 @@ export class TransitCipher {
 }
 
 const aad = (scope: string, associatedData: string): string => `message|${scope}|${associatedData}`;
+/** Keys wrapped for transit are of their own kind: none can be passed off as a stored data key, or the reverse. */
+const transitContext = (scope: string): string => `transit|${scope}`;

@@ -31,6 +31,8 @@ describe('payload codecs', () => {
     const body = encoded.value as Buffer;
     await expect(codec().decode(body, { ...sealedHeaders, 'tenant-id': OTHER_TENANT })).rejects.toThrow('failed authentication');
     await expect(codec().decode(body, { ...sealedHeaders, 'message-id': 'm-9' })).rejects.toThrow('failed authentication');
+    await expect(codec().decode(body, { ...sealedHeaders, 'message-type': 'mission.cancel' })).rejects.toThrow('failed authentication');
+    await expect(codec().decode(body, { ...sealedHeaders, 'tenant-id': 'not-a-tenant' })).rejects.toThrow('valid tenant-id');
     await expect(codec().decode(Buffer.from('{"objective":"x"}'), headers)).rejects.toThrow('Unencrypted payload refused');
     await expect(codec().decode(body, { ...sealedHeaders, [PAYLOAD_ENCRYPTION_HEADER]: 'rot13' })).rejects.toThrow('Unknown payload encryption rot13');
     await expect(codec().decode(body, { ...headers, [PAYLOAD_ENCRYPTION_HEADER]: 'aes-256-gcm' })).rejects.toThrow('without its key');
@@ -43,5 +45,18 @@ describe('payload codecs', () => {
     await expect(plainJsonCodec.decode(Buffer.from('{"a":1}'), headers)).resolves.toEqual({ a: 1 });
     const sealed = await codec().encode({ a: 1 }, headers);
     await expect(plainJsonCodec.decode(sealed.value as Buffer, { ...headers, ...sealed.headers })).rejects.toThrow('configure the KEK');
+  });
+
+  it('binds a reply to its request and its status, and a request to its reply topic and deadline', async () => {
+    const reply = { 'message-id': 'r-1', 'message-type': 'reply', 'correlation-id': 'req-1', 'reply-status': 'error', 'tenant-id': TENANT };
+    const encoded = await codec().encode({ ok: false }, reply);
+    const sealedReply = { ...reply, ...encoded.headers };
+    await expect(codec().decode(encoded.value as Buffer, sealedReply)).resolves.toEqual({ ok: false });
+    await expect(codec().decode(encoded.value as Buffer, { ...sealedReply, 'correlation-id': 'req-of-another-tenant' })).rejects.toThrow('failed authentication');
+    await expect(codec().decode(encoded.value as Buffer, { ...sealedReply, 'reply-status': 'ok' })).rejects.toThrow('failed authentication');
+    const request = { ...headers, 'reply-to': 'replies.gateway.a', 'request-deadline': '1000' };
+    const sent = await codec().encode({ id: 'x' }, request);
+    await expect(codec().decode(sent.value as Buffer, { ...request, ...sent.headers, 'request-deadline': '9999999999999' })).rejects.toThrow('failed authentication');
+    await expect(codec().decode(sent.value as Buffer, { ...request, ...sent.headers, 'reply-to': 'replies.attacker.b' })).rejects.toThrow('failed authentication');
   });
 });

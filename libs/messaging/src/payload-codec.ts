@@ -28,14 +28,27 @@ export const plainJsonCodec: PayloadCodec = {
   },
 };
 
-/** The tenant a message belongs to (its `tenant-id` header), or the platform. */
-const scopeOf = (headers: Readonly<Record<string, string>>): string => headers[TENANT_HEADER]?.toLowerCase() ?? PLATFORM_SCOPE;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** The message id binds a sealed body to its message: a body moved under another message fails to open. */
-function messageIdOf(headers: Readonly<Record<string, string>>): string {
-  const id = headers[Headers.messageId];
-  if (!id) throw new Error('A sealed payload needs a message-id header');
-  return id;
+/** The tenant a message belongs to (its `tenant-id` header), or the platform; anything else is refused before any key is touched. */
+function scopeOf(headers: Readonly<Record<string, string>>): string {
+  const tenant = headers[TENANT_HEADER]?.toLowerCase();
+  if (tenant === undefined) return PLATFORM_SCOPE;
+  if (!UUID.test(tenant)) throw new Error(`A sealed payload needs a valid ${TENANT_HEADER} header`);
+  return tenant;
+}
+
+/**
+ * The headers bound into a sealed body's tag besides its tenant: the message's identity, what it
+ * is, and for requests and replies whom it answers and until when. A body moved under another
+ * message, a reply moved to another request, a replayed request with a fresh deadline, or an
+ * error reply turned into a success all fail to open.
+ */
+const BOUND_HEADERS = [Headers.messageId, Headers.messageType, Headers.correlationId, Headers.replyTo, Headers.replyStatus, 'request-deadline'] as const;
+
+function associatedDataOf(headers: Readonly<Record<string, string>>): string {
+  if (!headers[Headers.messageId]) throw new Error('A sealed payload needs a message-id header');
+  return JSON.stringify(BOUND_HEADERS.map((name) => headers[name] ?? null));
 }
 
 /**
@@ -47,7 +60,7 @@ function messageIdOf(headers: Readonly<Record<string, string>>): string {
 export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
   return {
     async encode(payload, headers) {
-      const sealed = await cipher.seal(scopeOf(headers), Buffer.from(serialize(payload), 'utf8'), messageIdOf(headers));
+      const sealed = await cipher.seal(scopeOf(headers), Buffer.from(serialize(payload) ?? 'null', 'utf8'), associatedDataOf(headers));
       return { value: sealed.body, headers: { [PAYLOAD_ENCRYPTION_HEADER]: SEALED, [PAYLOAD_KEY_HEADER]: sealed.key } };
     },
     async decode(value, headers) {
@@ -56,7 +69,7 @@ export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
       if (encryption !== SEALED) throw new Error(`Unknown payload encryption ${encryption}`);
       const key = headers[PAYLOAD_KEY_HEADER];
       if (!key || !value) throw new Error('Sealed payload without its key or body');
-      const plaintext = await cipher.open(scopeOf(headers), { body: value, key }, messageIdOf(headers));
+      const plaintext = await cipher.open(scopeOf(headers), { body: value, key }, associatedDataOf(headers));
       return deserialize(plaintext);
     },
   };

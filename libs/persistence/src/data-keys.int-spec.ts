@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { DecryptionError, KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { runWithTenant } from '@mission/tenant-context';
-import { dataKeysTableSql, RecordCipher } from './data-keys';
+import { dataKeysTableSql, isSealed, RecordCipher } from './data-keys';
 import { tenantTransaction } from './database';
 import { createTestDatabase, TestDatabase } from './test-database';
 
@@ -54,6 +54,7 @@ describe('RecordCipher on PostgreSQL', () => {
   it('leaves no key behind when the transaction that made it rolls back', async () => {
     const tenant = randomUUID();
     const failed = await seal(tenant, { lost: true }, true).catch((error: { sealed: string }) => error.sealed);
+    expect(isSealed(failed)).toBe(true);
     expect(await keysOf(tenant)).toBe(0);
     await expect(open(tenant, failed)).rejects.toBeInstanceOf(DecryptionError);
     await seal(tenant, { kept: true });

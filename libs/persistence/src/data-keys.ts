@@ -140,7 +140,7 @@ export class RecordCipher {
   }
 
   private wrapContext(tenantId: string, keyId: string): string {
-    return `${this.schema}|${tenantId}|${keyId}`;
+    return `record|${this.schema}|${tenantId}|${keyId}`;
   }
 
   private context(tenantId: string, record: SealedRecord): string {

@@ -44,14 +44,18 @@ const OUTBOX_TABLE = 'outbox';
  */
 export async function enqueueOutbox(manager: EntityManager, schema: string, event: OutboxEvent, cipher?: RecordCipher): Promise<string> {
   const id = randomUUID();
-  const payload = cipher && optionalTenant() ? await cipher.seal(manager, { table: OUTBOX_TABLE, id }, event.payload) : event.payload;
+  const headers = { ...tenantHeaders(), ...traceHeaders(), ...event.headers };
+  const tenant = optionalTenant()?.tenantId;
+  // The relay opens a sealed payload under the row's tenant header: it must be the tenant it was sealed for.
+  if (cipher && tenant && headers[TENANT_HEADER] !== tenant) throw new Error('An outbox event of one tenant cannot name another tenant in its headers');
+  const payload = cipher && tenant ? await cipher.seal(manager, { table: OUTBOX_TABLE, id }, event.payload) : event.payload;
   await manager.query(`INSERT INTO "${schema}".outbox (id, topic, type, key, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)`, [
     id,
     event.topic,
     event.type,
     event.key,
     JSON.stringify(payload),
-    JSON.stringify({ ...tenantHeaders(), ...traceHeaders(), ...event.headers }),
+    JSON.stringify(headers),
   ]);
   return id;
 }
@@ -155,15 +159,26 @@ export class OutboxRelay {
            WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE`,
           [batchSize],
         );
+        const published: string[] = [];
+        let unreadable: unknown;
         for (const row of rows) {
-          const payload = await this.payloadOf(manager, row);
+          let payload: unknown;
+          try {
+            payload = await this.payloadOf(manager, row);
+          } catch (error) {
+            // Stop at it, but keep what went before published: it is not sent again on every pass.
+            unreadable = error;
+            break;
+          }
           await this.publisher.publish(row.topic, { id: row.id, type: row.type, key: row.key, payload, headers: row.headers });
+          published.push(row.id);
         }
-        if (rows.length > 0) {
-          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [rows.map((r) => r.id)]);
+        if (published.length > 0) {
+          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [published]);
         }
-        return rows.length;
+        return unreadable === undefined ? rows.length : { stoppedBy: unreadable };
       });
+      if (typeof published !== 'number') throw published.stoppedBy;
       if (published < batchSize || this.stopped) return;
     }
   }

@@ -215,6 +215,8 @@ export async function ensureTopics(
 }
 
 interface PendingRequest {
+  /** The tenant the request was sent for: only a reply of the same tenant is read. */
+  readonly tenantId: string | undefined;
   readonly resolve: (reply: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -371,7 +373,13 @@ export class KafkaBus implements MessageBus {
       [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs),
     });
     const key = options.key ?? defaultRequestKey();
-    const body = await this.codec.encode(payload, headers);
+    let body: Awaited<ReturnType<PayloadCodec['encode']>>;
+    try {
+      body = await this.codec.encode(payload, headers);
+    } catch (error) {
+      this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
+      throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
+    }
     const reply = await new Promise<unknown>((resolve, reject) => {
       const settle = (): boolean => {
         clearTimeout(timer);
@@ -381,6 +389,7 @@ export class KafkaBus implements MessageBus {
         if (settle()) reject(requestTimedOut(topic, type, timeoutMs));
       }, timeoutMs);
       this.pending.set(id, {
+        tenantId: headers[TENANT_HEADER]?.toLowerCase(),
         resolve: (value) => settle() && resolve(value),
         reject: (error) => settle() && reject(error),
       });
@@ -644,6 +653,7 @@ export class KafkaBus implements MessageBus {
     if (!pending) return; // the requester gave up already
     let reply: unknown;
     try {
+      if (headers[TENANT_HEADER]?.toLowerCase() !== pending.tenantId) throw new Error('The reply names another tenant than its request');
       reply = await this.codec.decode(message.value, headers);
     } catch (error) {
       this.logger.error('Unreadable reply', { correlationId: headers[Headers.correlationId], error: describe(error) });

@@ -96,13 +96,16 @@ export class McpController {
     });
     const headers: Record<string, string> = {};
     response.headers.forEach((value, name) => {
-      headers[name] = value;
+      // Connection-specific headers are HTTP/1.1's own; HTTP/2 refuses them (RFC 9113 §8.2.2).
+      if (!CONNECTION_HEADERS.has(name)) headers[name] = value;
     });
     void reply.status(response.status).headers(headers);
     if (response.body) await reply.send(Readable.fromWeb(response.body as import('node:stream/web').ReadableStream));
     else await reply.send();
   }
 }
+
+const CONNECTION_HEADERS = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
 
 function bearerToken(request: FastifyRequest): string {
   return (request.headers.authorization ?? '').replace(/^Bearer[ ]+/i, '');
@@ -112,7 +115,8 @@ function bearerToken(request: FastifyRequest): string {
 function toWebRequest(request: FastifyRequest, publicUrl: string): Request {
   const headers = new Headers();
   for (const [name, value] of Object.entries(request.headers)) {
-    if (value === undefined || name === 'content-length') continue;
+    // HTTP/2 pseudo-headers (`:path`, …) are no headers of the request the SDK sees.
+    if (value === undefined || name === 'content-length' || name.startsWith(':')) continue;
     for (const item of Array.isArray(value) ? value : [value]) headers.append(name, item);
   }
   const url = new URL(MCP_PATH, publicUrl);
