@@ -30,11 +30,15 @@ export const plainJsonCodec: PayloadCodec = {
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-/** The tenant a message belongs to (its `tenant-id` header), or the platform; anything else is refused before any key is touched. */
-function scopeOf(headers: Readonly<Record<string, string>>): string {
+/**
+ * The tenant a message belongs to (its `tenant-id` header), or the platform. A receiver refuses
+ * anything else before any key is touched; a sender seals under whatever the header says, and the
+ * receiving side's admission then refuses the message for its header.
+ */
+function scopeOf(headers: Readonly<Record<string, string>>, strict: boolean): string {
   const tenant = headers[TENANT_HEADER]?.toLowerCase();
   if (tenant === undefined) return PLATFORM_SCOPE;
-  if (!UUID.test(tenant)) throw new Error(`A sealed payload needs a valid ${TENANT_HEADER} header`);
+  if (strict && !UUID.test(tenant)) throw new Error(`A sealed payload needs a valid ${TENANT_HEADER} header`);
   return tenant;
 }
 
@@ -60,7 +64,7 @@ function associatedDataOf(headers: Readonly<Record<string, string>>): string {
 export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
   return {
     async encode(payload, headers) {
-      const sealed = await cipher.seal(scopeOf(headers), Buffer.from(serialize(payload) ?? 'null', 'utf8'), associatedDataOf(headers));
+      const sealed = await cipher.seal(scopeOf(headers, false), Buffer.from(serialize(payload) ?? 'null', 'utf8'), associatedDataOf(headers));
       return { value: sealed.body, headers: { [PAYLOAD_ENCRYPTION_HEADER]: SEALED, [PAYLOAD_KEY_HEADER]: sealed.key } };
     },
     async decode(value, headers) {
@@ -69,7 +73,7 @@ export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
       if (encryption !== SEALED) throw new Error(`Unknown payload encryption ${encryption}`);
       const key = headers[PAYLOAD_KEY_HEADER];
       if (!key || !value) throw new Error('Sealed payload without its key or body');
-      const plaintext = await cipher.open(scopeOf(headers), { body: value, key }, associatedDataOf(headers));
+      const plaintext = await cipher.open(scopeOf(headers, true), { body: value, key }, associatedDataOf(headers));
       return deserialize(plaintext);
     },
   };

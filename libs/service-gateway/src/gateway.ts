@@ -11,6 +11,9 @@ import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
 import { API_VERSION, createOpenApiDocument, serveOpenApi } from './openapi/document';
 import { DomainError, ErrorCode } from '@mission/contracts';
+import { problemTypeBase } from './http/problem.filter';
+import { sendProblem } from './http/problem.responder';
+import { MCP_PATH } from './mcp/mcp.endpoint';
 
 /** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -64,9 +67,18 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     const bodyLimit = (route.config as { bodyLimit?: unknown } | undefined)?.bodyLimit;
     if (typeof bodyLimit === 'number') route.bodyLimit = bodyLimit;
   });
+  const mcpOrigins = new Set([new URL(options.publicUrl).origin, ...(options.mcpAllowedOrigins ?? [])]);
+  const typeBase = problemTypeBase(options);
   fastify.addHook('onRequest', async (request, reply) => {
     void reply.header('X-Request-Id', request.id);
     if (options.tls) void reply.header('Strict-Transport-Security', HSTS);
+    // DNS rebinding: a browser page may reach /mcp only from an allowed origin (clients that are not
+    // browsers send none). Checked first, so a foreign page learns nothing and spends no budget.
+    const origin = request.headers.origin;
+    if (origin !== undefined && request.url.split('?')[0] === MCP_PATH && !mcpOrigins.has(origin)) {
+      sendProblem(new DomainError(ErrorCode.Forbidden, `Requests from the origin ${origin} are not allowed`), request, reply, options.logger, typeBase);
+      return reply;
+    }
   });
   const requests = httpServerMetrics(app.get<Registry>(METRICS));
   fastify.addHook('onResponse', async (request, reply) => {

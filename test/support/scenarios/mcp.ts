@@ -238,6 +238,10 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       const foreign = await rawPost(mcpUrl(), context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
       expect(foreign.status).toBe(403);
       expect(((await foreign.json()) as { code: string }).code).toBe('forbidden');
+      // Before authentication: a page from another origin learns nothing about tokens, and spends no budget.
+      const anonymous = await rawPost(mcpUrl(), '', { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
+      expect(anonymous.status).toBe(403);
+      expect(anonymous.headers.get('ratelimit')).toBeNull();
       const own = await rawPost(mcpUrl(), context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: new URL(gateway()).origin });
       expect(own.status).toBe(200);
     });

@@ -711,9 +711,17 @@ export class KafkaBus implements MessageBus {
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     await this.track(async () => {
+      const headers = headersFromKafka(message.headers);
+      // Refused for its tenant header before its body is read: the reason is the header, not the key.
+      const admission = admit(headers, subscription.tenancy);
+      if (!admission.admitted) {
+        await this.deadLetter(topic, group, message, admission.refusal, 0);
+        this.metrics.handled(topic, group, seconds(), 'refused');
+        return;
+      }
       let event: Omit<IncomingMessage, 'attempt'>;
       try {
-        event = incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headersFromKafka(message.headers)));
+        event = incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers));
       } catch (error) {
         await this.deadLetter(topic, group, message, error, 1);
         this.metrics.handled(topic, group, seconds(), 'dead-lettered');

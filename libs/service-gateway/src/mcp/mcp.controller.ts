@@ -3,7 +3,7 @@ import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiExcludeEndpoint } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
-import { DomainError, ErrorCode, MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
+import { MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
 import { Caller, TenantScopes } from '../auth/auth.decorators';
 import { insufficientScopeProblem } from '../auth/auth.guard';
 import type { Authenticated } from '../auth/authenticated';
@@ -27,21 +27,17 @@ export function scopesNeeded(body: unknown): string[] {
 }
 
 /**
- * `/mcp`, Streamable HTTP. The gateway's guards have authenticated the caller (401 with the
- * resource metadata otherwise), charged the tenant's rate limit and set the tenant context; here
- * the browser Origin is checked and a tool the token lacks the scope for is refused with 403
- * `insufficient_scope` before the SDK sees the request.
+ * `/mcp`, Streamable HTTP. The browser Origin was checked before anything else (the gateway's
+ * onRequest hook); the guards have authenticated the caller (401 with the resource metadata
+ * otherwise), charged the tenant's rate limit and set the tenant context; here a tool the token
+ * lacks the scope for is refused with 403 `insufficient_scope` before the SDK sees the request.
  */
 @Controller('mcp')
 export class McpController {
-  private readonly allowedOrigins: ReadonlySet<string>;
-
   constructor(
     private readonly endpoint: McpEndpoint,
     @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
-  ) {
-    this.allowedOrigins = new Set([new URL(options.publicUrl).origin, ...(options.mcpAllowedOrigins ?? [])]);
-  }
+  ) {}
 
   @Post()
   // Documents ingested through `ingest_document` may be as large as through REST.
@@ -80,12 +76,6 @@ export class McpController {
   }
 
   private async forward(request: FastifyRequest, reply: FastifyReply, caller: Authenticated): Promise<void> {
-    // DNS rebinding: a browser page may only reach /mcp from an allowed origin (clients that are
-    // not browsers send no Origin).
-    const origin = request.headers.origin;
-    if (origin !== undefined && !this.allowedOrigins.has(origin)) {
-      throw new DomainError(ErrorCode.Forbidden, `Requests from the origin ${origin} are not allowed`);
-    }
     const webRequest = toWebRequest(request, this.options.publicUrl);
     const response = await this.endpoint.serve(webRequest, request.method === 'POST' ? request.body : undefined, {
       subject: caller.subject,
