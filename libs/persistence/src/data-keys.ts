@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource, EntityManager } from 'typeorm';
+import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { DecryptionError, generateDataKey, KeyProvider, openWithDataKey, sealWithDataKey } from '@mission/crypto';
 import { currentTenant } from '@mission/tenant-context';
+import { serviceRoleName } from './row-level-security';
 
 /**
  * DDL of a service's data-key table, for its migrations: each tenant's data keys, wrapped by the
@@ -20,6 +21,15 @@ export function dataKeysTableSql(schema: string): string[] {
     )`,
     `CREATE INDEX data_keys_tenant_created ON "${schema}".data_keys (tenant_id, created_at DESC)`,
   ];
+}
+
+/**
+ * A service migration's step: its data-key table, to which the service role may add keys and
+ * which it may re-wrap, but never delete from: a deleted key is every row it sealed, lost.
+ */
+export async function createDataKeysTable(queryRunner: QueryRunner, schema: string): Promise<void> {
+  for (const statement of dataKeysTableSql(schema)) await queryRunner.query(statement);
+  await queryRunner.query(`REVOKE DELETE, TRUNCATE ON "${schema}".data_keys FROM "${serviceRoleName(schema)}"`);
 }
 
 /** A sealed value as stored: `enc1.<data key id>.<base64url of iv ‖ ciphertext ‖ tag>`. */

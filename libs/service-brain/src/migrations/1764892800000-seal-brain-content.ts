@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { dataKeysTableSql, serviceRoleName } from '@mission/persistence';
+import { createDataKeysTable } from '@mission/persistence';
 
 /**
  * Document content becomes ciphertext at rest: the tenant's data keys (wrapped by the KEK) in
@@ -11,9 +11,7 @@ export class SealBrainContent1764892800000 implements MigrationInterface {
   name = 'SealBrainContent1764892800000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    for (const statement of dataKeysTableSql('brain')) await queryRunner.query(statement);
-    // The service may add and re-wrap keys, never remove one: a deleted key is every row it sealed, lost.
-    await queryRunner.query(`REVOKE DELETE, TRUNCATE ON brain.data_keys FROM "${serviceRoleName('brain')}"`);
+    await createDataKeysTable(queryRunner, 'brain');
     await queryRunner.query(`ALTER TABLE brain.documents ADD COLUMN sealed text`);
     await queryRunner.query(`ALTER TABLE brain.documents ALTER COLUMN title DROP NOT NULL`);
     await queryRunner.query(`ALTER TABLE brain.documents ALTER COLUMN metadata DROP NOT NULL`);

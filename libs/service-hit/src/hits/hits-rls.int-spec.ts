@@ -50,4 +50,12 @@ describe('HIT items under row-level security', () => {
       }),
     );
   });
+
+  it('lets the service add data keys but never delete one', async () => {
+    const [row] = await dataSource.query(`SELECT count(*)::int AS n FROM hit.data_keys`);
+    expect(row.n).toBe(2);
+    await expect(dataSource.query(`DELETE FROM hit.data_keys`)).rejects.toThrow(/permission denied/);
+    await expect(dataSource.query(`TRUNCATE hit.data_keys`)).rejects.toThrow(/permission denied/);
+    expect((await dataSource.query(`SELECT count(*)::int AS n FROM hit.data_keys`))[0].n).toBe(2);
+  });
 });

@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { dataKeysTableSql, serviceRoleName } from '@mission/persistence';
+import { createDataKeysTable } from '@mission/persistence';
 
 /**
  * What people write becomes ciphertext at rest: the tenant's data keys (wrapped by the KEK) in
@@ -11,9 +11,7 @@ export class SealHitContent1764892800000 implements MigrationInterface {
   name = 'SealHitContent1764892800000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    for (const statement of dataKeysTableSql('hit')) await queryRunner.query(statement);
-    // The service may add and re-wrap keys, never remove one: a deleted key is every row it sealed, lost.
-    await queryRunner.query(`REVOKE DELETE, TRUNCATE ON hit.data_keys FROM "${serviceRoleName('hit')}"`);
+    await createDataKeysTable(queryRunner, 'hit');
     await queryRunner.query(`ALTER TABLE hit.hit_items ADD COLUMN sealed text`);
     await queryRunner.query(`ALTER TABLE hit.hit_items ALTER COLUMN title DROP NOT NULL`);
   }

@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { dataKeysTableSql, serviceRoleName } from '@mission/persistence';
+import { createDataKeysTable } from '@mission/persistence';
 
 /**
  * Tenant content at rest becomes ciphertext: the tenant's data keys (wrapped by the KEK) in
@@ -10,9 +10,7 @@ export class SealMissionContent1764892800000 implements MigrationInterface {
   name = 'SealMissionContent1764892800000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
-    for (const statement of dataKeysTableSql('mission')) await queryRunner.query(statement);
-    // The service may add and re-wrap keys, never remove one: a deleted key is every row it sealed, lost.
-    await queryRunner.query(`REVOKE DELETE, TRUNCATE ON mission.data_keys FROM "${serviceRoleName('mission')}"`);
+    await createDataKeysTable(queryRunner, 'mission');
     await queryRunner.query(`ALTER TABLE mission.missions ADD COLUMN sealed text`);
     for (const column of ['title', 'objective', 'steps', 'metadata']) await queryRunner.query(`ALTER TABLE mission.missions ALTER COLUMN ${column} DROP NOT NULL`);
   }
