@@ -1,21 +1,7 @@
 import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
-import { KafkaBus } from '@mission/messaging';
-import {
-  assertHttpsIssuer,
-  busMetrics,
-  contextLogger,
-  createLogger,
-  createMetricsRegistry,
-  kafkaTls,
-  onShutdownSignal,
-  platformTopics,
-  redisTlsCa,
-  resolvePayloadKeys,
-  sealedPayloads,
-  serverTls,
-} from '@mission/runtime';
+import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls } from '@mission/runtime';
 import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
@@ -24,15 +10,7 @@ async function main(): Promise<void> {
   const tls = await serverTls(config);
   assertHttpsIssuer(tls, config.IDP_ISSUER);
   const metrics = createMetricsRegistry('gateway');
-  const bus = new KafkaBus({
-    codec: sealedPayloads(await resolvePayloadKeys(config)),
-    ssl: await kafkaTls(config),
-    metrics: busMetrics(metrics),
-    brokers: config.KAFKA_BROKERS,
-    clientId: 'gateway',
-    topics: platformTopics(),
-    logger: contextLogger(logger.child({ component: 'bus' })),
-  });
+  const bus = await platformKafkaBus({ config, clientId: 'gateway', payloadKeys: await resolvePayloadKeys(config), logger, metrics });
   await bus.start();
   const app = await createGateway({
     publicUrl: config.PUBLIC_URL,

@@ -1,21 +1,7 @@
 import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
-import { KafkaBus } from '@mission/messaging';
-import {
-  busMetrics,
-  contextLogger,
-  createLogger,
-  createMetricsRegistry,
-  kafkaTls,
-  MIGRATE_ONLY_FLAG,
-  onShutdownSignal,
-  platformTopics,
-  resolvePayloadKeys,
-  runMigrationsOnly,
-  sealedPayloads,
-  serverTls,
-} from '@mission/runtime';
+import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, resolvePayloadKeys, runMigrationsOnly, serverTls } from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
@@ -23,15 +9,7 @@ async function main(): Promise<void> {
   const config = loadConfig(IdpConfigSchema);
   const logger = createLogger('idp', config.LOG_LEVEL);
   const metrics = createMetricsRegistry('idp');
-  const bus = new KafkaBus({
-    codec: sealedPayloads(await resolvePayloadKeys(config)),
-    ssl: await kafkaTls(config),
-    brokers: config.KAFKA_BROKERS,
-    clientId: 'idp',
-    topics: platformTopics(),
-    logger: contextLogger(logger.child({ component: 'bus' })),
-    metrics: busMetrics(metrics),
-  });
+  const bus = await platformKafkaBus({ config, clientId: 'idp', payloadKeys: await resolvePayloadKeys(config), logger, metrics });
   const idp = await startIdp({
     issuer: config.IDP_ISSUER,
     host: config.HOST,

@@ -2,24 +2,11 @@ import path from 'node:path';
 import { createGateway } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
-import { InProcessBroker, InProcessBus, KafkaBus, MessageBus } from '@mission/messaging';
+import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import {
-  assertHttpsIssuer,
-  busMetrics,
-  contextLogger,
-  createMetricsRegistry,
-  kafkaTls,
-  Logger,
-  PayloadKeys,
-  platformTopics,
-  redisTlsCa,
-  resolvePayloadKeys,
-  sealedPayloads,
-  serverTls,
-} from '@mission/runtime';
+import { assertHttpsIssuer, busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls } from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
@@ -31,17 +18,8 @@ export interface StandaloneHandle {
 
 /** In-process messages never leave the process and stay plain; on Kafka they are sealed like every other process's. */
 async function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): Promise<MessageBus> {
-  const busLogger = contextLogger(logger.child({ component: 'bus' }));
-  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: busLogger, metrics: busMetrics(metrics) });
-  return new KafkaBus({
-    codec: sealedPayloads(payloadKeys),
-    ssl: await kafkaTls(config),
-    metrics: busMetrics(metrics),
-    brokers: config.KAFKA_BROKERS,
-    clientId: 'standalone',
-    topics: platformTopics(),
-    logger: busLogger,
-  });
+  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: contextLogger(logger.child({ component: 'bus' })), metrics: busMetrics(metrics) });
+  return platformKafkaBus({ config: { ...config, KAFKA_BROKERS: config.KAFKA_BROKERS }, clientId: 'standalone', payloadKeys, logger, metrics });
 }
 
 /**

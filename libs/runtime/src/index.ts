@@ -5,3 +5,4 @@ export * from './service-main';
 export * from './metrics';
 export * from './payload-keys';
 export * from './tls-settings';
+export * from './platform-bus';

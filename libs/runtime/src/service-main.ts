@@ -1,15 +1,15 @@
 import { z } from 'zod';
 import { ConfigError, env, loadConfig } from '@mission/config';
-import { Topics, TOPIC_MAX_MESSAGE_BYTES, TOPIC_PARTITIONS } from '@mission/contracts';
-import { KafkaBus, MessageBus } from '@mission/messaging';
+import type { MessageBus } from '@mission/messaging';
 import { startHealthServer } from './health-server';
-import { contextLogger, createLogger, Logger } from './logger';
-import { busMetrics, createMetricsRegistry } from './metrics';
+import { createLogger, Logger } from './logger';
+import { createMetricsRegistry } from './metrics';
 import type { Registry } from 'prom-client';
 import type { KeyProvider } from '@mission/crypto';
 import { onShutdownSignal } from './shutdown';
-import { PayloadKeySettings, resolvePayloadKeys, sealedPayloads } from './payload-keys';
-import { kafkaTls, KafkaTlsSettings } from './tls-settings';
+import { PayloadKeySettings, resolvePayloadKeys } from './payload-keys';
+import { platformKafkaBus } from './platform-bus';
+import { KafkaTlsSettings } from './tls-settings';
 
 /** Environment of a back-end service running as its own process. */
 export const ServiceConfigSchema = z.object({
@@ -39,13 +39,6 @@ export interface ServiceDefinition {
   start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry; keys: KeyProvider }): Promise<ServiceHandle>;
 }
 
-/** Every topic of the platform, so any process can create what is missing before it consumes. */
-export function platformTopics(): Array<{ name: string; partitions: number; maxMessageBytes?: number }> {
-  return Object.values(Topics).map((name) => {
-    const maxMessageBytes = TOPIC_MAX_MESSAGE_BYTES[name];
-    return { name, partitions: TOPIC_PARTITIONS[name], ...(maxMessageBytes ? { maxMessageBytes } : {}) };
-  });
-}
 
 /**
  * The entry point of a back-end service running as its own process (a container in production):
@@ -69,15 +62,7 @@ export function runService(definition: ServiceDefinition): void {
     const logger = createLogger(definition.name, config.LOG_LEVEL);
     const metrics = createMetricsRegistry(definition.name);
     const payloadKeys = await resolvePayloadKeys(config);
-    const bus = new KafkaBus({
-      codec: sealedPayloads(payloadKeys),
-      ssl: await kafkaTls(config),
-      metrics: busMetrics(metrics),
-      brokers: config.KAFKA_BROKERS,
-      clientId: definition.name,
-      topics: platformTopics(),
-      logger: contextLogger(logger.child({ component: 'bus' })),
-    });
+    const bus = await platformKafkaBus({ config, clientId: definition.name, payloadKeys, logger, metrics });
     const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' }, metrics, keys: payloadKeys.provider });
     await bus.start();
     await handle.afterBusStart?.();
