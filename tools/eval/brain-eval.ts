@@ -13,46 +13,19 @@
  * Reports MAP, nDCG and nDCG@10 (trec_eval semantics, tools/eval/trec-metrics.ts) for both runs.
  * Options: --concurrency=N (ingestion requests in flight, default 8), --json (machine output).
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
 import { openBrainReader } from '@mission/service-brain';
 import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../../test/support/api-client';
 import { startEmbeddedBrainStack } from '../../test/support/embedded-brain-stack';
 import { evaluateRun, RunMetrics, ScoredDocument } from './trec-metrics';
+import { loadCollection, PUBLISHED_BM25 } from './vaswani';
 
-const COLLECTION = path.join(__dirname, '..', '..', '..', 'shared', 'data', 'vaswani-npl');
-const PUBLISHED_BM25 = { map: 0.2965, ndcg: 0.6212 };
 const API_DEPTH = 50;
 const FULL_DEPTH = 1000;
 
 const log = (message: string): void => {
   process.stderr.write(`[eval:brain] ${message}\n`);
 };
-
-interface Collection {
-  readonly documents: ReadonlyArray<{ readonly docno: string; readonly text: string }>;
-  readonly queries: ReadonlyArray<{ readonly qid: string; readonly text: string }>;
-  readonly qrels: Map<string, Set<string>>;
-}
-
-function loadCollection(directory: string): Collection {
-  const documents = [...readFileSync(path.join(directory, 'doc-text.trec'), 'utf8').matchAll(/<DOC>\s*<DOCNO>\s*(\S+?)\s*<\/DOCNO>([\s\S]*?)<\/DOC>/g)].map((match) => ({
-    docno: match[1] ?? '',
-    text: (match[2] ?? '').trim(),
-  }));
-  const queries = [...readFileSync(path.join(directory, 'query-text.trec'), 'utf8').matchAll(/<num>\s*(\S+?)\s*<\/num>\s*<title>([\s\S]*?)<\/title>/g)].map((match) => ({
-    qid: match[1] ?? '',
-    text: (match[2] ?? '').trim(),
-  }));
-  const qrels = new Map<string, Set<string>>();
-  for (const line of readFileSync(path.join(directory, 'qrels'), 'utf8').split('\n')) {
-    const [qid, , docno, relevance] = line.trim().split(/\s+/);
-    if (!qid || !docno || Number(relevance) <= 0) continue;
-    qrels.set(qid, (qrels.get(qid) ?? new Set()).add(docno));
-  }
-  return { documents, queries, qrels };
-}
 
 /** Runs `work` over `items` with at most `limit` in flight. */
 async function inParallel<T>(items: readonly T[], limit: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
@@ -82,7 +55,7 @@ function format(metrics: RunMetrics): string {
 async function main(): Promise<void> {
   const concurrency = Number(/^--concurrency=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith('--concurrency=')) ?? '')?.[1] ?? 8);
   const asJson = process.argv.includes('--json');
-  const collection = loadCollection(COLLECTION);
+  const collection = loadCollection();
   log(`collection: ${collection.documents.length} documents, ${collection.queries.length} queries, ${[...collection.qrels.values()].reduce((n, s) => n + s.size, 0)} relevance judgements`);
 
   const stack = await startEmbeddedBrainStack({ label: 'eval-brain', tenantName: 'Vaswani evaluation', log });

@@ -1,4 +1,4 @@
-import { averagePrecision, evaluateRun, ndcg, trecOrder } from './trec-metrics';
+import { averagePrecision, evaluateRun, ndcg, perQueryMetrics, trecOrder } from './trec-metrics';
 
 /** Ranking d1..d5; relevant d1, d3 and d6 (never retrieved). */
 const ranking = ['d1', 'd2', 'd3', 'd4', 'd5'];
@@ -58,5 +58,10 @@ describe('trec_eval metrics, checked by hand', () => {
     expect(metrics.ndcg).toBeCloseTo((1 + q2) / 3, 12);
     expect(metrics.ndcgAt10).toBeCloseTo((1 + q2) / 3, 12);
     expect(metrics.queries).toBe(3);
+    const byQuery = perQueryMetrics(run, qrels);
+    expect([...byQuery.keys()]).toEqual(['1', '2', '3']);
+    expect(byQuery.get('2')?.averagePrecision).toBeCloseTo(0.25, 12);
+    expect(byQuery.get('2')?.ndcg).toBeCloseTo(q2, 12);
+    expect(byQuery.get('3')).toEqual({ averagePrecision: 0, ndcg: 0, ndcgAt10: 0 });
   });
 });

@@ -55,17 +55,25 @@ export interface RunMetrics {
   readonly queries: number;
 }
 
-/** Means over every judged query (trec_eval -c): a query the run does not answer counts as 0. */
-export function evaluateRun(run: ReadonlyMap<string, readonly ScoredDocument[]>, qrels: Qrels): RunMetrics {
-  let map = 0;
-  let ndcgSum = 0;
-  let ndcg10 = 0;
+export interface QueryMetrics {
+  readonly averagePrecision: number;
+  readonly ndcg: number;
+  readonly ndcgAt10: number;
+}
+
+/** Each judged query's metrics (trec_eval -q -c): a query the run does not answer scores 0. */
+export function perQueryMetrics(run: ReadonlyMap<string, readonly ScoredDocument[]>, qrels: Qrels): Map<string, QueryMetrics> {
+  const metrics = new Map<string, QueryMetrics>();
   for (const [qid, relevant] of qrels) {
     const ranking = trecOrder(run.get(qid) ?? []);
-    map += averagePrecision(ranking, relevant);
-    ndcgSum += ndcg(ranking, relevant);
-    ndcg10 += ndcg(ranking, relevant, 10);
+    metrics.set(qid, { averagePrecision: averagePrecision(ranking, relevant), ndcg: ndcg(ranking, relevant), ndcgAt10: ndcg(ranking, relevant, 10) });
   }
-  const count = qrels.size;
-  return { map: map / count, ndcg: ndcgSum / count, ndcgAt10: ndcg10 / count, queries: count };
+  return metrics;
+}
+
+/** Means over every judged query (trec_eval -c). */
+export function evaluateRun(run: ReadonlyMap<string, readonly ScoredDocument[]>, qrels: Qrels): RunMetrics {
+  const queries = [...perQueryMetrics(run, qrels).values()];
+  const mean = (pick: (query: QueryMetrics) => number): number => queries.reduce((sum, query) => sum + pick(query), 0) / queries.length;
+  return { map: mean((query) => query.averagePrecision), ndcg: mean((query) => query.ndcg), ndcgAt10: mean((query) => query.ndcgAt10), queries: queries.length };
 }

@@ -1,3 +1,7 @@
 export * from './brain-service';
 export * from './brain.config';
 export type { TenantIndexKeys } from './index/blind-index';
+// The analysis and scoring functions, for the evaluation's offline comparisons.
+export { analyze, termFrequencies } from './text/analyzer';
+export { ENGLISH_STOPWORDS } from './text/stopwords';
+export { BM25_DEFAULTS, lengthNormalisation, queryTermWeight, termScore } from './ranking/bm25';

@@ -54,6 +54,13 @@ describe('analyze', () => {
     expect(analyze('')).toEqual([]);
   });
 
+  it('takes another stop-word list in place of the English one when given', () => {
+    const list = new Set(['use', "don't", 'describe']);
+    expect(analyze('the use of filters described', list)).toEqual(['the', 'of', 'filter', 'describ']);
+    expect(analyze("don't dont", list)).toEqual(['dont']);
+    expect(analyze('the use of filters')).toEqual(['us', 'filter']);
+  });
+
   it('never throws on arbitrary Unicode, lone surrogates and control characters', () => {
     const hostile = ['\ud800\udfff\ud800', '\u0000\u0001\u202e', '🧪🔬 emoji', 'a\u0301'.repeat(1000), '\uFFFF\uFFFE'];
     for (const text of hostile) expect(() => analyze(text)).not.toThrow();

@@ -31,23 +31,23 @@ export function normalizeText(text: string): string {
   return text.normalize('NFKC').toLowerCase().replace(APOSTROPHES, "'");
 }
 
-function addWord(token: string, terms: string[]): void {
-  if (ENGLISH_STOPWORDS.has(token)) return;
+function addWord(token: string, terms: string[], stopwords: ReadonlySet<string>): void {
+  if (stopwords.has(token)) return;
   const word = token.endsWith("'s") ? token.slice(0, -2).replace(/'/g, '') : token.replace(/'/g, '');
-  if (word.length === 0 || word.length > MAX_TOKEN_LENGTH || ENGLISH_STOPWORDS.has(word)) return;
+  if (word.length === 0 || word.length > MAX_TOKEN_LENGTH || stopwords.has(word)) return;
   terms.push(stem(word));
 }
 
-function addToken(token: string, terms: string[]): void {
+function addToken(token: string, terms: string[], stopwords: ReadonlySet<string>): void {
   // Fast path: the scripts split per character all lie above U+2E80.
   if (!/[\u2e80-\uffff]/.test(token) || !UNSPACED.test(token)) {
-    addWord(token, terms);
+    addWord(token, terms, stopwords);
     return;
   }
   for (const part of token.split(UNSPACED_SPLIT)) {
     if (part.length === 0) continue;
     if (UNSPACED.test(part)) terms.push(part);
-    else addWord(part, terms);
+    else addWord(part, terms, stopwords);
   }
 }
 
@@ -56,12 +56,14 @@ function addToken(token: string, terms: string[]): void {
  * marks; apostrophes inside words), English stop words removed, possessive "'s" dropped, Porter
  * stems for English words. Han, Hiragana and Katakana characters are terms one by one. Documents
  * and queries go through this same function, so whatever it does to one it does to the other.
+ * `stopwords` (lower case, NFKC) replaces the English list only for the evaluation's comparisons
+ * of analysis choices; the service always uses the default.
  */
-export function analyze(text: string): string[] {
+export function analyze(text: string, stopwords: ReadonlySet<string> = ENGLISH_STOPWORDS): string[] {
   const terms: string[] = [];
   const normalized = normalizeText(text);
   WORD.lastIndex = 0;
-  for (let match = WORD.exec(normalized); match !== null; match = WORD.exec(normalized)) addToken(match[0], terms);
+  for (let match = WORD.exec(normalized); match !== null; match = WORD.exec(normalized)) addToken(match[0], terms, stopwords);
   return terms;
 }
 
