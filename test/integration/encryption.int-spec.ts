@@ -5,7 +5,8 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { KeyEncryptionKey, kekIdOf, LocalKeyProvider } from '@mission/crypto';
 import { RecordCipher } from '@mission/persistence';
-import { openMissionDatabase } from '@mission/service-mission';
+import { parseOrThrow, SubmitMissionSchema } from '@mission/contracts';
+import { openMissionDatabase, requestFingerprint } from '@mission/service-mission';
 import { runWithTenant } from '@mission/tenant-context';
 import { call, clientCredentialsToken, eventually, waitForMission } from '../support/api-client';
 import { REPO_ROOT } from '../support/processes';
@@ -40,6 +41,18 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
   };
   let missionId = '';
   let hitId = '';
+  const idempotencyKey = `sealed-${randomUUID()}`;
+  const missionBody = {
+    title: 'Sealed mission',
+    objective: `Summarise ${canaries.objective}`,
+    input: { note: canaries.input },
+    steps: [
+      { type: 'brain.query', query: 'ferrite resonator microwave' },
+      { type: 'approval', title: canaries.approvalTitle },
+    ],
+  };
+  /** What a bare hash of the submission would have stored (the service's fingerprint of the parsed request). */
+  const fingerprint = requestFingerprint(parseOrThrow(SubmitMissionSchema, missionBody, 'Mission'));
 
   beforeAll(async () => {
     stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
@@ -58,15 +71,7 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
       body: { title: canaries.documentTitle, content: `The ferrite resonator notes say ${canaries.document} about microwave losses.` },
     });
     expect(document.status).toBe(201);
-    const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', {
-      token: a.token,
-      body: {
-        title: 'Sealed mission',
-        objective: `Summarise ${canaries.objective}`,
-        input: { note: canaries.input },
-        steps: [{ type: 'brain.query', query: 'ferrite resonator microwave' }, { type: 'approval', title: canaries.approvalTitle }],
-      },
-    });
+    const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: missionBody, headers: { 'idempotency-key': idempotencyKey } });
     expect(submitted.status).toBe(202);
     missionId = submitted.body.id;
     hitId = await eventually(async () => {
@@ -103,6 +108,20 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     expect(dump).toContain(hitId);
     for (const [what, value] of Object.entries(canaries)) expect({ what, found: dump.includes(value) }).toEqual({ what, found: false });
     expect(dump).not.toContain(canary);
+    expect(dump).toContain(idempotencyKey);
+    expect(dump).not.toContain(fingerprint);
+  });
+
+  it('keeps an Idempotency-Key’s request fingerprint sealed, and still knows a repeat from another request', async () => {
+    const [a] = tenants;
+    const { rows } = await db.query(`SELECT request_hash FROM mission.idempotency_keys WHERE key = $1`, [idempotencyKey]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].request_hash).toMatch(/^enc1\./);
+    expect(rows[0].request_hash).not.toContain(fingerprint);
+    const again = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: missionBody, headers: { 'idempotency-key': idempotencyKey } });
+    expect({ status: again.status, id: again.body.id }).toEqual({ status: 202, id: missionId });
+    const other = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: { ...missionBody, title: 'Another' }, headers: { 'idempotency-key': idempotencyKey } });
+    expect({ status: other.status, code: other.body.code }).toEqual({ status: 422, code: 'idempotency_key_reused' });
   });
 
   itOnOwnBroker('leaves no payload readable in Kafka’s log segments', async () => {

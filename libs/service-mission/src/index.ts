@@ -1,1 +1,2 @@
 export * from './mission-service';
+export { requestFingerprint } from './missions/missions.service';

@@ -10,6 +10,7 @@ import {
   MissionStatus,
   MissionView,
   parseOrThrow,
+  SubmitMissionSchema,
   Topics,
 } from '@mission/contracts';
 import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
@@ -18,6 +19,7 @@ import { createTestDatabase, Housekeeper, processedMessagesSweep, publishedOutbo
 import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { MissionServiceHandle, openMissionDatabase, startMissionService } from '../mission-service';
 import { expiredIdempotencyKeysSweep } from './missions.repository';
+import { requestFingerprint } from './missions.service';
 import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -106,8 +108,10 @@ describe('missions on PostgreSQL with an in-process bus', () => {
     await mission.handle.stop();
   }
 
-  function submit(tenantId: string, body: unknown): Promise<MissionView> {
-    return runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body }));
+  function submit(tenantId: string, body: unknown, idempotencyKey?: string): Promise<MissionView> {
+    return runWithTenant({ tenantId }, () =>
+      client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body, ...(idempotencyKey ? { idempotencyKey } : {}) }),
+    );
   }
 
   function get(tenantId: string, id: string): Promise<MissionView> {
@@ -194,6 +198,35 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       }
       const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId]);
       expect(rows).toEqual([{ n: 0 }]);
+    });
+
+    it('stores an Idempotency-Key with its request fingerprint sealed, bound to the key', async () => {
+      const tenantId = randomUUID();
+      const body = { title: 'Once', objective: 'Only once' };
+      const first = await submit(tenantId, body, 'key-one');
+      const second = await submit(tenantId, { ...body, title: 'Twice' }, 'key-two');
+      const { rows } = await inspector.query(`SELECT key, request_hash FROM mission.idempotency_keys WHERE tenant_id = $1 ORDER BY key`, [tenantId]);
+      expect(rows.map((row: { key: string }) => row.key)).toEqual(['key-one', 'key-two']);
+      for (const row of rows) expect(row.request_hash).toMatch(/^enc1\./);
+      expect(rows[0].request_hash).not.toContain(requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission')));
+      expect((await submit(tenantId, body, 'key-one')).id).toBe(first.id);
+      expect((await domainErrorOf(submit(tenantId, body, 'key-two'))).code).toBe(ErrorCode.IdempotencyKeyReused);
+
+      // A sealed fingerprint copied to another key does not open there: refused, not matched.
+      await inspector.query(`UPDATE mission.idempotency_keys SET request_hash = $2 WHERE tenant_id = $1 AND key = 'key-two'`, [tenantId, rows[0].request_hash]);
+      expect((await domainErrorOf(submit(tenantId, body, 'key-two'))).code).toBe(ErrorCode.Internal);
+      await waitForMission(tenantId, first.id);
+      await waitForMission(tenantId, second.id);
+    });
+
+    it('still reads the bare fingerprint of a key stored before fingerprints were sealed', async () => {
+      const tenantId = randomUUID();
+      const body = { title: 'Legacy', objective: 'Stored by an older version' };
+      const first = await submit(tenantId, body, 'legacy');
+      await inspector.query(`UPDATE mission.idempotency_keys SET request_hash = $2 WHERE tenant_id = $1 AND key = 'legacy'`, [tenantId, requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission'))]);
+      expect((await submit(tenantId, body, 'legacy')).id).toBe(first.id);
+      expect((await domainErrorOf(submit(tenantId, { ...body, title: 'Changed' }, 'legacy'))).code).toBe(ErrorCode.IdempotencyKeyReused);
+      await waitForMission(tenantId, first.id);
     });
 
     it('refuses an invalid mission with validation_failed and stores nothing', async () => {

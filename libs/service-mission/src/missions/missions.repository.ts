@@ -1,10 +1,11 @@
 import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
-import { deleteInBatches, RecordCipher, type SweepTask } from '@mission/persistence';
+import { deleteInBatches, isSealed, RecordCipher, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
 const TABLE = 'missions';
+const IDEMPOTENCY_TABLE = 'idempotency_keys';
 
 /**
  * The only code that reads or writes missions. Every read is filtered by tenant, and a mission's
@@ -118,7 +119,12 @@ export class MissionsRepository {
     return missions;
   }
 
-  /** The mission an Idempotency-Key produced within the last `ttlHours`, with the hash of its request. */
+  /**
+   * The mission an Idempotency-Key produced within the last `ttlHours`, with the fingerprint of its
+   * request. Fingerprints are stored sealed: a bare hash of a request would let anyone holding the
+   * database confirm a guess of what a tenant submitted. Rows written before they were sealed
+   * (at most `ttlHours` old) hold the bare hash and are read as they are.
+   */
   async findIdempotencyKey(manager: EntityManager, tenantId: string, key: string, ttlHours: number): Promise<{ requestHash: string; missionId: string } | null> {
     const rows: Array<{ request_hash: string; mission_id: string }> = await manager.query(
       `SELECT request_hash, mission_id FROM mission.idempotency_keys
@@ -126,15 +132,17 @@ export class MissionsRepository {
       [tenantId, key, ttlHours],
     );
     const row = rows[0];
-    return row ? { requestHash: row.request_hash, missionId: row.mission_id } : null;
+    if (!row) return null;
+    const requestHash = isSealed(row.request_hash) ? await this.cipher.open<string>(manager, { table: IDEMPOTENCY_TABLE, id: key }, row.request_hash, tenantId) : row.request_hash;
+    return { requestHash, missionId: row.mission_id };
   }
 
-  /** Records (or, once expired, replaces) what an Idempotency-Key stands for. */
+  /** Records (or, once expired, replaces) what an Idempotency-Key stands for, its request fingerprint sealed. */
   async saveIdempotencyKey(manager: EntityManager, tenantId: string, key: string, requestHash: string, missionId: string, now: Date): Promise<void> {
     await manager.query(
       `INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, mission_id = EXCLUDED.mission_id, created_at = EXCLUDED.created_at`,
-      [tenantId, key, requestHash, missionId, now],
+      [tenantId, key, await this.cipher.seal(manager, { table: IDEMPOTENCY_TABLE, id: key }, requestHash), missionId, now],
     );
   }
 
