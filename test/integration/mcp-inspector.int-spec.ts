@@ -59,6 +59,9 @@ describe('MCP Inspector CLI against /mcp', () => {
     );
     expect(failure?.code).not.toBe(0);
     expect(failure?.stderr).toContain('tool_is_error');
-    expect(JSON.parse(failure?.stdout ?? '{}')).toMatchObject({ isError: true, structuredContent: { status: 404, code: 'not_found', instance: '/mcp#get_mission' } });
+    const printed = JSON.parse(failure?.stdout ?? '{}');
+    expect(printed).toMatchObject({ isError: true, content: [{ type: 'text' }] });
+    expect(printed.structuredContent).toBeUndefined();
+    expect(JSON.parse(printed.content[0].text)).toMatchObject({ status: 404, code: 'not_found', instance: '/mcp#get_mission' });
   });
 });

@@ -19,16 +19,21 @@ interface ToolOutcome {
 
 interface McpSession {
   readonly protocolVersion: string | undefined;
-  listTools(): Promise<Array<{ name: string; description?: string; inputSchema: Record<string, unknown> }>>;
+  listTools(): Promise<Array<{ name: string; description?: string; inputSchema: Record<string, unknown>; outputSchema?: Record<string, unknown> }>>;
   call(name: string, args: Record<string, unknown>): Promise<ToolOutcome>;
   close(): Promise<void>;
 }
 
 function outcome(result: any): ToolOutcome {
   const text = result.content?.find((item: { type: string }) => item.type === 'text')?.text;
+  if (result.isError === true) {
+    // A failure's problem details are its text; structured content is only what outputSchema describes.
+    expect(result.structuredContent).toBeUndefined();
+    return { isError: true, body: JSON.parse(text) };
+  }
   // Structured content and the text block carry the same body.
   expect(JSON.parse(text)).toEqual(result.structuredContent);
-  return { isError: result.isError === true, body: result.structuredContent };
+  return { isError: false, body: result.structuredContent };
 }
 
 async function connect(kind: ClientKind, url: string, token: string): Promise<McpSession> {
@@ -37,6 +42,8 @@ async function connect(kind: ClientKind, url: string, token: string): Promise<Mc
     const client = new V1Client({ name: 'mission-service-tests-v1', version: '1.0.0' });
     const transport = new V1Transport(new URL(url), { requestInit });
     await client.connect(transport);
+    // Listing the tools makes the client check every result's structured content against the tool's outputSchema.
+    await client.listTools();
     return {
       protocolVersion: transport.protocolVersion,
       listTools: async () => (await client.listTools()).tools,
@@ -49,6 +56,7 @@ async function connect(kind: ClientKind, url: string, token: string): Promise<Mc
     { versionNegotiation: { mode: kind === 'v2-2026' ? { pin: '2026-07-28' } : 'legacy' } },
   );
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit }));
+  await client.listTools();
   return {
     protocolVersion: client.getNegotiatedProtocolVersion(),
     listTools: async () => (await client.listTools()).tools,
@@ -116,6 +124,10 @@ export function describeMcpScenarios(context: ScenarioContext): void {
           const submit = tools.find((tool) => tool.name === 'submit_mission');
           const { $schema: _ignored, ...contract } = z.toJSONSchema(SubmitMissionSchema, { io: 'input' }) as Record<string, unknown>;
           expect(submit?.inputSchema).toMatchObject(contract);
+          // Every tool describes its result: the REST response body's schema, an object at the root.
+          for (const tool of tools) expect({ tool: tool.name, type: tool.outputSchema?.type }).toEqual({ tool: tool.name, type: 'object' });
+          expect(submit?.outputSchema).toMatchObject({ required: expect.arrayContaining(['id', 'status', 'steps', 'createdAt']) });
+          expect(tools.find((tool) => tool.name === 'list_pending_hits')?.outputSchema).toMatchObject({ required: ['items', 'nextCursor'] });
         });
       });
 

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { IngestDocumentSchema, Scopes, TENANT_SCOPES } from '@mission/contracts';
+import { RESPONSE_SCHEMAS } from '../openapi/schemas';
 import { advertisedSchema, MCP_TOOLS } from './mcp-tools';
 import { scopesNeeded } from './mcp.controller';
 
@@ -19,6 +20,21 @@ describe('MCP tools', () => {
       expect(TENANT_SCOPES).toContain(tool.scope);
       expect(tool.description.length).toBeGreaterThan(80);
     }
+  });
+
+  it('describes each result with the REST response body schema the OpenAPI document uses', () => {
+    const outputs = Object.fromEntries(MCP_TOOLS.map((tool) => [tool.name, Object.entries(RESPONSE_SCHEMAS).find(([, schema]) => schema === tool.output)?.[0]]));
+    expect(outputs).toEqual({
+      submit_mission: 'Mission',
+      get_mission: 'Mission',
+      list_missions: 'MissionPage',
+      query_brain: 'BrainQueryResult',
+      ingest_document: 'IngestedDocument',
+      list_pending_hits: 'HitItemPage',
+      approve_hit: 'HitItem',
+      reject_hit: 'HitItem',
+    });
+    for (const tool of MCP_TOOLS) expect(advertisedSchema(tool.output)['~standard'].jsonSchema.output({ target: 'draft-2020-12' })).toMatchObject({ type: 'object' });
   });
 
   it('advertises the JSON Schema generated from the REST contract and leaves validation to the operation', async () => {

@@ -11,6 +11,7 @@ import {
   Scopes,
   SubmitMissionSchema,
 } from '@mission/contracts';
+import { RESPONSE_SCHEMAS } from '../openapi/schemas';
 import type { BrainOperations } from '../operations/brain.operations';
 import type { HitOperations } from '../operations/hits.operations';
 import type { MissionOperations } from '../operations/missions.operations';
@@ -35,6 +36,8 @@ export interface McpTool {
   readonly scope: Scope;
   /** The contract that validates the REST request; the tool's JSON Schema is generated from it. */
   readonly input: z.ZodType;
+  /** The REST response body's schema (the OpenAPI document's), advertised as the tool's outputSchema. */
+  readonly output: z.ZodType;
   readonly annotations: ToolAnnotations;
   run(args: Record<string, unknown>, operations: GatewayOperations, caller: ToolCaller): Promise<object>;
 }
@@ -57,6 +60,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'Without steps the mission runs one brain.query on its objective. At most 20 steps.',
     scope: Scopes.missionsWrite,
     input: SubmitMissionSchema,
+    output: RESPONSE_SCHEMAS.Mission,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     run: (args, { missions }) => missions.submit(args),
   },
@@ -68,6 +72,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'An unknown id is a not-found error.',
     scope: Scopes.missionsRead,
     input: ResourceIdSchema,
+    output: RESPONSE_SCHEMAS.Mission,
     annotations: { readOnlyHint: true, openWorldHint: false },
     run: ({ id }, { missions }) => missions.get(id),
   },
@@ -79,6 +84,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'null means there is none. limit is 1 to 100 (default 20).',
     scope: Scopes.missionsRead,
     input: ListMissionsQuerySchema,
+    output: RESPONSE_SCHEMAS.MissionPage,
     annotations: { readOnlyHint: true, openWorldHint: false },
     run: (args, { missions }) => missions.list(args),
   },
@@ -90,6 +96,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'each with its documentId, chunkId, title, text, relevance score and source. Only your organisation\'s documents are searched.',
     scope: Scopes.brainRead,
     input: BrainQuerySchema,
+    output: RESPONSE_SCHEMAS.BrainQueryResult,
     annotations: { readOnlyHint: true, openWorldHint: false },
     run: (args, { brain }) => brain.query(args),
   },
@@ -101,6 +108,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'It is split into passages and searchable by query_brain as soon as this returns { id, title, chunkCount, createdAt }.',
     scope: Scopes.brainWrite,
     input: IngestDocumentSchema,
+    output: RESPONSE_SCHEMAS.IngestedDocument,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     run: (args, { brain }) => brain.ingest(args),
   },
@@ -112,6 +120,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'Returns { items, nextCursor }: pass nextCursor as cursor for the next page. limit is 1 to 100 (default 20).',
     scope: Scopes.hitsRead,
     input: PageQuerySchema,
+    output: RESPONSE_SCHEMAS.HitItemPage,
     annotations: { readOnlyHint: true, openWorldHint: false },
     run: (args, { hits }) => hits.listPending(args),
   },
@@ -123,6 +132,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'The decision is recorded under your identity. An item that is already decided is a conflict error.',
     scope: Scopes.hitsApprove,
     input: DecideHitToolSchema,
+    output: RESPONSE_SCHEMAS.HitItem,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
     run: decision('approved'),
   },
@@ -134,6 +144,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
       'The decision is recorded under your identity. An item that is already decided is a conflict error.',
     scope: Scopes.hitsApprove,
     input: DecideHitToolSchema,
+    output: RESPONSE_SCHEMAS.HitItem,
     annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     run: decision('rejected'),
   },
@@ -142,9 +153,11 @@ export const MCP_TOOLS: readonly McpTool[] = [
 export const MCP_TOOL_SCOPES: ReadonlyMap<string, Scope> = new Map(MCP_TOOLS.map((tool) => [tool.name, tool.scope]));
 
 /**
- * The contract's JSON Schema for `tools/list`, with validation left to the operation itself: it
+ * A contract's JSON Schema for `tools/list`, with validation left elsewhere. Input: the operation
  * runs the same parse as REST and fails as a tool result carrying the same problem details,
- * instead of the SDK's own message.
+ * instead of the SDK's own message. Output: the response schemas are checked against the
+ * contracts' view types at compile time, and a successful call (a mission already submitted, say)
+ * must never turn into an error because the server re-validated what it is about to return.
  */
 export function advertisedSchema(schema: z.ZodType): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
   const standard = schema['~standard'] as unknown as StandardSchemaWithJSON['~standard'];

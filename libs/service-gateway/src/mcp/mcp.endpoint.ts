@@ -80,7 +80,13 @@ export class McpEndpoint implements OnModuleDestroy {
     for (const tool of MCP_TOOLS) {
       server.registerTool(
         tool.name,
-        { title: tool.title, description: tool.description, inputSchema: advertisedSchema(tool.input), annotations: tool.annotations },
+        {
+          title: tool.title,
+          description: tool.description,
+          inputSchema: advertisedSchema(tool.input),
+          outputSchema: advertisedSchema(tool.output),
+          annotations: tool.annotations,
+        },
         (args) => this.run(tool, args, caller),
       );
     }
@@ -102,9 +108,13 @@ export class McpEndpoint implements OnModuleDestroy {
     }
   }
 
+  /**
+   * The problem details as the result's text, without structured content: that is reserved for
+   * what the tool's outputSchema describes (clients validate it against the schema).
+   */
   private failure(tool: McpTool, caller: McpCaller, mapped: Pick<ReturnType<typeof mapError>, 'code' | 'detail' | 'errors'>): CallToolResult {
     const problem = problemFor(mapped.code, mapped.detail, { instance: `${MCP_PATH}#${tool.name}`, requestId: caller.requestId, typeBase: this.typeBase }, mapped.errors);
-    return { ...toolResult(problem), isError: true };
+    return { content: [{ type: 'text', text: JSON.stringify(problem) }], isError: true };
   }
 }
 

@@ -126,7 +126,8 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 /** Optional properties make `{ a; b? }` and `{ a }` assignable both ways: the keys are compared too. */
 type Exact<A, B> = Same<A, B> extends true ? Same<keyof A, keyof B> : false;
 const described = <S extends z.ZodType, T>(schema: S, exact: Exact<z.output<S>, Writable<T>>): S => (exact ? schema : schema);
-const responses = {
+/** The response bodies, by component name: the OpenAPI document's and the MCP tools' output schemas. */
+export const RESPONSE_SCHEMAS = {
   Mission: described<typeof MissionViewSchema, MissionView>(MissionViewSchema, true),
   HitItem: described<typeof HitViewSchema, HitView>(HitViewSchema, true),
   IngestedDocument: described<typeof IngestedDocumentViewSchema, IngestedDocumentView>(IngestedDocumentViewSchema, true),
@@ -153,7 +154,7 @@ const requests = {
   CreateUser: CreateUserSchema,
 } as const;
 
-export type SchemaName = keyof typeof responses | keyof typeof requests;
+export type SchemaName = keyof typeof RESPONSE_SCHEMAS | keyof typeof requests;
 
 /** The query parameters of each list or search, from the contract that validates them. */
 export const QUERY_CONTRACTS = {
@@ -171,7 +172,7 @@ export function openApiSchema(schema: z.ZodType, io: 'input' | 'output'): Record
 /** `components.schemas` of the document. */
 export function componentSchemas(): Record<SchemaName, Record<string, unknown>> {
   const out = {} as Record<SchemaName, Record<string, unknown>>;
-  for (const [name, schema] of Object.entries(responses)) out[name as SchemaName] = openApiSchema(schema, 'output');
+  for (const [name, schema] of Object.entries(RESPONSE_SCHEMAS)) out[name as SchemaName] = openApiSchema(schema, 'output');
   for (const [name, schema] of Object.entries(requests)) out[name as SchemaName] = openApiSchema(schema, 'input');
   return out;
 }
