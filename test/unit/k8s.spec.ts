@@ -159,6 +159,51 @@ describe('the overlays', () => {
   });
 });
 
+describe('TLS to Kafka, PostgreSQL and Redis', () => {
+  type Pod = {
+    containers: Array<{ env?: Array<{ name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string; optional?: boolean } } }>; volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>;
+    volumes?: Array<{ name: string; configMap?: { name: string; optional?: boolean } }>;
+  };
+  const podOf = (object: K8sObject | undefined): Pod => (object?.spec as { template: { spec: Pod } }).template.spec;
+  /** Where a pod sees the platform CA bundle: the mount of the volume made from the mission-platform-ca ConfigMap. */
+  const caDirectory = (pod: Pod): string | undefined => {
+    const volume = pod.volumes?.find((candidate) => candidate.configMap?.name === 'mission-platform-ca');
+    return pod.containers[0].volumeMounts?.find((mount) => mount.name === volume?.name && mount.readOnly === true)?.mountPath;
+  };
+
+  it('in prod: every app trusts the platform CA for Kafka, the gateway for Redis too, and every migration Job can verify PostgreSQL', () => {
+    const prod = byKey(render('prod'));
+    const settings = (prod.get('ConfigMap/mission-platform') as unknown as { data: Record<string, string> }).data;
+    expect(settings.REDIS_URL).toMatch(/^rediss:\/\//);
+    for (const app of APPS) {
+      const pod = podOf(prod.get(`Deployment/${app}`));
+      const directory = caDirectory(pod);
+      expect({ app, directory }).toEqual({ app, directory: '/etc/mission/ca' });
+      const wanted = app === 'gateway' ? ['KAFKA_TLS_CA', 'REDIS_TLS_CA'] : ['KAFKA_TLS_CA'];
+      for (const name of wanted) {
+        const reference = pod.containers[0].env?.find((variable) => variable.name === name)?.valueFrom?.configMapKeyRef;
+        expect({ app, name, reference: reference?.name, path: settings[reference?.key ?? ''] }).toEqual({ app, name, reference: 'mission-platform', path: `${directory}/ca.crt` });
+      }
+    }
+    for (const app of APPS.filter((name) => name !== 'gateway')) expect({ app, directory: caDirectory(podOf(prod.get(`Job/${app}-migrate`))) }).toEqual({ app, directory: '/etc/mission/ca' });
+  });
+
+  it('in dev: nothing asks for TLS, and the optional CA ConfigMap and settings may be absent', () => {
+    const dev = byKey(render('dev'));
+    const settings = (dev.get('ConfigMap/mission-platform') as unknown as { data: Record<string, string> }).data;
+    expect(settings.KAFKA_TLS_CA).toBeUndefined();
+    expect(settings.REDIS_TLS_CA).toBeUndefined();
+    expect(dev.has('ConfigMap/mission-platform-ca')).toBe(false);
+    for (const app of APPS) {
+      const pod = podOf(dev.get(`Deployment/${app}`));
+      expect(pod.volumes?.find((volume) => volume.name === 'platform-ca')?.configMap).toEqual({ name: 'mission-platform-ca', optional: true });
+      for (const variable of pod.containers[0].env ?? []) {
+        if (variable.name.endsWith('_TLS_CA')) expect({ app, variable: variable.name, optional: variable.valueFrom?.configMapKeyRef?.optional }).toEqual({ app, variable: variable.name, optional: true });
+      }
+    }
+  });
+});
+
 describe('the fallback renderer', () => {
   it('merges containers by name and replaces other lists', () => {
     expect(strategicMerge({ containers: [{ name: 'a', image: 'x', args: [1] }, { name: 'b' }] }, { containers: [{ name: 'a', args: [2] }] })).toEqual({
