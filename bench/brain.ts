@@ -22,6 +22,7 @@ import { openBrainReader } from '@mission/service-brain';
 import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
+import { seededRandom } from '../test/support/seeded-random';
 
 const log = (message: string): void => {
   process.stderr.write(`[bench:brain] ${message}\n`);
@@ -32,18 +33,6 @@ function option(name: string, fallback: number): number {
   const value = raw === undefined ? fallback : Number(raw);
   if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
   return value;
-}
-
-/** mulberry32: a small seeded generator, so the corpus is the same on every run. */
-function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const STOP_WORDS = 'the of and to a in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can who out up than its what them into only'.split(' ');

@@ -1,3 +1,5 @@
+import { seededRandom } from '../../test/support/seeded-random';
+
 /**
  * The paired randomisation (sign-flip) test IR evaluations use to compare two systems on the same
  * queries (Smucker, Allan and Carterette, CIKM 2007): under the null hypothesis either system
@@ -19,18 +21,6 @@ export interface PairedTest {
 
 /** Below this many non-zero differences every sign assignment (2^n) is enumerated. */
 const EXACT_LIMIT = 16;
-
-/** A small seeded generator (mulberry32), so that a report is reproducible. */
-function seeded(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 export function pairedRandomizationTest(a: readonly number[], b: readonly number[], options: { permutations?: number; seed?: number } = {}): PairedTest {
   if (a.length !== b.length || a.length === 0) throw new Error('A paired test needs the same, non-zero number of scores on both sides');
@@ -55,7 +45,7 @@ export function pairedRandomizationTest(a: readonly number[], b: readonly number
     return { ...summary, p: atLeast / assignments, exact: true };
   }
   const permutations = options.permutations ?? 100_000;
-  const random = seeded(options.seed ?? 1);
+  const random = seededRandom(options.seed ?? 1);
   let atLeast = 0;
   for (let round = 0; round < permutations; round += 1) {
     let sum = 0;
