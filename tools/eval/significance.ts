@@ -19,10 +19,18 @@ export interface PairedTest {
   readonly exact: boolean;
 }
 
-/** Below this many non-zero differences every sign assignment (2^n) is enumerated. */
+/** Up to this many non-zero differences every sign assignment (2^n) is enumerated. */
 const EXACT_LIMIT = 16;
 
-export function pairedRandomizationTest(a: readonly number[], b: readonly number[], options: { permutations?: number; seed?: number } = {}): PairedTest {
+export interface PairedTestOptions {
+  /** Sign assignments sampled when there are too many to enumerate (default 100,000). */
+  readonly permutations?: number;
+  readonly seed?: number;
+  /** Enumerate every assignment up to this many non-zero differences (default 16; at most 24). */
+  readonly exactLimit?: number;
+}
+
+export function pairedRandomizationTest(a: readonly number[], b: readonly number[], options: PairedTestOptions = {}): PairedTest {
   if (a.length !== b.length || a.length === 0) throw new Error('A paired test needs the same, non-zero number of scores on both sides');
   const differences = a.map((score, index) => (b[index] as number) - score);
   const better = differences.filter((difference) => difference > 0).length;
@@ -32,7 +40,7 @@ export function pairedRandomizationTest(a: readonly number[], b: readonly number
   // Zero differences contribute nothing whatever their sign; a tolerance absorbs float summation order.
   const moving = differences.filter((difference) => difference !== 0);
   const tolerance = 1e-12 * Math.max(1, observed);
-  if (moving.length <= EXACT_LIMIT) {
+  if (moving.length <= Math.min(options.exactLimit ?? EXACT_LIMIT, 24)) {
     let atLeast = 0;
     const assignments = 2 ** moving.length;
     for (let mask = 0; mask < assignments; mask += 1) {

@@ -71,9 +71,14 @@ export function perQueryMetrics(run: ReadonlyMap<string, readonly ScoredDocument
   return metrics;
 }
 
-/** Means over every judged query (trec_eval -c). */
-export function evaluateRun(run: ReadonlyMap<string, readonly ScoredDocument[]>, qrels: Qrels): RunMetrics {
-  const queries = [...perQueryMetrics(run, qrels).values()];
+/** Means of per-query metrics. */
+export function meanMetrics(perQuery: ReadonlyMap<string, QueryMetrics>): RunMetrics {
+  const queries = [...perQuery.values()];
   const mean = (pick: (query: QueryMetrics) => number): number => queries.reduce((sum, query) => sum + pick(query), 0) / queries.length;
   return { map: mean((query) => query.averagePrecision), ndcg: mean((query) => query.ndcg), ndcgAt10: mean((query) => query.ndcgAt10), queries: queries.length };
+}
+
+/** Means over every judged query (trec_eval -c). */
+export function evaluateRun(run: ReadonlyMap<string, readonly ScoredDocument[]>, qrels: Qrels): RunMetrics {
+  return meanMetrics(perQueryMetrics(run, qrels));
 }
