@@ -118,6 +118,15 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0].request_hash).toMatch(/^enc1\./);
     expect(rows[0].request_hash).not.toContain(fingerprint);
+    // What it seals is the service's own fingerprint of this request (so the dump check above looked for the right value).
+    const dataSource = await openMissionDatabase(stack.database.url);
+    try {
+      const cipher = new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.fromBase64Url(stack.kek)));
+      const opened = await runWithTenant({ tenantId: a.id }, () => cipher.open(dataSource, { table: 'idempotency_keys', id: idempotencyKey }, rows[0].request_hash));
+      expect(opened).toEqual({ requestHash: fingerprint, missionId });
+    } finally {
+      await dataSource.destroy();
+    }
     const again = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: missionBody, headers: { 'idempotency-key': idempotencyKey } });
     expect({ status: again.status, id: again.body.id }).toEqual({ status: 202, id: missionId });
     const other = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: { ...missionBody, title: 'Another' }, headers: { 'idempotency-key': idempotencyKey } });

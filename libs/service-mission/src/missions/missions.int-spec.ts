@@ -212,6 +212,9 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect((await submit(tenantId, body, 'key-one')).id).toBe(first.id);
       expect((await domainErrorOf(submit(tenantId, body, 'key-two'))).code).toBe(ErrorCode.IdempotencyKeyReused);
 
+      // A mission id swapped in the clear column no longer matches the sealed one: refused, not answered with the other mission.
+      await inspector.query(`UPDATE mission.idempotency_keys SET mission_id = $2 WHERE tenant_id = $1 AND key = 'key-one'`, [tenantId, second.id]);
+      expect((await domainErrorOf(submit(tenantId, body, 'key-one'))).code).toBe(ErrorCode.Internal);
       // A sealed fingerprint copied to another key does not open there: refused, not matched.
       await inspector.query(`UPDATE mission.idempotency_keys SET request_hash = $2 WHERE tenant_id = $1 AND key = 'key-two'`, [tenantId, rows[0].request_hash]);
       expect((await domainErrorOf(submit(tenantId, body, 'key-two'))).code).toBe(ErrorCode.Internal);

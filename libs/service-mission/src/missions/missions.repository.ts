@@ -1,6 +1,7 @@
 import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
+import { DecryptionError } from '@mission/crypto';
 import { deleteInBatches, isSealed, RecordCipher, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
@@ -121,9 +122,11 @@ export class MissionsRepository {
 
   /**
    * The mission an Idempotency-Key produced within the last `ttlHours`, with the fingerprint of its
-   * request. Fingerprints are stored sealed: a bare hash of a request would let anyone holding the
-   * database confirm a guess of what a tenant submitted. Rows written before they were sealed
-   * (at most `ttlHours` old) hold the bare hash and are read as they are.
+   * request. Both are stored sealed together: a bare hash of a request would let anyone holding
+   * the database confirm a guess of what a tenant submitted, and a mission id swapped in the clear
+   * column no longer matches the sealed one (the read fails instead of answering with another
+   * mission). Rows written before fingerprints were sealed (at most `ttlHours` old) hold the bare
+   * hash and are read as they are.
    */
   async findIdempotencyKey(manager: EntityManager, tenantId: string, key: string, ttlHours: number): Promise<{ requestHash: string; missionId: string } | null> {
     const rows: Array<{ request_hash: string; mission_id: string }> = await manager.query(
@@ -133,16 +136,19 @@ export class MissionsRepository {
     );
     const row = rows[0];
     if (!row) return null;
-    const requestHash = isSealed(row.request_hash) ? await this.cipher.open<string>(manager, { table: IDEMPOTENCY_TABLE, id: key }, row.request_hash, tenantId) : row.request_hash;
-    return { requestHash, missionId: row.mission_id };
+    if (!isSealed(row.request_hash)) return { requestHash: row.request_hash, missionId: row.mission_id };
+    const sealed = await this.cipher.open<{ requestHash: string; missionId: string }>(manager, { table: IDEMPOTENCY_TABLE, id: key }, row.request_hash, tenantId);
+    if (sealed.missionId !== row.mission_id) throw new DecryptionError(`The mission of Idempotency-Key row ${key} does not match its sealed record`);
+    return sealed;
   }
 
-  /** Records (or, once expired, replaces) what an Idempotency-Key stands for, its request fingerprint sealed. */
+  /** Records (or, once expired, replaces) what an Idempotency-Key stands for: its request fingerprint and mission, sealed. */
   async saveIdempotencyKey(manager: EntityManager, tenantId: string, key: string, requestHash: string, missionId: string, now: Date): Promise<void> {
+    const sealed = await this.cipher.seal(manager, { table: IDEMPOTENCY_TABLE, id: key }, { requestHash, missionId });
     await manager.query(
       `INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, mission_id = EXCLUDED.mission_id, created_at = EXCLUDED.created_at`,
-      [tenantId, key, await this.cipher.seal(manager, { table: IDEMPOTENCY_TABLE, id: key }, requestHash), missionId, now],
+      [tenantId, key, sealed, missionId, now],
     );
   }
 
