@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { IngestDocumentSchema, Scopes, TENANT_SCOPES } from '@mission/contracts';
 import { RESPONSE_SCHEMAS } from '../openapi/schemas';
-import { advertisedSchema, MCP_TOOLS } from './mcp-tools';
+import { advertisedOutputSchema, advertisedSchema, MCP_TOOLS } from './mcp-tools';
 import { scopesNeeded } from './mcp.controller';
 
 describe('MCP tools', () => {
@@ -34,7 +34,17 @@ describe('MCP tools', () => {
       approve_hit: 'HitItem',
       reject_hit: 'HitItem',
     });
-    for (const tool of MCP_TOOLS) expect(advertisedSchema(tool.output)['~standard'].jsonSchema.output({ target: 'draft-2020-12' })).toMatchObject({ type: 'object' });
+    for (const tool of MCP_TOOLS) expect(advertisedOutputSchema(tool.output)['~standard'].jsonSchema.output({ target: 'draft-2020-12' })).toMatchObject({ type: 'object' });
+  });
+
+  it('advertises results open to fields a newer service adds, the rest of the schema unchanged', () => {
+    const strict = z.toJSONSchema(RESPONSE_SCHEMAS.MissionPage, { io: 'output' }) as Record<string, unknown>;
+    const advertised = advertisedOutputSchema(RESPONSE_SCHEMAS.MissionPage)['~standard'].jsonSchema.output({ target: 'draft-2020-12' });
+    expect(JSON.stringify(strict)).toContain('"additionalProperties":false');
+    expect(JSON.stringify(advertised)).not.toContain('"additionalProperties":false');
+    expect(JSON.stringify(advertised)).toBe(JSON.stringify(strict).replaceAll(',"additionalProperties":false', '').replaceAll('"additionalProperties":false,', ''));
+    // Maps keep their value schema (only `false` is dropped).
+    expect(advertised).toMatchObject({ properties: { items: { items: { properties: { metadata: { additionalProperties: { type: 'string' } } } } } } });
   });
 
   it('advertises the JSON Schema generated from the REST contract and leaves validation to the operation', async () => {

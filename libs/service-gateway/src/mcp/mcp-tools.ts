@@ -153,11 +153,9 @@ export const MCP_TOOLS: readonly McpTool[] = [
 export const MCP_TOOL_SCOPES: ReadonlyMap<string, Scope> = new Map(MCP_TOOLS.map((tool) => [tool.name, tool.scope]));
 
 /**
- * A contract's JSON Schema for `tools/list`, with validation left elsewhere. Input: the operation
+ * A contract's JSON Schema for `tools/list`, with validation left to the operation itself: it
  * runs the same parse as REST and fails as a tool result carrying the same problem details,
- * instead of the SDK's own message. Output: the response schemas are checked against the
- * contracts' view types at compile time, and a successful call (a mission already submitted, say)
- * must never turn into an error because the server re-validated what it is about to return.
+ * instead of the SDK's own message.
  */
 export function advertisedSchema(schema: z.ZodType): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
   const standard = schema['~standard'] as unknown as StandardSchemaWithJSON['~standard'];
@@ -167,6 +165,35 @@ export function advertisedSchema(schema: z.ZodType): StandardSchemaWithJSON<Reco
       vendor: 'mission-service',
       validate: (value: unknown) => ({ value: (typeof value === 'object' && value !== null ? value : {}) as Record<string, unknown> }),
       jsonSchema: standard.jsonSchema,
+    },
+  };
+}
+
+/** Every object schema in `schema` with `additionalProperties: false` dropped (a copy). */
+function openObjects(schema: unknown): unknown {
+  if (Array.isArray(schema)) return schema.map(openObjects);
+  if (typeof schema !== 'object' || schema === null) return schema;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(schema)) if (!(key === 'additionalProperties' && value === false)) out[key] = openObjects(value);
+  return out;
+}
+
+/**
+ * A response schema as a tool's `outputSchema`. Clients check every result against it, so it is
+ * advertised open to additions: a field a newer service adds during a rolling upgrade must not
+ * turn a call that succeeded (a mission already submitted, say) into a client-side error and a
+ * retry. For the same reason the server does not re-validate results; the response schemas are
+ * checked against the contracts' view types at compile time.
+ */
+export function advertisedOutputSchema(schema: z.ZodType): StandardSchemaWithJSON<Record<string, unknown>, Record<string, unknown>> {
+  const advertised = advertisedSchema(schema)['~standard'];
+  return {
+    '~standard': {
+      ...advertised,
+      jsonSchema: {
+        input: (options) => openObjects(advertised.jsonSchema.output(options)) as Record<string, unknown>,
+        output: (options) => openObjects(advertised.jsonSchema.output(options)) as Record<string, unknown>,
+      },
     },
   };
 }

@@ -8,7 +8,7 @@ import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
 import { BrainOperations } from '../operations/brain.operations';
 import { HitOperations } from '../operations/hits.operations';
 import { MissionOperations } from '../operations/missions.operations';
-import { advertisedSchema, GatewayOperations, MCP_TOOLS, McpTool } from './mcp-tools';
+import { advertisedOutputSchema, advertisedSchema, GatewayOperations, MCP_TOOLS, McpTool } from './mcp-tools';
 
 export const MCP_PATH = '/mcp';
 export const MCP_SERVER_INFO = { name: 'mission-service', title: 'Mission Service', version: '1.0.0' } as const;
@@ -84,7 +84,7 @@ export class McpEndpoint implements OnModuleDestroy {
           title: tool.title,
           description: tool.description,
           inputSchema: advertisedSchema(tool.input),
-          outputSchema: advertisedSchema(tool.output),
+          outputSchema: advertisedOutputSchema(tool.output),
           annotations: tool.annotations,
         },
         (args) => this.run(tool, args, caller),
