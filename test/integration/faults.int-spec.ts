@@ -249,6 +249,28 @@ describe('Fault tolerance of the distributed deployment', () => {
     }
   }, 120_000);
 
+  it('answers 503 with Retry-After, naming nothing internal, while a service does not answer, and serves again once it does', async () => {
+    const hitService = stack.process('hit-service').child;
+    expect(hitService.kill('SIGSTOP')).toBe(true);
+    try {
+      const response = await call(stack.gatewayUrl, 'GET', '/api/hit', { token: tenant.token });
+      expect({ status: response.status, code: response.body.code }).toEqual({ status: 503, code: 'dependency_unavailable' });
+      expect(response.headers.get('content-type')).toContain('application/problem+json');
+      expect(Number(response.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+      // The bus's own message names the topic, the message type and the timeout; the client sees none of them.
+      expect(JSON.stringify(response.body)).not.toMatch(/hit\.|requests|within|\d+ ms/);
+    } finally {
+      hitService.kill('SIGCONT');
+    }
+    const deadline = Date.now() + 30_000;
+    let status = 0;
+    while (status !== 200 && Date.now() < deadline) {
+      status = (await call(stack.gatewayUrl, 'GET', '/api/hit', { token: tenant.token })).status;
+      if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+    expect(status).toBe(200);
+  }, 60_000);
+
   itWithOwnBroker('loses no accepted mission when Kafka stops for a few seconds during submissions', async () => {
     const kafka = (command: string): void => {
       execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, stdio: 'ignore' });

@@ -11,6 +11,7 @@ import {
   type TraceSpan,
 } from '@mission/tenant-context';
 import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
+import { isDependencyUnavailable } from './unavailable';
 
 /** What a reply carries: the handler's result or an error body. */
 export type ReplyEnvelope = { readonly ok: true; readonly data: unknown } | { readonly ok: false; readonly error: ErrorBody };
@@ -116,6 +117,10 @@ export async function answer(
     return { ok: true, data: data === undefined ? null : data };
   } catch (error) {
     if (error instanceof DomainError) return { ok: false, error: error.toBody() };
+    if (isDependencyUnavailable(error)) {
+      logger.warn('Request handler could not reach a dependency', { topic: message.topic, type: message.type, error: describe(error) });
+      return { ok: false, error: { code: ErrorCode.DependencyUnavailable, message: 'A service this request needs is temporarily unavailable' } };
+    }
     logger.error('Request handler failed', { topic: message.topic, type: message.type, error: describe(error) });
     return { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
   }

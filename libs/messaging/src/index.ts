@@ -3,3 +3,4 @@ export * from './delivery';
 export * from './in-process/in-process-bus';
 export * from './kafka/kafka-bus';
 export * from './payload-codec';
+export * from './unavailable';

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryRunner } from 'typeorm';
-import { InProcessBroker, InProcessBus, IncomingMessage } from '@mission/messaging';
+import { InProcessBroker, InProcessBus, IncomingMessage, isDependencyUnavailable } from '@mission/messaging';
 import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { openServiceDatabase, tenantTransaction } from './database';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
@@ -250,6 +250,38 @@ describe('persistence on PostgreSQL', () => {
         ),
       );
       expect(seen).toEqual([tenantA, tenantB]);
+    });
+
+    it('fails as an outage (dependency_unavailable on the bus) when the database ends the session or cannot be reached, not for a bad statement', async () => {
+      const single = await open(database.url, SCHEMA, 1);
+      try {
+        const ended = await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(single, async (manager) => {
+            const [{ pid }] = await manager.query('SELECT pg_backend_pid() AS pid');
+            await dataSource.query('SELECT pg_terminate_backend($1)', [pid]);
+            return manager.query('SELECT 1');
+          }),
+        ).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(ended).toBeDefined();
+        expect(isDependencyUnavailable(ended)).toBe(true);
+      } finally {
+        await single.destroy();
+      }
+      const unreachable = new DataSource({ type: 'postgres', url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMS: 2_000 });
+      const refused = await unreachable.initialize().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(isDependencyUnavailable(refused)).toBe(true);
+      const duplicate = await dataSource.query(`INSERT INTO "${SCHEMA}".fixture (id) VALUES (1), (1)`).then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect((duplicate as { driverError?: { code?: string } }).driverError?.code).toBe('23505');
+      expect(isDependencyUnavailable(duplicate)).toBe(false);
     });
 
     it('throws without a tenant context and never runs the work', async () => {

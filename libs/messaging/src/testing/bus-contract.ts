@@ -84,6 +84,9 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         crash: async () => {
           throw new Error('secret internal detail at /srv/db');
         },
+        databaseDown: async () => {
+          throw Object.assign(new Error('terminating connection due to administrator command at db-7.internal'), { code: '57P01' });
+        },
         requireTenant: async () => currentTenant().tenantId,
         slow: async (message) => {
           await new Promise((resolve) => setTimeout(resolve, (message.payload as { ms: number }).ms));
@@ -186,6 +189,12 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     it('hides unexpected failures behind internal_error', async () => {
       const failure = asTenantA(() => client.request(fixture.topics.requests, 'crash', {}));
       await expect(failure).rejects.toMatchObject({ code: ErrorCode.Internal, message: 'internal error' });
+    }, timeoutMs);
+
+    it('answers dependency_unavailable, naming nothing, when a handler cannot reach what it depends on', async () => {
+      const failure = asTenantA(() => client.request(fixture.topics.requests, 'databaseDown', {}));
+      await expect(failure).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
+      await expect(failure).rejects.not.toMatchObject({ message: expect.stringContaining('db-7') });
     }, timeoutMs);
 
     it('answers an unknown message type with an error instead of hanging', async () => {

@@ -1,6 +1,6 @@
 import { HttpException, NotFoundException } from '@nestjs/common';
 import { DomainError, ErrorCode } from '@mission/contracts';
-import { mapError } from './error-mapping';
+import { mapError, UNAVAILABLE_DETAIL } from './error-mapping';
 import { HttpProblemError } from './http-problem.error';
 import { PROBLEM_KINDS, problemFor } from './problem';
 
@@ -15,8 +15,22 @@ describe('mapError', () => {
     expect(mapped.headers).toEqual({ 'WWW-Authenticate': 'Bearer realm="x"' });
   });
 
-  it('adds Retry-After to a dependency failure', () => {
-    expect(mapError(new DomainError(ErrorCode.DependencyUnavailable, 'bus down')).headers).toEqual({ 'Retry-After': '5' });
+  it('adds Retry-After to a dependency failure, and keeps which part failed for the log only', () => {
+    const mapped = mapError(new DomainError(ErrorCode.DependencyUnavailable, 'No answer to mission.get on mission.requests.v1 within 10000 ms'));
+    expect(mapped).toEqual({
+      code: ErrorCode.DependencyUnavailable,
+      detail: UNAVAILABLE_DETAIL,
+      errors: undefined,
+      headers: { 'Retry-After': '5' },
+      unexpected: false,
+      internalDetail: 'No answer to mission.get on mission.requests.v1 within 10000 ms',
+    });
+    expect(mapped.detail).not.toMatch(/mission\.|requests|within/);
+  });
+
+  it('answers 503 for a peer the gateway itself cannot reach, naming none of it', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:6379'), { code: 'ECONNREFUSED' });
+    expect(mapError(refused)).toMatchObject({ code: ErrorCode.DependencyUnavailable, detail: UNAVAILABLE_DETAIL, headers: { 'Retry-After': '5' }, unexpected: false });
   });
 
   it.each([
@@ -32,7 +46,7 @@ describe('mapError', () => {
   });
 
   it('never reveals an unexpected error, and flags it for the log', () => {
-    const mapped = mapError(new Error('connect ECONNREFUSED 10.0.0.7:5432 at pg/lib/client.js:132'));
+    const mapped = mapError(new TypeError("Cannot read properties of undefined (reading 'rows') at pg/lib/client.js:132"));
     expect(mapped).toEqual({ code: ErrorCode.Internal, detail: 'An unexpected error occurred', headers: {}, unexpected: true });
   });
 
