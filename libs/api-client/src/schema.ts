@@ -2449,7 +2449,7 @@ export interface operations {
         parameters: {
             query?: never;
             header?: {
-                /** @description Kept 24 h: a repeat with the same key and body returns the same mission; another body is 422; the original still in flight is 409 */
+                /** @description Kept 24 h: a repeat with the same key and body (the same JSON, in any key order) returns the same mission; any other body is 422; the original still in flight is 409 */
                 "Idempotency-Key"?: string;
             };
             path?: never;

@@ -226,6 +226,8 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       expect(again.body.id).toBe(first.body.id);
       expect(again.headers.get('location')).toBe(`/api/missions/${first.body.id}`);
       expectProblem(await submit(tenantA, { ...body, title: 'Something else' }, { 'idempotency-key': key }), 422, 'idempotency_key_reused');
+      // A body that validation would normalise to the same mission is still a different body.
+      expectProblem(await submit(tenantA, { ...body, title: '  Once only  ' }, { 'idempotency-key': key }), 422, 'idempotency_key_reused');
       // Keys belong to a tenant: the same key elsewhere is a new mission.
       const other = await submit(context.tenantB, body, { 'idempotency-key': key });
       expect(other.status).toBe(202);

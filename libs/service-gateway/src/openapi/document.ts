@@ -98,7 +98,7 @@ function expand(operation: Record<string, unknown>, spec: OperationSpec): void {
       name: 'Idempotency-Key',
       in: 'header',
       required: false,
-      description: 'Kept 24 h: a repeat with the same key and body returns the same mission; another body is 422; the original still in flight is 409',
+      description: 'Kept 24 h: a repeat with the same key and body (the same JSON, in any key order) returns the same mission; any other body is 422; the original still in flight is 409',
       schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
     });
   }

@@ -32,10 +32,15 @@ function idempotencyKeyOf(key: string | undefined): string | undefined {
 export class MissionOperations {
   constructor(@Inject(BUS) private readonly bus: MessageBus) {}
 
+  /**
+   * Validated here, but the body goes to mission-service as the client sent it: that is what an
+   * Idempotency-Key's fingerprint is taken of, so a body that differs only in what validation
+   * normalises (whitespace around a title, say) is another request (422), not a repeat.
+   */
   submit(body: unknown, idempotencyKey?: string): Promise<MissionView> {
-    const mission = parseOrThrow(SubmitMissionSchema, body, 'Mission');
+    parseOrThrow(SubmitMissionSchema, body, 'Mission');
     const key = idempotencyKeyOf(idempotencyKey);
-    return this.bus.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission, ...(key ? { idempotencyKey: key } : {}) });
+    return this.bus.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body, ...(key ? { idempotencyKey: key } : {}) });
   }
 
   /** Newest first, optionally of one status. */

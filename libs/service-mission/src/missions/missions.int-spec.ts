@@ -208,9 +208,11 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const { rows } = await inspector.query(`SELECT key, request_hash FROM mission.idempotency_keys WHERE tenant_id = $1 ORDER BY key`, [tenantId]);
       expect(rows.map((row: { key: string }) => row.key)).toEqual(['key-one', 'key-two']);
       for (const row of rows) expect(row.request_hash).toMatch(/^enc1\./);
-      expect(rows[0].request_hash).not.toContain(requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission')));
+      expect(rows[0].request_hash).not.toContain(requestFingerprint(body));
       expect((await submit(tenantId, body, 'key-one')).id).toBe(first.id);
       expect((await domainErrorOf(submit(tenantId, body, 'key-two'))).code).toBe(ErrorCode.IdempotencyKeyReused);
+      // Validation would trim this title to the same mission; it is still another request.
+      expect((await domainErrorOf(submit(tenantId, { ...body, title: ' Once ' }, 'key-one'))).code).toBe(ErrorCode.IdempotencyKeyReused);
 
       // A mission id swapped in the clear column no longer matches the sealed one: refused, not answered with the other mission.
       await inspector.query(`UPDATE mission.idempotency_keys SET mission_id = $2 WHERE tenant_id = $1 AND key = 'key-one'`, [tenantId, second.id]);
@@ -222,7 +224,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       await waitForMission(tenantId, second.id);
     });
 
-    it('still reads the bare fingerprint of a key stored before fingerprints were sealed', async () => {
+    it('still reads the bare fingerprint (of the validated request) of a key stored before fingerprints were sealed', async () => {
       const tenantId = randomUUID();
       const body = { title: 'Legacy', objective: 'Stored by an older version' };
       const first = await submit(tenantId, body, 'legacy');

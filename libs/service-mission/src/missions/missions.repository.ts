@@ -126,9 +126,9 @@ export class MissionsRepository {
    * the database confirm a guess of what a tenant submitted, and a mission id swapped in the clear
    * column no longer matches the sealed one (the read fails instead of answering with another
    * mission). Rows written before fingerprints were sealed (at most `ttlHours` old) hold the bare
-   * hash and are read as they are.
+   * hash of the validated request, and are returned as `legacy`.
    */
-  async findIdempotencyKey(manager: EntityManager, tenantId: string, key: string, ttlHours: number): Promise<{ requestHash: string; missionId: string } | null> {
+  async findIdempotencyKey(manager: EntityManager, tenantId: string, key: string, ttlHours: number): Promise<{ requestHash: string; missionId: string; legacy: boolean } | null> {
     const rows: Array<{ request_hash: string; mission_id: string }> = await manager.query(
       `SELECT request_hash, mission_id FROM mission.idempotency_keys
        WHERE tenant_id = $1 AND key = $2 AND created_at > now() - make_interval(hours => $3)`,
@@ -136,10 +136,10 @@ export class MissionsRepository {
     );
     const row = rows[0];
     if (!row) return null;
-    if (!isSealed(row.request_hash)) return { requestHash: row.request_hash, missionId: row.mission_id };
+    if (!isSealed(row.request_hash)) return { requestHash: row.request_hash, missionId: row.mission_id, legacy: true };
     const sealed = await this.cipher.open<{ requestHash: string; missionId: string }>(manager, { table: IDEMPOTENCY_TABLE, id: key }, row.request_hash, tenantId);
     if (sealed.missionId !== row.mission_id) throw new DecryptionError(`The mission of Idempotency-Key row ${key} does not match its sealed record`);
-    return sealed;
+    return { requestHash: sealed.requestHash, missionId: sealed.missionId, legacy: false };
   }
 
   /** Records (or, once expired, replaces) what an Idempotency-Key stands for: its request fingerprint and mission, sealed. */

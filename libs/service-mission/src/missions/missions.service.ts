@@ -62,10 +62,13 @@ export class MissionsService {
       if (!(await this.missions.tryClaimIdempotencyKey(manager, tenantId, idempotencyKey))) {
         throw new DomainError(ErrorCode.Conflict, 'A request with this Idempotency-Key is still being processed; retry shortly');
       }
-      const fingerprint = requestFingerprint(request);
+      // The body as the client sent it (key order aside): one that validation would normalise to
+      // the same mission is still another request. Keys stored by earlier versions hold the
+      // fingerprint of the validated request, and are compared with that.
+      const fingerprint = requestFingerprint(body);
       const previous = await this.missions.findIdempotencyKey(manager, tenantId, idempotencyKey, IDEMPOTENCY_TTL_HOURS);
       if (previous) {
-        if (previous.requestHash !== fingerprint) {
+        if (previous.requestHash !== (previous.legacy ? requestFingerprint(request) : fingerprint)) {
           throw new DomainError(ErrorCode.IdempotencyKeyReused, 'This Idempotency-Key was used with a different request body');
         }
         const original = await this.missions.findForTenant(manager, tenantId, previous.missionId);
