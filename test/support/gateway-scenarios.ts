@@ -219,7 +219,10 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const fromB = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantB.token });
         const missing = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: tenantB.token });
         const malformed = await call(deployment.gatewayUrl, 'GET', `/api/missions/not-a-uuid'%20OR%201=1`, { token: tenantB.token });
-        for (const response of [fromB, missing, malformed]) expectProblem(response, 404, 'not_found');
+        // However long, and even when it is not valid percent-encoding, a malformed id is not found.
+        const long = await call(deployment.gatewayUrl, 'GET', `/api/missions/${'a'.repeat(300)}`, { token: tenantB.token });
+        const badEncoding = await call(deployment.gatewayUrl, 'GET', '/api/missions/%E0%A4%A', { token: tenantB.token });
+        for (const response of [fromB, missing, malformed, long, badEncoding]) expectProblem(response, 404, 'not_found');
         expect(fromB.body.detail).toBe(missing.body.detail);
         const fromA = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantA.token });
         expect(fromA.status).toBe(200);

@@ -7,9 +7,9 @@ function fieldOf(path: readonly PropertyKey[]): string {
 
 /**
  * Payload of a "get by id" request. Ids are opaque to clients, so any string is accepted here
- * and a malformed one is simply not found.
+ * (however long: the body limits bound it) and a malformed one is simply not found.
  */
-export const ResourceIdSchema = z.strictObject({ id: z.string().min(1).max(200) });
+export const ResourceIdSchema = z.strictObject({ id: z.string().min(1) });
 
 export function fieldErrors(error: z.ZodError): FieldError[] {
   return error.issues.flatMap((issue) =>

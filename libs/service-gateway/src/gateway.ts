@@ -3,6 +3,7 @@ import { LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { IncomingMessage } from 'node:http';
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from '@mission/runtime';
 import { GatewayModule } from './gateway.module';
 import { GatewayOptions } from './gateway.options';
@@ -33,6 +34,9 @@ function nestLogger(logger: Logger): LoggerService {
   };
 }
 
+/** Longest path parameter routed to a handler (which answers a malformed id 404). */
+const MAX_PATH_PARAMETER_LENGTH = 4_096;
+
 /** HSTS on every HTTPS response: a year, subdomains included (RFC 6797). */
 export const HSTS = 'max-age=31536000; includeSubDomains';
 
@@ -54,6 +58,16 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     trustProxy: options.trustProxy ?? false,
     logger: false,
     return503OnClosing: true,
+    // Ids are opaque to clients: a long one is as much "not found" as any other malformed id, not a
+    // 414 (Fastify's default limit is 100 characters). Request lines stay bounded by Node's header limit.
+    maxParamLength: MAX_PATH_PARAMETER_LENGTH,
+    // A URL that is not valid percent-encoding is a malformed id too: answered like one, as
+    // problem details with the request id, instead of Fastify's own error body.
+    frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+      void reply.header('X-Request-Id', request.id);
+      const notFound = error.code === 'FST_ERR_BAD_URL';
+      sendProblem(notFound ? DomainError.notFound('Resource') : error, request, reply, options.logger, problemTypeBase(options));
+    },
   });
   const app = await NestFactory.create<NestFastifyApplication>(GatewayModule.forRoot(options), adapter, {
     logger: nestLogger(options.logger),

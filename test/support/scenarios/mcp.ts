@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
 import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -190,6 +191,10 @@ export function describeMcpScenarios(context: ScenarioContext): void {
         expect(tooMany).toMatchObject({ isError: true, body: { status: 400, errors: [{ field: 'k' }] } });
         const missingId = await session.call('get_mission', {});
         expect(missingId).toMatchObject({ isError: true, body: { status: 400, code: 'validation_failed' } });
+        const extra = await session.call('get_mission', { id: randomUUID(), colour: 'red' });
+        expect(extra).toMatchObject({ isError: true, body: { status: 400, code: 'validation_failed', errors: [{ field: 'colour', message: 'unknown field' }] } });
+        // A malformed id, however long, is simply not found (as over REST).
+        expect(await session.call('get_mission', { id: 'x'.repeat(300) })).toMatchObject({ isError: true, body: { status: 404, code: 'not_found' } });
       });
     });
 

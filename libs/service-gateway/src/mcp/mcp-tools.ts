@@ -6,6 +6,7 @@ import {
   IngestDocumentSchema,
   ListMissionsQuerySchema,
   PageQuerySchema,
+  parseOrThrow,
   ResourceIdSchema,
   Scope,
   Scopes,
@@ -74,7 +75,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
     input: ResourceIdSchema,
     output: RESPONSE_SCHEMAS.Mission,
     annotations: { readOnlyHint: true, openWorldHint: false },
-    run: ({ id }, { missions }) => missions.get(id),
+    run: (args, { missions }) => missions.get(parseOrThrow(ResourceIdSchema, args, 'Request').id),
   },
   {
     name: 'list_missions',
