@@ -108,6 +108,17 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
       it('keeps the operator token out of tenant APIs', async () => {
         const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { token: adminToken });
         expectProblem(response, 403, 'insufficient_scope');
+        expect(response.headers.get('www-authenticate')).toContain('scope="missions:read"');
+        // /mcp has no scope of its own (each tool has one): the challenge then names none, never an empty one.
+        const mcp = await call(deployment.gatewayUrl, 'POST', '/mcp', {
+          token: adminToken,
+          body: { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+          headers: { accept: 'application/json, text/event-stream' },
+        });
+        expectProblem(mcp, 403, 'insufficient_scope');
+        expect(mcp.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
+        expect(mcp.headers.get('www-authenticate')).not.toContain('scope=');
+        expect(mcp.body.detail).toBe('This endpoint needs a token issued to a tenant');
       });
     });
 
@@ -176,6 +187,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expectProblem(response, 403, 'insufficient_scope');
         expect(response.headers.get('www-authenticate')).toContain('error="insufficient_scope"');
         expect(response.headers.get('www-authenticate')).toContain('scope="missions:write"');
+        // A tenant request all the same: it carries the RateLimit fields (the rate-limit scenarios check it is counted).
+        expect(response.headers.get('ratelimit-policy')).toMatch(/^"[a-z]+";q=\d+;w=60$/);
       });
     });
 

@@ -3,7 +3,7 @@ import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
 import { Registry } from 'prom-client';
 import { AdminController } from './admin/admin.controller';
 import { AdminKeysController } from './admin/admin-keys.controller';
-import { AuthGuard } from './auth/auth.guard';
+import { AuthGuard, ScopeGuard } from './auth/auth.guard';
 import { TenantContextInterceptor } from './auth/tenant-context.interceptor';
 import { TokenVerifier } from './auth/token-verifier';
 import { BrainController } from './brain/brain.controller';
@@ -42,9 +42,10 @@ export class GatewayModule {
         BrainOperations,
         HitOperations,
         McpEndpoint,
-        // Guards run in this order: authentication first, then the tenant's rate limit.
+        // Guards run in this order: authentication, the tenant's rate limit, then the scopes.
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_GUARD, useClass: RateLimitGuard },
+        { provide: APP_GUARD, useClass: ScopeGuard },
         { provide: APP_INTERCEPTOR, useClass: TenantContextInterceptor },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],

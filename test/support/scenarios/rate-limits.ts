@@ -50,6 +50,18 @@ export function describeRateLimitScenarios(context: ScenarioContext): void {
         expect(response.headers.get('ratelimit')).toMatch(RATE_LIMIT);
       }
       expect(remaining(invalid)).toBeLessThan(BURST - 1);
+
+      // Refused for a scope the token lacks: still the tenant's request, counted and labelled.
+      const narrow = await call(gateway(), 'POST', `/admin/tenants/${tenant.id}/clients`, { token: context.adminToken, body: { scopes: ['missions:read'] } });
+      expect(narrow.status).toBe(201);
+      const readOnly = (await clientCredentialsToken(context.deployment.issuer, narrow.body.clientId, narrow.body.clientSecret)).access_token;
+      const refused = [];
+      for (let i = 0; i < 3; i++) refused.push(await call(gateway(), 'POST', '/api/missions', { token: readOnly, body: {} }));
+      for (const response of refused) {
+        expectProblem(response, 403, 'insufficient_scope');
+        expect(response.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+      }
+      expect(remaining(refused[2] as ApiResponse)).toBeLessThan(remaining(refused[0] as ApiResponse));
     });
 
     it('leaves public, operator and unauthenticated responses without RateLimit fields', async () => {

@@ -24,17 +24,30 @@ export function unauthorizedProblem(publicUrl: string, description: string, toke
   return new HttpProblemError(ErrorCode.Unauthorized, description, { 'WWW-Authenticate': `Bearer ${parts.join(', ')}` });
 }
 
-/** A 403 naming the scopes the operation needs, so that a client can ask for them (step-up). */
+/**
+ * A 403 naming the scopes the operation needs, so that a client can ask for them (step-up). With
+ * none to name (an endpoint whose operations check their own scopes, refused to a token without a
+ * tenant), the challenge carries no scope.
+ */
 export function insufficientScopeProblem(publicUrl: string, needed: readonly string[]): HttpProblemError {
   const scope = needed.join(' ');
-  return new HttpProblemError(ErrorCode.InsufficientScope, `This operation needs the scope ${scope}`, {
-    'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope", scope=${quoted(scope)}, resource_metadata=${quoted(resourceMetadata(publicUrl))}`,
+  const detail = needed.length > 0 ? `This operation needs the scope ${scope}` : 'This endpoint needs a token issued to a tenant';
+  return new HttpProblemError(ErrorCode.InsufficientScope, detail, {
+    'WWW-Authenticate': `Bearer realm="mission-service", error="insufficient_scope"${needed.length > 0 ? `, scope=${quoted(scope)}` : ''}, resource_metadata=${quoted(resourceMetadata(publicUrl))}`,
   });
 }
 
+function ruleOf(reflector: Reflector, context: ExecutionContext): AccessRule {
+  const rule = reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
+  if (!rule) throw new Error(`Route ${context.getClass().name}.${context.getHandler().name} declares no access rule`);
+  return rule;
+}
+
 /**
- * Authenticates every request unless the route is @Public, then enforces the route's access rule.
- * Routes must declare a rule: an undeclared route fails closed.
+ * Authenticates every request unless the route is @Public. Routes must declare a rule: an
+ * undeclared route fails closed. What the token may do is the ScopeGuard's, which runs after the
+ * tenant's rate limit: a tenant request refused for its scopes still counts and carries the
+ * RateLimit fields.
  */
 @Injectable()
 export class AuthGuard implements CanActivate {
@@ -45,9 +58,7 @@ export class AuthGuard implements CanActivate {
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
-    const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
-    if (!rule) throw new Error(`Route ${context.getClass().name}.${context.getHandler().name} declares no access rule`);
-    if (rule.kind === 'public') return true;
+    if (ruleOf(this.reflector, context).kind === 'public') return true;
 
     const request = context.switchToHttp().getRequest<FastifyRequest>();
     const header = request.headers.authorization;
@@ -61,20 +72,31 @@ export class AuthGuard implements CanActivate {
       if (error instanceof InvalidTokenError) throw this.unauthorized(error.message, true);
       throw error;
     }
-
-    const needed = rule.kind === 'operator' ? [Scopes.platformAdmin] : rule.scopes;
-    const missing = needed.filter((scope) => !request.auth?.scopes.has(scope));
-    if (missing.length > 0) throw this.insufficientScope(needed);
-    if (rule.kind === 'tenant' && !request.auth.tenantId) throw this.insufficientScope(needed);
-    if (rule.kind === 'operator' && request.auth.tenantId) throw this.insufficientScope(needed);
     return true;
   }
 
   private unauthorized(description: string, tokenPresented = false): HttpProblemError {
     return unauthorizedProblem(this.options.publicUrl, description, tokenPresented);
   }
+}
 
-  private insufficientScope(needed: readonly string[]): HttpProblemError {
-    return insufficientScopeProblem(this.options.publicUrl, needed);
+/** Enforces the route's access rule on the authenticated caller (registered after the RateLimitGuard). */
+@Injectable()
+export class ScopeGuard implements CanActivate {
+  constructor(
+    private readonly reflector: Reflector,
+    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
+  ) {}
+
+  canActivate(context: ExecutionContext): boolean {
+    const rule = ruleOf(this.reflector, context);
+    if (rule.kind === 'public') return true;
+    const auth = context.switchToHttp().getRequest<FastifyRequest>().auth;
+    if (!auth) throw new Error('The scope check ran before authentication: ScopeGuard must come after AuthGuard');
+    const needed = rule.kind === 'operator' ? [Scopes.platformAdmin] : rule.scopes;
+    const missing = needed.some((scope) => !auth.scopes.has(scope));
+    const wrongKind = rule.kind === 'tenant' ? !auth.tenantId : Boolean(auth.tenantId);
+    if (missing || wrongKind) throw insufficientScopeProblem(this.options.publicUrl, needed);
+    return true;
   }
 }

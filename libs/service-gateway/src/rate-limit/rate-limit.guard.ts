@@ -11,8 +11,9 @@ import { TenantRateLimiter } from './tenant-rate-limiter';
 
 /**
  * Takes every tenant request from its tenant's budget, after the AuthGuard (registered after it)
- * and before the handler, and writes the RateLimit fields on the response, whatever its status
- * turns out to be. Public and operator routes are not limited.
+ * and before the ScopeGuard and the handler, and writes the RateLimit fields on the response,
+ * whatever its status turns out to be (a 403 for a missing scope included). Public and operator
+ * routes are not limited.
  */
 @Injectable()
 export class RateLimitGuard implements CanActivate {
@@ -27,8 +28,11 @@ export class RateLimitGuard implements CanActivate {
     const rule = this.reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
     if (rule?.kind !== 'tenant') return true;
     const http = context.switchToHttp();
-    const tenantId = http.getRequest<FastifyRequest>().auth?.tenantId;
-    if (!tenantId) throw new Error('The rate limit ran before authentication: RateLimitGuard must come after AuthGuard');
+    const auth = http.getRequest<FastifyRequest>().auth;
+    if (!auth) throw new Error('The rate limit ran before authentication: RateLimitGuard must come after AuthGuard');
+    // A token without a tenant (the operator's) has no budget here; the ScopeGuard refuses it.
+    const tenantId = auth.tenantId;
+    if (!tenantId) return true;
 
     const decision = await this.rateLimits.admit(tenantId);
     if (!decision) throw unauthorizedProblem(this.options.publicUrl, 'The token’s tenant does not exist', true);
