@@ -140,13 +140,28 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
 
       it.each([
         ['a garbage token', 'Bearer not.a.jwt'],
-        ['another scheme', 'Basic dXNlcjpwYXNz'],
         ['a token in the wrong place', 'Bearer'],
       ])('answers %s with 401 invalid_token', async (_label, authorization) => {
         const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { headers: { authorization } });
         expectProblem(response, 401, 'unauthorized');
         expect(response.headers.get('www-authenticate')).toContain('error="invalid_token"');
         expect(response.headers.get('www-authenticate')).toContain('resource_metadata=');
+      });
+
+      it('answers another authentication scheme as no token at all (RFC 6750 §3.1: no error code)', async () => {
+        const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
+        expectProblem(response, 401, 'unauthorized');
+        expect(response.headers.get('www-authenticate')).toBe(`Bearer realm="mission-service", resource_metadata="${deployment.gatewayUrl}/.well-known/oauth-protected-resource"`);
+      });
+
+      it('authenticates before reading a body: without a token a malformed, oversized or non-JSON body is a 401', async () => {
+        const malformed = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: '{"title":' });
+        const foreign = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: 'title=x', contentType: 'application/x-www-form-urlencoded' });
+        const oversized = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: JSON.stringify({ title: 'x'.repeat(2 * 1024 * 1024) }) });
+        const unknownRoute = await call(deployment.gatewayUrl, 'GET', '/api/nowhere');
+        for (const response of [malformed, foreign, oversized, unknownRoute]) expectProblem(response, 401, 'unauthorized');
+        // The API document stays public.
+        expect((await call(deployment.gatewayUrl, 'GET', '/api/openapi.json')).status).toBe(200);
       });
 
       it('refuses a well-formed token signed by a key the issuer does not publish', async () => {

@@ -10,7 +10,11 @@ import { GatewayOptions } from './gateway.options';
 import { METRICS } from './metrics/metrics.registry';
 import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
-import { API_VERSION, createOpenApiDocument, serveOpenApi } from './openapi/document';
+import { API_VERSION, createOpenApiDocument, isPublicApiPath, serveOpenApi } from './openapi/document';
+import { authenticate } from './auth/auth.guard';
+import { TokenVerifier } from './auth/token-verifier';
+import { chargeTenant } from './rate-limit/rate-limit.guard';
+import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { problemTypeBase } from './http/problem.filter';
 import { sendProblem } from './http/problem.responder';
@@ -32,6 +36,11 @@ function nestLogger(logger: Logger): LoggerService {
     warn: (message: unknown) => logger.warn(String(message)),
     error: (message: unknown, trace?: unknown) => logger.error({ trace }, String(message)),
   };
+}
+
+/** Paths whose every request is a tenant's: charged to its budget (API.md, "Rate limits"). */
+export function isTenantPath(path: string): boolean {
+  return path === MCP_PATH || ((path === '/api' || path.startsWith('/api/')) && !isPublicApiPath(path));
 }
 
 /** Longest path parameter routed to a handler (which answers a malformed id 404). */
@@ -91,6 +100,27 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     const origin = request.headers.origin;
     if (origin !== undefined && request.url.split('?')[0] === MCP_PATH && !mcpOrigins.has(origin)) {
       sendProblem(new DomainError(ErrorCode.Forbidden, `Requests from the origin ${origin} are not allowed`), request, reply, options.logger, typeBase);
+      return reply;
+    }
+  });
+  // A tenant path (/api but the API document, and /mcp) is authenticated and taken from its
+  // tenant's budget as soon as it arrives, before its body is read or its route looked up: a
+  // malformed, oversized or misrouted request of a tenant counts and carries the RateLimit fields
+  // like any other, and one without a valid token is a 401 whatever its body. The guards then
+  // find the caller established and the request charged.
+  const verifier = app.get(TokenVerifier);
+  const rateLimits = app.get(TenantRateLimiter);
+  fastify.addHook('onRequest', async (request, reply) => {
+    if (!isTenantPath(request.url.split('?')[0] ?? '/')) return;
+    try {
+      request.auth = await authenticate(request.headers.authorization, verifier, options.publicUrl);
+      const tenantId = request.auth.tenantId;
+      if (tenantId && rateLimits.enabled) {
+        await chargeTenant(tenantId, reply, rateLimits, options.publicUrl);
+        request.rateLimitCharged = true;
+      }
+    } catch (error) {
+      sendProblem(error, request, reply, options.logger, typeBase);
       return reply;
     }
   });

@@ -62,6 +62,17 @@ export function describeRateLimitScenarios(context: ScenarioContext): void {
         expect(response.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
       }
       expect(remaining(refused[2] as ApiResponse)).toBeLessThan(remaining(refused[0] as ApiResponse));
+
+      // So are requests refused before any handler: malformed, not JSON, too large, or to no route.
+      const early = [
+        await call(gateway(), 'POST', '/api/missions', { token: tenant.token, rawBody: '{"title":' }),
+        await call(gateway(), 'POST', '/api/missions', { token: tenant.token, rawBody: 'title=x', contentType: 'application/x-www-form-urlencoded' }),
+        await call(gateway(), 'POST', '/api/missions', { token: tenant.token, rawBody: JSON.stringify({ title: 'x'.repeat(2 * 1024 * 1024) }) }),
+        await call(gateway(), 'GET', '/api/nowhere', { token: tenant.token }),
+      ];
+      expect(early.map((response) => response.status)).toEqual([400, 415, 413, 404]);
+      for (const response of early) expect(response.headers.get('ratelimit-policy')).toBe(`"enterprise";q=${RPM};w=60`);
+      expect(remaining(early[3] as ApiResponse)).toBeLessThan(remaining(early[0] as ApiResponse));
     });
 
     it('leaves public, operator and unauthenticated responses without RateLimit fields', async () => {

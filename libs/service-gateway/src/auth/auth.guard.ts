@@ -5,9 +5,11 @@ import { ErrorCode, Scopes } from '@mission/contracts';
 import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
 import { HttpProblemError } from '../http/http-problem.error';
 import { ACCESS_KEY, AccessRule } from './auth.decorators';
+import type { Authenticated } from './authenticated';
 import { InvalidTokenError, TokenVerifier } from './token-verifier';
 
 const BEARER = /^Bearer[ ]+([A-Za-z0-9\-._~+/]+=*)$/i;
+const BEARER_SCHEME = /^Bearer(?:[ ]|$)/i;
 
 function quoted(value: string): string {
   return `"${value.replace(/["\\]/g, '')}"`;
@@ -44,10 +46,29 @@ function ruleOf(reflector: Reflector, context: ExecutionContext): AccessRule {
 }
 
 /**
- * Authenticates every request unless the route is @Public. Routes must declare a rule: an
- * undeclared route fails closed. What the token may do is the ScopeGuard's, which runs after the
- * tenant's rate limit: a tenant request refused for its scopes still counts and carries the
- * RateLimit fields.
+ * The caller of a request from its Authorization header, or a 401 with the Bearer challenge:
+ * without an error code when no bearer token was presented (no header, or another scheme: RFC
+ * 6750 §3.1), with `invalid_token` for a malformed or invalid one. Errors reaching the identity
+ * provider propagate (503).
+ */
+export async function authenticate(header: string | undefined, verifier: TokenVerifier, publicUrl: string): Promise<Authenticated> {
+  if (header === undefined || !BEARER_SCHEME.test(header)) throw unauthorizedProblem(publicUrl, 'A bearer token is required', false);
+  const token = BEARER.exec(header)?.[1];
+  if (!token) throw unauthorizedProblem(publicUrl, 'The Authorization header must be "Bearer <token>"', true);
+  try {
+    return await verifier.verify(token);
+  } catch (error) {
+    if (error instanceof InvalidTokenError) throw unauthorizedProblem(publicUrl, error.message, true);
+    throw error;
+  }
+}
+
+/**
+ * Authenticates every request unless the route is @Public (tenant paths were authenticated
+ * already, before their body was read: see the gateway's request hook). Routes must declare a
+ * rule: an undeclared route fails closed. What the token may do is the ScopeGuard's, which runs
+ * after the tenant's rate limit: a tenant request refused for its scopes still counts and carries
+ * the RateLimit fields.
  */
 @Injectable()
 export class AuthGuard implements CanActivate {
@@ -59,24 +80,9 @@ export class AuthGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     if (ruleOf(this.reflector, context).kind === 'public') return true;
-
     const request = context.switchToHttp().getRequest<FastifyRequest>();
-    const header = request.headers.authorization;
-    if (header === undefined) throw this.unauthorized('A bearer token is required');
-    const token = BEARER.exec(header)?.[1];
-    if (!token) throw this.unauthorized('The Authorization header must be "Bearer <token>"', true);
-
-    try {
-      request.auth = await this.verifier.verify(token);
-    } catch (error) {
-      if (error instanceof InvalidTokenError) throw this.unauthorized(error.message, true);
-      throw error;
-    }
+    request.auth ??= await authenticate(request.headers.authorization, this.verifier, this.options.publicUrl);
     return true;
-  }
-
-  private unauthorized(description: string, tokenPresented = false): HttpProblemError {
-    return unauthorizedProblem(this.options.publicUrl, description, tokenPresented);
   }
 }
 

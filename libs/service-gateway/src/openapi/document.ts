@@ -9,6 +9,12 @@ import { componentSchemas, queryParameters } from './schemas';
 export const API_VERSION = '1.0.0';
 export const OPENAPI_JSON_PATH = '/api/openapi.json';
 export const OPENAPI_UI_PATH = '/api/docs';
+export const OPENAPI_YAML_PATH = '/api/openapi.yaml';
+
+/** The public paths under /api: the document and its UI. Every other /api path is a tenant's. */
+export function isPublicApiPath(path: string): boolean {
+  return path === OPENAPI_JSON_PATH || path === OPENAPI_YAML_PATH || path === OPENAPI_UI_PATH || path.startsWith(`${OPENAPI_UI_PATH}/`);
+}
 
 export interface OpenApiOptions {
   readonly publicUrl: string;
@@ -195,7 +201,7 @@ export function createOpenApiDocument(app: INestApplication, options: OpenApiOpt
 export function serveOpenApi(app: INestApplication, document: OpenAPIObject): void {
   SwaggerModule.setup(OPENAPI_UI_PATH.slice(1), app, document, {
     jsonDocumentUrl: OPENAPI_JSON_PATH.slice(1),
-    yamlDocumentUrl: 'api/openapi.yaml',
+    yamlDocumentUrl: OPENAPI_YAML_PATH.slice(1),
     customSiteTitle: 'Mission Service API',
   });
 }
