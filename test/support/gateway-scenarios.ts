@@ -148,6 +148,17 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expect(response.headers.get('www-authenticate')).toContain('resource_metadata=');
       });
 
+      it('issues tokens to clients authenticating with client_secret_post as with client_secret_basic', async () => {
+        const discovery = (await (await fetch(`${deployment.issuer}/.well-known/openid-configuration`)).json()) as { token_endpoint: string };
+        const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: tenantA.clientId, client_secret: tenantA.clientSecret });
+        const response = await fetch(discovery.token_endpoint, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: form });
+        expect(response.status).toBe(200);
+        const { access_token: token } = (await response.json()) as { access_token: string };
+        expect((await call(deployment.gatewayUrl, 'GET', '/api/missions?limit=1', { token })).status).toBe(200);
+        const wrong = new URLSearchParams({ grant_type: 'client_credentials', client_id: tenantA.clientId, client_secret: 'not-the-secret' });
+        expect((await fetch(discovery.token_endpoint, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: wrong })).status).toBe(401);
+      });
+
       it('answers another authentication scheme as no token at all (RFC 6750 §3.1: no error code)', async () => {
         const response = await call(deployment.gatewayUrl, 'GET', `/api/missions/${randomUUID()}`, { headers: { authorization: 'Basic dXNlcjpwYXNz' } });
         expectProblem(response, 401, 'unauthorized');
@@ -254,6 +265,17 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expect(fromB.body.detail).toBe(missing.body.detail);
         const fromA = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantA.token });
         expect(fromA.status).toBe(200);
+      });
+
+      it('holds titles to 200 characters and an approval’s description to 10,000', async () => {
+        const at = (title: string, steps?: unknown[]) => call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title, objective: 'O', ...(steps ? { steps } : {}) } });
+        const longest = await at('t'.repeat(200), [{ type: 'approval', title: 'a'.repeat(200), description: 'd'.repeat(10_000) }]);
+        expect(longest.status).toBe(202);
+        const tooLong = await at('t'.repeat(201), [{ type: 'approval', title: 'a'.repeat(201), description: 'd'.repeat(10_001) }]);
+        expectProblem(tooLong, 400, 'validation_failed');
+        expect(tooLong.body.errors.map((e: { field: string }) => e.field).sort()).toEqual(['steps.0.description', 'steps.0.title', 'title']);
+        const cancelled = await call(deployment.gatewayUrl, 'POST', `/api/missions/${longest.body.id}/cancel`, { token: tenantA.token });
+        expect(cancelled.status).toBe(200);
       });
 
       it('lists every invalid field with 400', async () => {

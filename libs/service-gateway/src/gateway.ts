@@ -134,9 +134,12 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   // checks, its failure turned into our error code: Nest would pass it on as an anonymous 400.
   const parseJson = fastify.getDefaultJsonParser('error', 'error');
   fastify.removeAllContentTypeParsers();
-  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) =>
-    parseJson(request, body as string, (error, value) => (error ? done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined) : done(null, value))),
-  );
+  // An empty body declared JSON is no body (routes whose body is optional accept it; the others say
+  // what is missing), as many HTTP clients send one with every POST.
+  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') return done(null, undefined);
+    parseJson(request, body as string, (error, value) => (error ? done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined) : done(null, value)));
+  });
   serveOpenApi(app, createOpenApiDocument(app, { publicUrl: options.publicUrl, issuer: options.issuer, version: API_VERSION }));
   await app.init();
   return app;

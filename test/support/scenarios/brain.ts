@@ -75,6 +75,18 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       expect(answer.body.results[0].score).toBeGreaterThan(answer.body.results[1].score);
     });
 
+    it('returns 5 passages when k is not given, and lists 20 documents when limit is not given', async () => {
+      const tenant = await enterpriseTenant('Brain defaults');
+      const topic = `basalt${randomUUID().slice(0, 8)}`;
+      for (let n = 0; n < 22; n++) expect((await ingest(tenant, { title: `Note ${n}`, content: `Field note ${n} on ${topic} columns.` })).status).toBe(201);
+      const answer = await query(tenant, `q=${topic}`);
+      expect(answer.status).toBe(200);
+      expect(answer.body.results).toHaveLength(5);
+      const page = await call(gateway(), 'GET', '/api/brain/documents', { token: tenant.token });
+      expect(page.body.items).toHaveLength(20);
+      expect(typeof page.body.nextCursor).toBe('string');
+    });
+
     it('pages through documents newest first with an opaque cursor, and validates the page parameters', async () => {
       const tenant = await enterpriseTenant('Brain pager');
       const ids: string[] = [];
