@@ -69,7 +69,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     return503OnClosing: true,
     // Ids are opaque to clients: a long one is as much "not found" as any other malformed id, not a
     // 414 (Fastify's default limit is 100 characters). Request lines stay bounded by Node's header limit.
-    maxParamLength: MAX_PATH_PARAMETER_LENGTH,
+    routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
     // A URL that is not valid percent-encoding is a malformed id too: answered like one, as
     // problem details with the request id, instead of Fastify's own error body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
