@@ -233,6 +233,11 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       const forged = await rawPost(mcpUrl(), 'not.a.jwt', { jsonrpc: '2.0', id: 1, method: 'tools/list' });
       expect(forged.status).toBe(401);
       expect(forged.headers.get('www-authenticate')).toContain('error="invalid_token"');
+
+      // Tokens only in the Authorization header: one in the query string is no token.
+      const inQuery = await rawPost(`${mcpUrl()}?access_token=${encodeURIComponent(context.tenantA.token)}`, undefined, { jsonrpc: '2.0', id: 1, method: 'tools/list' });
+      expect(inQuery.status).toBe(401);
+      expect(inQuery.headers.get('www-authenticate')).not.toContain('error=');
     });
 
     it('refuses a tool whose scope the token lacks with 403 insufficient_scope, and runs the ones it has', async () => {
