@@ -170,7 +170,10 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const foreign = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: 'title=x', contentType: 'application/x-www-form-urlencoded' });
         const oversized = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: JSON.stringify({ title: 'x'.repeat(2 * 1024 * 1024) }) });
         const unknownRoute = await call(deployment.gatewayUrl, 'GET', '/api/nowhere');
-        for (const response of [malformed, foreign, oversized, unknownRoute]) expectProblem(response, 401, 'unauthorized');
+        // The router decodes the path: so does the check (`/%61pi` is `/api`, `/%6Dcp` is `/mcp`).
+        const encoded = await call(deployment.gatewayUrl, 'POST', '/%61pi/missions', { rawBody: '{"title":' });
+        const encodedMcp = await call(deployment.gatewayUrl, 'POST', '/%6Dcp', { rawBody: '{"jsonrpc":' });
+        for (const response of [malformed, foreign, oversized, unknownRoute, encoded, encodedMcp]) expectProblem(response, 401, 'unauthorized');
         // The API document stays public.
         expect((await call(deployment.gatewayUrl, 'GET', '/api/openapi.json')).status).toBe(200);
       });
@@ -260,8 +263,9 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const malformed = await call(deployment.gatewayUrl, 'GET', `/api/missions/not-a-uuid'%20OR%201=1`, { token: tenantB.token });
         // However long, and even when it is not valid percent-encoding, a malformed id is not found.
         const long = await call(deployment.gatewayUrl, 'GET', `/api/missions/${'a'.repeat(300)}`, { token: tenantB.token });
+        const longest = await call(deployment.gatewayUrl, 'GET', `/api/missions/${'a'.repeat(5_000)}`, { token: tenantB.token });
         const badEncoding = await call(deployment.gatewayUrl, 'GET', '/api/missions/%E0%A4%A', { token: tenantB.token });
-        for (const response of [fromB, missing, malformed, long, badEncoding]) expectProblem(response, 404, 'not_found');
+        for (const response of [fromB, missing, malformed, long, longest, badEncoding]) expectProblem(response, 404, 'not_found');
         expect(fromB.body.detail).toBe(missing.body.detail);
         const fromA = await call(deployment.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: tenantA.token });
         expect(fromA.status).toBe(200);

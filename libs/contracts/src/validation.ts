@@ -6,10 +6,12 @@ function fieldOf(path: readonly PropertyKey[]): string {
 }
 
 /**
- * Payload of a "get by id" request. Ids are opaque to clients, so any string is accepted here
- * (however long: the body limits bound it) and a malformed one is simply not found.
+ * Payload of a "get by id" request. Ids are opaque to clients, so any string a path can carry is
+ * accepted here and a malformed one is simply not found (longer ones are refused: they could not
+ * travel in one bus message).
  */
-export const ResourceIdSchema = z.strictObject({ id: z.string().min(1) });
+export const MAX_RESOURCE_ID_LENGTH = 4_096;
+export const ResourceIdSchema = z.strictObject({ id: z.string().min(1).max(MAX_RESOURCE_ID_LENGTH) });
 
 export function fieldErrors(error: z.ZodError): FieldError[] {
   return error.issues.flatMap((issue) =>

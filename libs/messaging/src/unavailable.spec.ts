@@ -21,6 +21,8 @@ describe('isDependencyUnavailable', () => {
 
   it.each([
     ['a unique violation (23505)', withCode('23505')],
+    ['a protocol violation (08P01: a wrong number of parameters is a bug)', withCode('08P01', 'bind message supplies 1 parameters, but prepared statement "" requires 2')],
+    ['a message that merely mentions a lost connection', new Error('Connection terminated unexpectedly? validate the input')],
     ['a syntax error (42601)', withCode('42601')],
     ['a permission error (42501)', withCode('42501')],
     ['a plain bug', new TypeError('x is undefined')],

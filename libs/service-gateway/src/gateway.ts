@@ -15,7 +15,7 @@ import { authenticate } from './auth/auth.guard';
 import { TokenVerifier } from './auth/token-verifier';
 import { chargeTenant } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
-import { DomainError, ErrorCode } from '@mission/contracts';
+import { DomainError, ErrorCode, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
 import { problemTypeBase } from './http/problem.filter';
 import { sendProblem } from './http/problem.responder';
 import { MCP_PATH } from './mcp/mcp.endpoint';
@@ -43,8 +43,23 @@ export function isTenantPath(path: string): boolean {
   return path === MCP_PATH || ((path === '/api' || path.startsWith('/api/')) && !isPublicApiPath(path));
 }
 
+/**
+ * The path a request was routed by: its route's pattern (the router matches the decoded path, and
+ * the absolute form of a request line too) or, when no route matched, its path decoded the same
+ * way. The raw URL would let `/%61pi/…` or `http://host/api/…` past checks the route then skips.
+ */
+export function routedPath(request: Pick<FastifyRequest, 'url' | 'routeOptions'>): string {
+  if (request.routeOptions.url !== undefined) return request.routeOptions.url;
+  const raw = (request.url.split('?')[0] ?? '/').replace(/^[a-z][a-z0-9+.-]*:\/\/[^/]*/i, '') || '/';
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /** Longest path parameter routed to a handler (which answers a malformed id 404). */
-const MAX_PATH_PARAMETER_LENGTH = 4_096;
+const MAX_PATH_PARAMETER_LENGTH = MAX_RESOURCE_ID_LENGTH;
 
 /** HSTS on every HTTPS response: a year, subdomains included (RFC 6797). */
 export const HSTS = 'max-age=31536000; includeSubDomains';
@@ -74,7 +89,8 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     // problem details with the request id, instead of Fastify's own error body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       void reply.header('X-Request-Id', request.id);
-      const notFound = error.code === 'FST_ERR_BAD_URL';
+      if (options.tls) void reply.header('Strict-Transport-Security', HSTS);
+      const notFound = error.code === 'FST_ERR_BAD_URL' || error.code === 'FST_ERR_MAX_PARAM_LENGTH';
       sendProblem(notFound ? DomainError.notFound('Resource') : error, request, reply, options.logger, problemTypeBase(options));
     },
   });
@@ -98,7 +114,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     // DNS rebinding: a browser page may reach /mcp only from an allowed origin (clients that are not
     // browsers send none). Checked first, so a foreign page learns nothing and spends no budget.
     const origin = request.headers.origin;
-    if (origin !== undefined && request.url.split('?')[0] === MCP_PATH && !mcpOrigins.has(origin)) {
+    if (origin !== undefined && routedPath(request) === MCP_PATH && !mcpOrigins.has(origin)) {
       sendProblem(new DomainError(ErrorCode.Forbidden, `Requests from the origin ${origin} are not allowed`), request, reply, options.logger, typeBase);
       return reply;
     }
@@ -111,7 +127,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   const verifier = app.get(TokenVerifier);
   const rateLimits = app.get(TenantRateLimiter);
   fastify.addHook('onRequest', async (request, reply) => {
-    if (!isTenantPath(request.url.split('?')[0] ?? '/')) return;
+    if (!isTenantPath(routedPath(request))) return;
     try {
       request.auth = await authenticate(request.headers.authorization, verifier, options.publicUrl);
       const tenantId = request.auth.tenantId;

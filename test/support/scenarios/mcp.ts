@@ -259,6 +259,9 @@ export function describeMcpScenarios(context: ScenarioContext): void {
     it('refuses browser origins other than its own', async () => {
       const foreign = await rawPost(mcpUrl(), context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
       expect(foreign.status).toBe(403);
+      // However the path is spelled (the router decodes it).
+      const encoded = await rawPost(`${gateway()}/%6Dcp`, context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
+      expect(encoded.status).toBe(403);
       expect(((await foreign.json()) as { code: string }).code).toBe('forbidden');
       // Before authentication: a page from another origin learns nothing about tokens, and spends no budget.
       const anonymous = await rawPost(mcpUrl(), '', { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
