@@ -85,8 +85,8 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     // Ids are opaque to clients: a long one is as much "not found" as any other malformed id, not a
     // 414 (Fastify's default limit is 100 characters). Request lines stay bounded by Node's header limit.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
-    // A URL that is not valid percent-encoding is a malformed id too: answered like one, as
-    // problem details with the request id, instead of Fastify's own error body.
+    // A URL that is not valid percent-encoding, or an id past the router's limit, is a malformed id
+    // too: answered like one, as problem details with the request id, not Fastify's own error body.
     frameworkErrors: (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
       void reply.header('X-Request-Id', request.id);
       if (options.tls) void reply.header('Strict-Transport-Security', HSTS);
@@ -120,7 +120,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     }
   });
   // A tenant path (/api but the API document, and /mcp) is authenticated and taken from its
-  // tenant's budget as soon as it arrives, before its body is read or its route looked up: a
+  // tenant's budget as soon as it is routed, before its body is read: a
   // malformed, oversized or misrouted request of a tenant counts and carries the RateLimit fields
   // like any other, and one without a valid token is a 401 whatever its body. The guards then
   // find the caller established and the request charged.
