@@ -62,8 +62,8 @@ export class MissionsService {
       if (!(await this.missions.tryClaimIdempotencyKey(manager, tenantId, idempotencyKey))) {
         throw new DomainError(ErrorCode.Conflict, 'A request with this Idempotency-Key is still being processed; retry shortly');
       }
-      // The body as the client sent it (key order aside): one that validation would normalise to
-      // the same mission is still another request. Keys stored by earlier versions hold the
+      // The body's JSON as the client sent it (key order aside), not the validated mission: one that
+      // validation would normalise to the same mission is still another request. Keys stored by earlier versions hold the
       // fingerprint of the validated request, and are compared with that.
       const fingerprint = requestFingerprint(body);
       const previous = await this.missions.findIdempotencyKey(manager, tenantId, idempotencyKey, IDEMPOTENCY_TTL_HOURS);
