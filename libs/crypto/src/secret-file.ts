@@ -39,7 +39,8 @@ export async function readOrCreateSecretFile<T>(file: string, parse: (raw: unkno
   return { value, created: true };
 }
 
-async function readSecretFile<T>(file: string, parse: (raw: unknown) => T): Promise<T | undefined> {
+/** A secret file's parsed content (its mode tightened to owner-only), or undefined when there is none. */
+export async function readSecretFile<T>(file: string, parse: (raw: unknown) => T): Promise<T | undefined> {
   let text: string;
   try {
     text = await fs.readFile(file, 'utf8');

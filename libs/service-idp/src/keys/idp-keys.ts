@@ -2,7 +2,7 @@ import { createHash, generateKeyPairSync, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { ensurePrivateDirectory, readOrCreateSecretFile } from '@mission/crypto';
+import { ensurePrivateDirectory, readOrCreateSecretFile, readSecretFile } from '@mission/crypto';
 
 /** Access tokens are signed with this asymmetric algorithm only (the gateway refuses HMAC). */
 export const SIGNING_ALGORITHM = 'ES256';
@@ -77,19 +77,7 @@ export async function resolveKeyEncryptionKey(configured: string | undefined, da
 
 /** Signing keys an earlier version kept in plain `<dataDir>/idp/signing-keys.json`, if that file is still there. */
 export async function readLegacySigningKeys(dataDir: string): Promise<readonly SigningKey[] | undefined> {
-  const file = path.join(dataDir, 'idp', LEGACY_SIGNING_KEYS_FILE);
-  let text: string;
-  try {
-    text = await fs.readFile(file, 'utf8');
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw error;
-  }
-  try {
-    return SigningKeysFileSchema.parse(JSON.parse(text)).keys;
-  } catch (error) {
-    throw new Error(`${file} is not a valid secret file (${error instanceof Error ? error.message : String(error)}); fix or remove it`);
-  }
+  return (await readSecretFile(path.join(dataDir, 'idp', LEGACY_SIGNING_KEYS_FILE), (raw) => SigningKeysFileSchema.parse(raw)))?.keys;
 }
 
 /** Removes the plain key file once its keys are stored encrypted. */
