@@ -3,7 +3,9 @@
  * own process so that none warms the next one's caches.
  *
  *   http        authenticated GET /api/missions/:id, embedded and distributed, against a bare
- *               NestJS-on-Fastify baseline (bench/run.ts)
+ *               NestJS-on-Fastify baseline, at 1 and 50 connections (bench/run.ts)
+ *   missions    one-step missions through the API, embedded and distributed: submit → succeeded
+ *               latency one at a time, and missions/s end to end under 32 clients (bench/missions.ts)
  *   rate-limit  the limiter on versus off, in memory and on Redis, and Redis commands per request
  *               (bench/rate-limit.ts)
  *   brain       query latency at 100k chunks in one tenant and ingestion throughput (bench/brain.ts)
@@ -17,6 +19,7 @@ import path from 'node:path';
 
 const SUITES: Readonly<Record<string, string>> = {
   http: 'run.ts',
+  missions: 'missions.ts',
   'rate-limit': 'rate-limit.ts',
   brain: 'brain.ts',
   encryption: 'encryption.ts',

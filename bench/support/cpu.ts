@@ -28,6 +28,10 @@ export interface CpuReport {
   readonly client: number;
   /** Each server process with its descendants (e.g. embedded PostgreSQL), percent of one core. */
   readonly servers: Record<string, number>;
+  /** The same, as CPU milliseconds used over the run (for CPU per request: divide by the requests). */
+  readonly serversCpuMs: Record<string, number>;
+  /** Length of the run in seconds. */
+  readonly seconds: number;
   /** Everything else that was busy (system PostgreSQL, the Kafka JVM, kernel threads, other people's work), by command name, ≥ 1 %. */
   readonly others: Record<string, number>;
   /** All cores together: percent of one core, out of cores × 100. */
@@ -122,6 +126,15 @@ function postgresRole(cmdline: string | undefined, databaseName: string | undefi
  * CPU use between two snapshots; `servers` maps names to the pids of the processes we started.
  * With `databaseName`, the system PostgreSQL's backends serving that database count as a server.
  */
+/**
+ * CPU milliseconds per unit of work (a request, a mission) of each server over a run, three
+ * significant digits: e.g. the Kafka broker's CPU time divided by the requests answered.
+ */
+export function cpuMsPer(cpu: CpuReport | null, count: number): Record<string, number> | null {
+  if (!cpu || count <= 0) return null;
+  return Object.fromEntries(Object.entries(cpu.serversCpuMs).map(([name, value]) => [name, Number((value / count).toPrecision(3))]));
+}
+
 export function cpuBetween(
   before: Snapshot | undefined,
   after: Snapshot | undefined,
@@ -144,6 +157,8 @@ export function cpuBetween(
 
   const accounted = new Set<number>([process.pid]);
   const serverCpu: Record<string, number> = {};
+  const serverCpuMs: Record<string, number> = {};
+  const milliseconds = (ticks: number): number => Math.round((ticks / hz) * 1000);
   for (const [name, root] of Object.entries(servers)) {
     let ticks = 0;
     for (const pid of descendants(root, after.processes)) {
@@ -152,6 +167,7 @@ export function cpuBetween(
       ticks += used(pid);
     }
     serverCpu[name] = percent(ticks);
+    serverCpuMs[name] = milliseconds(ticks);
   }
   const byCommand = new Map<string, number>();
   let benchDatabase = 0;
@@ -162,7 +178,10 @@ export function cpuBetween(
     if (name === POSTGRES_BENCH_DATABASE) benchDatabase += used(pid);
     else byCommand.set(name, (byCommand.get(name) ?? 0) + used(pid));
   }
-  if (databaseName !== undefined) serverCpu[POSTGRES_BENCH_DATABASE] = percent(benchDatabase);
+  if (databaseName !== undefined) {
+    serverCpu[POSTGRES_BENCH_DATABASE] = percent(benchDatabase);
+    serverCpuMs[POSTGRES_BENCH_DATABASE] = milliseconds(benchDatabase);
+  }
   const others: Record<string, number> = {};
   for (const [comm, ticks] of [...byCommand].sort((a, b) => b[1] - a[1])) {
     const value = percent(ticks);
@@ -173,6 +192,8 @@ export function cpuBetween(
   return {
     client: round1((self / 1e6 / seconds) * 100),
     servers: serverCpu,
+    serversCpuMs: serverCpuMs,
+    seconds: Math.round(seconds * 1000) / 1000,
     others,
     machineBusy: machineTotal > 0 ? round1(((after.machine.busy - before.machine.busy) / machineTotal) * cores * 100) : 0,
     machineCapacity: cores * 100,

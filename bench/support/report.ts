@@ -1,9 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { CpuReport, KERNEL_THREADS } from './cpu';
+import { KAFKA_BROKER } from './targets';
 import { REPO_ROOT } from './processes';
 import type { LoadResult } from './load';
 import type { BenchOptions, TargetName } from './options';
+
+/** The connection count the goals are read at (with one tenant): other counts are reported, not judged. */
+export const GOAL_CONNECTIONS = 50;
 
 /** The performance goals for later work (bench/README.md). Reported against, never enforced. */
 export const GOALS: Partial<Record<TargetName, { readonly minRequestsPerSecond: number; readonly maxP50Ms?: number; readonly maxP99Ms: number }>> = {
@@ -13,6 +17,8 @@ export const GOALS: Partial<Record<TargetName, { readonly minRequestsPerSecond: 
 
 export interface TargetResult {
   readonly name: TargetName;
+  /** Concurrent connections of this run (each target is measured once per count). */
+  readonly connections: number;
   readonly description: string;
   readonly origin: string;
   /** The paths under load (one per tenant; the baseline answers any id). */
@@ -25,19 +31,24 @@ export interface TargetResult {
   readonly warmup: Pick<LoadResult, 'durationSeconds' | 'responses' | 'non2xx' | 'errors' | 'mismatches' | 'requestsPerSecond'>;
   readonly measured: LoadResult;
   readonly cpu: CpuReport | null;
+  /** The servers' CPU at rest, sampled once after the target came up (the same for each connection count). */
+  readonly idleCpu: CpuReport | null;
+  /** CPU milliseconds per 2xx response of each server process (the Kafka broker among them when started for the run). */
+  readonly cpuMsPerRequest: Record<string, number> | null;
   /** Processes that did not exit cleanly when the target was stopped. */
   readonly uncleanExits: string[];
   /** Problems that make the numbers suspect: non-2xx, errors, timeouts, mismatched bodies. */
   readonly flags: string[];
   /** Conditions that may have skewed the numbers (other work on the machine). */
   readonly warnings: string[];
-  /** Target ÷ baseline of the same run: req/s (higher is better) and p50 (lower is better). */
+  /** Target ÷ baseline of the same run and connection count: req/s (higher is better) and p50 (lower is better). */
   ratioToBaseline?: { readonly requestsPerSecond: number; readonly p50: number };
   goal?: { readonly description: string; readonly met: boolean };
 }
 
 export interface BenchReport {
-  readonly schema: 1;
+  /** 2: a result per target and connection count, with CPU per request. */
+  readonly schema: 2;
   readonly date: string;
   readonly startedAt: string;
   readonly finishedAt: string;
@@ -57,7 +68,7 @@ export interface BenchReport {
     readonly mode: BenchOptions['mode'];
     readonly warmupSeconds: number;
     readonly durationSeconds: number;
-    readonly connections: number;
+    readonly connections: readonly number[];
     readonly pipelining: number;
     readonly tenants: number;
     /** Offered req/s (null: saturation, each connection sends as soon as it has its answer). */
@@ -157,17 +168,17 @@ function ratioText(value: number): string {
   return `${value < 0.1 ? value.toPrecision(2) : value >= 10 ? value.toFixed(0) : value.toFixed(2)}×`;
 }
 
-/** Ratios against the baseline and the goal verdicts, in place. */
+/** Ratios against the baseline at the same connection count and the goal verdicts, in place. */
 export function compare(results: TargetResult[]): void {
-  const baseline = results.find((result) => result.name === 'baseline');
   for (const result of results) {
+    const baseline = results.find((other) => other.name === 'baseline' && other.connections === result.connections);
     if (baseline && result !== baseline && baseline.measured.requestsPerSecond.mean > 0) {
       result.ratioToBaseline = {
         requestsPerSecond: significant(result.measured.requestsPerSecond.mean / baseline.measured.requestsPerSecond.mean),
         p50: significant(result.measured.latencyMs.p50 / baseline.measured.latencyMs.p50),
       };
     }
-    const goal = GOALS[result.name];
+    const goal = result.connections === GOAL_CONNECTIONS ? GOALS[result.name] : undefined;
     if (goal) {
       const { requestsPerSecond, latencyMs } = { requestsPerSecond: result.measured.requestsPerSecond.mean, latencyMs: result.measured.latencyMs };
       const met =
@@ -186,12 +197,44 @@ export function compare(results: TargetResult[]): void {
 const integer = (value: number): string => (Number.isFinite(value) ? Math.round(value).toLocaleString('en-US') : '–');
 const ms = (value: number): string => (Number.isFinite(value) ? value.toFixed(2) : '–');
 
+/** CPU milliseconds for the tables: three significant digits, '–' when not measured. */
+export function cpuMsText(value: number | undefined): string {
+  return value === undefined || !Number.isFinite(value) ? '–' : value >= 100 ? value.toFixed(0) : value.toPrecision(value >= 1 ? 3 : 2);
+}
+
+/** The Kafka broker's CPU milliseconds per unit of work (started for the run; '–' otherwise or embedded). */
+export function brokerMs(perUnit: Record<string, number> | null): number | undefined {
+  return perUnit?.[KAFKA_BROKER];
+}
+
+/** All the target's processes together (servers, their children, a broker started for the run, the benchmark database's backends). */
+export function totalMs(perUnit: Record<string, number> | null): number | undefined {
+  if (!perUnit) return undefined;
+  return Number(Object.values(perUnit).reduce((sum, value) => sum + value, 0).toPrecision(3));
+}
+
+/** `name 1.2, other 0.34` for a table cell. */
+export function perUnitText(perUnit: Record<string, number> | null): string {
+  if (!perUnit) return '–';
+  return (
+    Object.entries(perUnit)
+      .map(([name, value]) => `${name} ${cpuMsText(value)}`)
+      .join(', ') || '–'
+  );
+}
+
+/** Rows in reading order: target by target (in the order run), fewer connections first. */
+function byTarget(results: readonly TargetResult[]): TargetResult[] {
+  const order = [...new Set(results.map((result) => result.name))];
+  return [...results].sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name) || a.connections - b.connections);
+}
+
 export function markdownTable(results: readonly TargetResult[]): string {
   const rows = [
-    '| target | req/s mean | req/s median | p50 ms | p90 ms | p99 ms | max ms | req/s ÷ baseline | p50 ÷ baseline | non-2xx / errors | goal |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| target | conns | req/s mean | req/s median | p50 ms | p90 ms | p99 ms | max ms | req/s ÷ baseline | p50 ÷ baseline | broker CPU ms/req | all servers CPU ms/req | non-2xx / errors | goal |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   ];
-  for (const result of results) {
+  for (const result of byTarget(results)) {
     const { measured } = result;
     const ratio = result.ratioToBaseline;
     const problems = measured.non2xx + measured.errors + measured.mismatches;
@@ -199,6 +242,7 @@ export function markdownTable(results: readonly TargetResult[]): string {
       [
         '',
         result.flags.length > 0 ? `${result.name} ⚠` : result.name,
+        String(result.connections),
         integer(measured.requestsPerSecond.mean),
         integer(measured.requestsPerSecond.median),
         ms(measured.latencyMs.p50),
@@ -207,6 +251,8 @@ export function markdownTable(results: readonly TargetResult[]): string {
         ms(measured.latencyMs.max),
         ratio ? ratioText(ratio.requestsPerSecond) : result.name === 'baseline' ? '1.00×' : '–',
         ratio ? ratioText(ratio.p50) : result.name === 'baseline' ? '1.00×' : '–',
+        cpuMsText(brokerMs(result.cpuMsPerRequest)),
+        cpuMsText(totalMs(result.cpuMsPerRequest)),
         problems === 0 ? '0' : `**${measured.non2xx} / ${measured.errors + measured.mismatches}**`,
         result.goal ? `${result.goal.met ? 'met' : 'not met'} (${result.goal.description})` : '–',
         '',
@@ -216,15 +262,28 @@ export function markdownTable(results: readonly TargetResult[]): string {
   return rows.join('\n');
 }
 
+/** Who used the cores: one row per run, `label` names it (target and connections, say). */
+export function cpuUseTable(rows: ReadonlyArray<{ readonly label: string; readonly cpu: CpuReport | null }>, clientColumn = 'client'): string {
+  const lines = [`| run | ${clientColumn} | servers | others | machine busy |`, '|---|--:|---|---|--:|'];
+  const named = (entries: Record<string, number>): string =>
+    Object.entries(entries)
+      .map(([name, value]) => `${name} ${value}%`)
+      .join(', ') || '–';
+  for (const { label, cpu } of rows) {
+    if (!cpu) continue;
+    lines.push(`| ${label} | ${cpu.client}% | ${named(cpu.servers)} | ${named(cpu.others)} | ${cpu.machineBusy}% of ${cpu.machineCapacity}% |`);
+  }
+  return lines.length > 2 ? lines.join('\n') : '';
+}
+
 function cpuTable(results: readonly TargetResult[]): string {
-  const rows = ['| target | client | servers | others | machine busy |', '|---|--:|---|---|--:|'];
-  for (const result of results) {
-    if (!result.cpu) continue;
-    const named = (entries: Record<string, number>): string =>
-      Object.entries(entries)
-        .map(([name, value]) => `${name} ${value}%`)
-        .join(', ') || '–';
-    rows.push(`| ${result.name} | ${result.cpu.client}% | ${named(result.cpu.servers)} | ${named(result.cpu.others)} | ${result.cpu.machineBusy}% of ${result.cpu.machineCapacity}% |`);
+  return cpuUseTable(byTarget(results).map((result) => ({ label: `${result.name}, ${result.connections} conn.`, cpu: result.cpu })));
+}
+
+function cpuPerRequestTable(results: readonly TargetResult[]): string {
+  const rows = ['| run | CPU ms per 2xx response, by process |', '|---|---|'];
+  for (const result of byTarget(results)) {
+    if (result.cpuMsPerRequest) rows.push(`| ${result.name}, ${result.connections} conn. | ${perUnitText(result.cpuMsPerRequest)} |`);
   }
   return rows.length > 2 ? rows.join('\n') : '';
 }
@@ -234,30 +293,37 @@ export function markdownReport(report: BenchReport): string {
   const lines = [
     `# HTTP benchmark ${report.date}`,
     '',
-    `\`${parameters.request}\` (${parameters.tenants === 1 ? 'one tenant' : `${parameters.tenants} tenants in turn`}), ${parameters.connections} connections, pipelining ${parameters.pipelining}, ` +
+    `\`${parameters.request}\` (${parameters.tenants === 1 ? 'one tenant' : `${parameters.tenants} tenants in turn`}), ${parameters.connections.join(' and ')} connections, pipelining ${parameters.pipelining}, ` +
       `${parameters.offeredRate ? `offered ${parameters.offeredRate} req/s` : 'closed loop (saturation)'}, ` +
-      `${parameters.warmupSeconds} s warm-up then ${parameters.durationSeconds} s measured per target (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}).`,
+      `${parameters.warmupSeconds} s warm-up then ${parameters.durationSeconds} s measured per target and connection count (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}).`,
     `Commit \`${commit.commit.slice(0, 12)}\` (${commit.branch}${commit.dirty ? `, plus ${commit.changes.length} uncommitted change(s) outside bench/` : ''}), ` +
       `${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.platform} ${machine.release}, started ${report.startedAt}.`,
     '',
     markdownTable(report.targets),
     '',
     'req/s: 2xx responses per full second of the measured run (mean and median of the per-second samples). ' +
-      'Latency: every 2xx response, exact percentiles. Ratios are against the baseline of the same run.',
+      'Latency: every 2xx response, exact percentiles. Ratios are against the baseline of the same run at the same connection count. ' +
+      `CPU ms/req: CPU time of the broker (the Kafka broker started for the run) and of all the target's processes over the measured run, divided by its 2xx responses. The goals are read at ${GOAL_CONNECTIONS} connections.`,
   ];
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {
     lines.push('', '**Flagged runs (numbers not trustworthy):**', '');
-    for (const result of flagged) lines.push(`- ${result.name}: ${result.flags.join('; ')}`);
+    for (const result of flagged) lines.push(`- ${result.name}, ${result.connections} conn.: ${result.flags.join('; ')}`);
   }
   const noisy = report.targets.filter((result) => result.warnings.length > 0);
   if (noisy.length > 0) {
     lines.push('', 'Warnings (the machine was not quiet):', '');
-    for (const result of noisy) lines.push(`- ${result.name}: ${result.warnings.join('; ')}`);
+    for (const result of noisy) lines.push(`- ${result.name}, ${result.connections} conn.: ${result.warnings.join('; ')}`);
   }
   const cpu = cpuTable(report.targets);
   if (cpu) {
     lines.push('', 'CPU during the measured run (100% = one core; the client is autocannon in the benchmark process):', '', cpu);
   }
+  const idle = cpuUseTable(
+    report.targets.filter((result, index, all) => all.findIndex((other) => other.name === result.name) === index).map((result) => ({ label: result.name, cpu: result.idleCpu })),
+  );
+  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up; part of every CPU-per-request figure, most visibly at one connection):', '', idle);
+  const perRequest = cpuPerRequestTable(report.targets);
+  if (perRequest) lines.push('', 'CPU per request (milliseconds of CPU time over the measured run ÷ 2xx responses):', '', perRequest);
   return `${lines.join('\n')}\n`;
 }

@@ -20,6 +20,8 @@ export interface PreparedTarget {
   readonly origin: string;
   /** The requests under load (one per tenant), each with the exact body its response must carry. */
   readonly requests: readonly LoadRequest[];
+  /** The first tenant's bearer token (enterprise, at the highest rpm), for suites that drive the API further; none for the baseline. */
+  readonly token?: string;
   /** Server processes (and a Kafka broker started for the run) by name; descendants count with them in the CPU figures. */
   readonly servers: Record<string, number>;
   /** The database the target uses on the system PostgreSQL (its backends count as the target's). */
@@ -39,6 +41,9 @@ export interface TargetContext {
 }
 
 const READY_TIMEOUT_MS = 180_000;
+
+/** The name of a Kafka broker the benchmark started, among a target's servers (in the CPU figures). */
+export const KAFKA_BROKER = 'kafka broker';
 const MISSION = { title: 'Benchmark mission', objective: 'What do we know about microwave dielectrics?' };
 
 /**
@@ -88,7 +93,7 @@ async function prepareMission(gatewayUrl: string, issuer: string, adminToken: st
     bodies.push(text);
   }
   if (bodies[0] !== bodies[1]) throw new Error(`GET ${url} answers a different body each time; it cannot be checked:\n${bodies.join('\n')}`);
-  return { path: requestPath, headers, body: bodies[0] ?? '', missionId, tenantId: tenant.body.id as string };
+  return { path: requestPath, headers, body: bodies[0] ?? '', missionId, tenantId: tenant.body.id as string, token };
 }
 
 /** `count` tenants, each with a finished mission: the requests under load and what they read. */
@@ -98,6 +103,7 @@ async function prepareMissions(gatewayUrl: string, issuer: string, admin: { clie
   for (let index = 0; index < count; index++) missions.push(await prepareMission(gatewayUrl, issuer, adminToken, index));
   return {
     requests: missions.map(({ path: requestPath, headers, body }) => ({ path: requestPath, headers, body })),
+    token: missions[0]?.token,
     details: { tenants: missions.map(({ tenantId, missionId }) => ({ tenantId, missionId })) },
   };
 }
@@ -162,6 +168,7 @@ export async function startEmbedded(context: TargetContext): Promise<PreparedTar
     description: 'apps/standalone: gateway, idp and services in one process, embedded PostgreSQL, in-process bus',
     origin: gatewayUrl,
     requests: missions.requests,
+    token: missions.token,
     servers: { standalone: server.pid },
     startupSeconds: (performance.now() - started) / 1000,
     details: missions.details,
@@ -229,7 +236,7 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
     log('starting a Kafka broker for this run');
     const broker = await startKafka(context);
     ({ brokers, stop: stopKafka } = broker);
-    infrastructure['kafka broker'] = broker.pid;
+    infrastructure[KAFKA_BROKER] = broker.pid;
     kafka = `started for this run (${brokers})`;
   }
   const adminUrl = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -258,6 +265,7 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
     description: 'gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and PostgreSQL',
     origin: stack.gatewayUrl,
     requests: missions.requests,
+    token: missions.token,
     servers: { ...Object.fromEntries(names.map((name) => [name, stack.process(name).child.pid ?? -1])), ...infrastructure },
     databaseName,
     startupSeconds: (performance.now() - started) / 1000,
@@ -300,4 +308,16 @@ export async function startBaseline(context: TargetContext, body: string | undef
       return unclean;
     },
   };
+}
+
+/** Starts one target; the baseline answers `missionBody` (a mission measured before) when given. */
+export function startTarget(name: TargetName, context: TargetContext, missionBody?: string): Promise<PreparedTarget> {
+  switch (name) {
+    case 'embedded':
+      return startEmbedded(context);
+    case 'distributed':
+      return startDistributed(context);
+    case 'baseline':
+      return startBaseline(context, missionBody);
+  }
 }

@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { Kafka, logLevel } from 'kafkajs';
 import path from 'node:path';
 import { Client } from 'pg';
@@ -8,7 +9,7 @@ import { KafkaBus } from '@mission/messaging';
 import { resolvePayloadKeys, sealedPayloads } from '@mission/runtime';
 import { MISSION_HIT_EVENTS_GROUP } from '@mission/service-mission';
 import { runWithTenant } from '@mission/tenant-context';
-import { call, clientCredentialsToken } from '../support/api-client';
+import { call, clientCredentialsToken, politeCall } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { REPO_ROOT } from '../support/processes';
 
@@ -16,6 +17,9 @@ const FINAL = ['succeeded', 'failed', 'rejected', 'cancelled'];
 /** Stopping Kafka is only done to a broker this run started itself (see the global setup), never to one it was given. */
 const itWithOwnBroker = process.env.MS_TEST_STARTED_KAFKA === '1' ? it : it.skip;
 const silent = { warn: () => undefined, error: () => undefined };
+/** The apps' shutdown grace period (onShutdownSignal's default): a stop that takes it exits 1. */
+const GRACE_MS = 25_000;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Faults against the separate-process deployment: a crashed mission-service, duplicated Kafka
@@ -29,7 +33,7 @@ describe('Fault tolerance of the distributed deployment', () => {
   const rawKafka = new Kafka({ brokers: brokers.split(','), clientId: 'fault-test-raw', logLevel: logLevel.NOTHING });
 
   async function mission(id: string): Promise<any> {
-    const response = await call(stack.gatewayUrl, 'GET', `/api/missions/${id}`, { token: tenant.token });
+    const response = await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${id}`, { token: tenant.token });
     if (response.status !== 200) throw new Error(`GET mission ${id}: ${response.status} ${JSON.stringify(response.body)}`);
     return response.body;
   }
@@ -47,9 +51,10 @@ describe('Fault tolerance of the distributed deployment', () => {
     }
   }
 
-  async function submit(steps: unknown[]): Promise<{ status: number; id?: string }> {
-    const response = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: tenant.token, body: { title: 'Fault test', objective: 'Survive', steps } });
-    return { status: response.status, id: response.status === 202 ? response.body.id : undefined };
+  async function submit(steps: unknown[], idempotencyKey?: string): Promise<{ status: number; id?: string; createdAt?: string }> {
+    const headers: Record<string, string> = idempotencyKey ? { 'idempotency-key': idempotencyKey } : {};
+    const response = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: tenant.token, body: { title: 'Fault test', objective: 'Survive', steps }, headers });
+    return response.status === 202 ? { status: 202, id: response.body.id, createdAt: response.body.createdAt } : { status: response.status };
   }
 
   async function approveAll(ids: readonly string[]): Promise<void> {
@@ -91,6 +96,70 @@ describe('Fault tolerance of the distributed deployment', () => {
     }
   }
 
+  /** The missions' statuses as mission-service stored them. */
+  async function storedStatuses(ids: readonly string[]): Promise<Map<string, string>> {
+    const { rows } = await db.query(`SELECT id, status FROM mission.missions WHERE id = ANY($1)`, [ids]);
+    return new Map(rows.map((row: { id: string; status: string }) => [row.id, row.status]));
+  }
+
+  const countBy = (values: Iterable<string>): Record<string, number> => {
+    const counts: Record<string, number> = {};
+    for (const value of values) counts[value] = (counts[value] ?? 0) + 1;
+    return counts;
+  };
+
+  /**
+   * A document upload the test holds open: headers and the start of the body go out now, the rest
+   * only when `finish` is called (spread over `overMs`). The gateway has it in hand, unanswered,
+   * for as long as the test likes: a long request.
+   */
+  function heldUpload(title: string): { finish(overMs: number): Promise<{ status: number; body: any }> } {
+    const head = `{"title":${JSON.stringify(title)},"content":"`;
+    const content = 'A passage the gateway must take in whole while it drains. '.repeat(1_000);
+    const tail = '"}';
+    const request = httpRequest(`${stack.gatewayUrl}/api/brain/documents`, {
+      method: 'POST',
+      agent: false,
+      headers: { authorization: `Bearer ${tenant.token}`, 'content-type': 'application/json', 'content-length': String(Buffer.byteLength(head + content + tail)) },
+    });
+    const answer = new Promise<{ status: number; body: any }>((resolve, reject) => {
+      request.on('response', (response) => {
+        let text = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (text += chunk));
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text ? JSON.parse(text) : undefined }));
+        response.on('error', reject);
+      });
+      request.on('error', reject);
+    });
+    answer.catch(() => undefined);
+    const parts = 5;
+    const size = Math.ceil(content.length / (parts + 1));
+    request.write(head + content.slice(0, size));
+    return {
+      finish: async (overMs) => {
+        for (let part = 1; part <= parts; part++) {
+          await sleep(overMs / parts);
+          request.write(content.slice(part * size, (part + 1) * size));
+        }
+        request.end(tail);
+        return answer;
+      },
+    };
+  }
+
+  /** The fault table's row for submissions under load: what was accepted, finished once, repeated or lost. */
+  async function loadReport(outcomes: readonly number[], accepted: readonly string[], done: ReadonlyArray<{ status: string }>) {
+    return {
+      submitted: outcomes.length,
+      accepted: accepted.length,
+      refused: outcomes.filter((status) => status !== 202).length,
+      completed: done.filter((m) => m.status === 'succeeded').length,
+      duplicated: [...(await completionsPerMission(accepted)).values()].filter((n) => n > 1).length,
+      lost: accepted.length - done.filter((m) => m.status === 'succeeded').length,
+    };
+  }
+
   async function hitItemsPerMission(ids: readonly string[]): Promise<number[]> {
     const { rows } = await db.query(`SELECT mission_id, count(*)::int AS n FROM hit.hit_items WHERE mission_id = ANY($1) GROUP BY 1`, [ids]);
     return rows.map((row: { n: number }) => row.n);
@@ -116,11 +185,28 @@ describe('Fault tolerance of the distributed deployment', () => {
     const approvals = await Promise.all(Array.from({ length: 8 }, () => submit([{ type: 'brain.query' }, { type: 'approval', title: 'Go?' }, { type: 'brain.query' }])));
     const plain = await Promise.all(Array.from({ length: 12 }, () => submit([{ type: 'brain.query' }, { type: 'brain.query' }, { type: 'brain.query' }])));
     expect([...approvals, ...plain].every((r) => r.status === 202)).toBe(true);
-
-    await stack.restart('mission-service', 'SIGKILL');
-
     const approvalIds = approvals.map((r) => r.id ?? '');
     const plainIds = plain.map((r) => r.id ?? '');
+
+    // Killed while it runs them: once a mission is running, and the statuses read while it is down
+    // must show work left. A kill before the first step or after the last mission would test nothing.
+    const started = Date.now();
+    while (![...(await storedStatuses([...approvalIds, ...plainIds])).values()].includes('running')) {
+      if (Date.now() - started > 60_000) throw new Error('mission-service did not start running the missions');
+      await sleep(5);
+    }
+    let atKill = new Map<string, string>();
+    const killed = await stack.restart('mission-service', 'SIGKILL', async () => {
+      atKill = await storedStatuses([...approvalIds, ...plainIds]);
+    });
+    expect(killed.signal).toBe('SIGKILL');
+    const inFlightAtKill = countBy(atKill.values());
+    process.stdout.write(`fault report (crash): statuses when killed ${JSON.stringify(inFlightAtKill)}\n`);
+    expect(atKill.size).toBe(20);
+    // It had started on them, and left steps to run (not just approvals to wait for): the restarted service must pick those up.
+    expect([...atKill.values()].filter((status) => status !== 'queued').length).toBeGreaterThan(0);
+    expect([...atKill.values()].filter((status) => status === 'queued' || status === 'running').length).toBeGreaterThan(0);
+
     await approveAll(approvalIds);
     const done = await waitAll([...approvalIds, ...plainIds], (m) => FINAL.includes(m.status), 'every mission to finish');
 
@@ -139,13 +225,24 @@ describe('Fault tolerance of the distributed deployment', () => {
   it('loses no accepted request when the gateway and mission-service are stopped (SIGTERM) under load', async () => {
     // Eight clients submit without pause while first mission-service, then the gateway, is
     // stopped gracefully and started again. Every 202 must become a mission that finishes; the
-    // rest may fail (503 while draining, refused connections while the gateway is down).
+    // rest may fail (503 while draining, refused connections while the gateway is down). Each
+    // stop must end in exit code 0 well within the grace period (restart() checks the code).
     const accepted: string[] = [];
     const outcomes: number[] = [];
+    const failures: string[] = [];
+    // Submissions whose connection was made but got no answer, by Idempotency-Key: refused, or cut
+    // off after the work was done? (A refused connection never reached the gateway.)
+    const unanswered: string[] = [];
     let submitting = true;
     const client = async (): Promise<void> => {
       while (submitting) {
-        const result = await submit([{ type: 'brain.query' }]).catch(() => ({ status: 0, id: undefined }));
+        const key = randomUUID();
+        const result = await submit([{ type: 'brain.query' }], key).catch((error: unknown) => {
+          const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+          failures.push(cause?.code ?? cause?.message ?? String(error));
+          if (cause?.code !== 'ECONNREFUSED') unanswered.push(key);
+          return { status: 0, id: undefined };
+        });
         outcomes.push(result.status);
         if (result.id) accepted.push(result.id);
         if (result.status !== 202) await new Promise((resolve) => setTimeout(resolve, 50));
@@ -165,34 +262,66 @@ describe('Fault tolerance of the distributed deployment', () => {
         await new Promise((resolve) => setTimeout(resolve, 10));
       }
     })();
-    while (readiness.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
-    expect(readiness[0]).toBe('200');
-    await stack.restart('mission-service', 'SIGTERM');
-    watching = false;
-    await watcher;
-    // Up, then draining (503) from the signal until the old process is gone.
-    expect(readiness.indexOf('503 draining')).toBeGreaterThan(0);
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    const beforeGateway = outcomes.length;
-    await stack.restart('gateway', 'SIGTERM');
-    await new Promise((resolve) => setTimeout(resolve, 1_000));
-    submitting = false;
-    await Promise.all(clients);
+    // However it fails, the clients and the watcher stop: a failure must not leave them running.
+    try {
+      while (readiness.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(readiness[0]).toBe('200');
+      const missionService = await stack.restart('mission-service', 'SIGTERM');
+      watching = false;
+      await watcher;
+      // Up, then draining (503) from the signal until the old process is gone.
+      expect(readiness.indexOf('503 draining')).toBeGreaterThan(0);
+      // Drained, not cut off by the grace timer (that exits 1, which restart() refuses).
+      expect(missionService.stoppedInMs).toBeLessThan(GRACE_MS - 5_000);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const beforeGateway = outcomes.length;
 
-    const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the restarts', 120_000);
-    const report = {
-      submitted: outcomes.length,
-      accepted: accepted.length,
-      refused: outcomes.filter((status) => status !== 202).length,
-      completed: done.filter((m) => m.status === 'succeeded').length,
-      duplicated: [...(await completionsPerMission(accepted)).values()].filter((n) => n > 1).length,
-      lost: accepted.length - done.filter((m) => m.status === 'succeeded').length,
-    };
-    process.stdout.write(`fault report (graceful restarts): ${JSON.stringify(report)}\n`);
-    expect(outcomes.length).toBeGreaterThan(beforeGateway);
-    expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);
-    expect(report.accepted).toBeGreaterThan(20);
-    expect(report).toMatchObject({ completed: report.accepted, duplicated: 0, lost: 0 });
+      // Long requests in the gateway's hands when it is told to stop: uploads whose bodies are still
+      // arriving. They must be answered in full by the stopping gateway, and it must wait for them.
+      const held = [1, 2, 3].map((n) => heldUpload(`Held open ${n}`));
+      await sleep(300);
+      const signalledAt = performance.now();
+      const gatewayRestart = stack.restart('gateway', 'SIGTERM');
+      gatewayRestart.catch(() => undefined);
+      await sleep(300);
+      const uploads = await Promise.all(held.map((upload) => upload.finish(1_500)));
+      const answeredAfterMs = performance.now() - signalledAt;
+      const gateway = await gatewayRestart;
+      process.stdout.write(`fault report (graceful stops): mission-service ${Math.round(missionService.stoppedInMs)} ms, gateway ${Math.round(gateway.stoppedInMs)} ms, held uploads answered after ${Math.round(answeredAfterMs)} ms\n`);
+      for (const upload of uploads) expect(upload).toMatchObject({ status: 201, body: { id: expect.any(String), chunkCount: expect.any(Number) } });
+      expect(gateway.stoppedInMs).toBeGreaterThanOrEqual(answeredAfterMs - 100);
+      expect(gateway.stoppedInMs).toBeLessThan(GRACE_MS - 5_000);
+      for (const upload of uploads) {
+        const stored = await politeCall(stack.gatewayUrl, 'GET', `/api/brain/documents/${upload.body.id}`, { token: tenant.token });
+        expect(stored).toMatchObject({ status: 200, body: { id: upload.body.id, chunkCount: upload.body.chunkCount } });
+      }
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      submitting = false;
+      await Promise.all(clients);
+
+      // A request without an answer must have had no effect: sent again under its key, it creates
+      // its mission now. Had the gateway cut off one it had already carried out, the key would give
+      // back the mission stored before (README: retry with an Idempotency-Key).
+      const retriedAt = Date.now();
+      const retried = await Promise.all(unanswered.map((key) => submit([{ type: 'brain.query' }], key)));
+      expect(retried.map((result) => result.status)).toEqual(unanswered.map(() => 202));
+      const cutOff = retried.filter((result) => Date.parse(result.createdAt ?? '') < retriedAt);
+      expect(cutOff).toEqual([]);
+      const acceptedFirstTime = accepted.length;
+      accepted.push(...retried.map((result) => result.id ?? ''));
+
+      const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the restarts', 120_000);
+      const report = await loadReport(outcomes, accepted, done);
+      process.stdout.write(`fault report (graceful restarts): ${JSON.stringify({ ...report, unanswered: countBy(failures), unansweredSentAgain: retried.length })}\n`);
+      expect(outcomes.length).toBeGreaterThan(beforeGateway);
+      expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);
+      expect(acceptedFirstTime).toBeGreaterThan(20);
+      expect(report).toMatchObject({ completed: report.accepted, duplicated: 0, lost: 0 });
+    } finally {
+      submitting = false;
+      watching = false;
+      await Promise.all([...clients, watcher]);
+    }
   }, 300_000);
 
   it('changes nothing when Kafka delivers the same messages twice', async () => {
@@ -265,7 +394,7 @@ describe('Fault tolerance of the distributed deployment', () => {
     const deadline = Date.now() + 30_000;
     let status = 0;
     while (status !== 200 && Date.now() < deadline) {
-      status = (await call(stack.gatewayUrl, 'GET', '/api/hit', { token: tenant.token })).status;
+      status = (await politeCall(stack.gatewayUrl, 'GET', '/api/hit', { token: tenant.token }, Math.max(0, deadline - Date.now()))).status;
       if (status !== 200) await new Promise((resolve) => setTimeout(resolve, 250));
     }
     expect(status).toBe(200);
@@ -295,14 +424,7 @@ describe('Fault tolerance of the distributed deployment', () => {
     await submitter;
 
     const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the outage', 120_000);
-    const report = {
-      submitted: outcomes.length,
-      accepted: accepted.length,
-      refused: outcomes.filter((status) => status !== 202).length,
-      completed: done.filter((m) => m.status === 'succeeded').length,
-      duplicated: [...(await completionsPerMission(accepted)).values()].filter((n) => n > 1).length,
-      lost: accepted.length - done.filter((m) => m.status === 'succeeded').length,
-    };
+    const report = await loadReport(outcomes, accepted, done);
     process.stdout.write(`fault report (Kafka outage): ${JSON.stringify(report)}\n`);
     expect(report.accepted).toBeGreaterThan(0);
     expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);

@@ -40,11 +40,11 @@ export async function call<T = any>(
  * whole body races the server closing the connection right after its 413, which a client still
  * writing sees as a broken pipe (EPIPE) instead of the response.
  */
-export function postDeclaringLength(baseUrl: string, path: string, token: string, declaredBytes: number): Promise<ApiResponse> {
+export function postDeclaringLength(baseUrl: string, path: string, token: string | undefined, declaredBytes: number): Promise<ApiResponse> {
   return new Promise((resolve, reject) => {
     const request = httpRequest(`${baseUrl}${path}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': String(declaredBytes) },
+      headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), 'content-type': 'application/json', 'content-length': String(declaredBytes) },
     });
     request.on('response', (response) => {
       let text = '';
@@ -93,25 +93,69 @@ export async function clientCredentialsToken(issuer: string, clientId: string, c
   return body;
 }
 
-/** Polls a mission until it reaches a final status. */
-export async function waitForMission(baseUrl: string, token: string, id: string, timeoutMs = 30_000): Promise<any> {
-  const deadline = Date.now() + timeoutMs;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * How long a response asks the client to wait before asking again (its Retry-After, in ms): a 429
+ * (refused before any work, so any request may be repeated) and, for a GET, a 503. Otherwise undefined.
+ */
+export function retryAfterMs(method: string, response: { status: number; headers: Headers }): number | undefined {
+  if (response.status !== 429 && !(response.status === 503 && method.toUpperCase() === 'GET')) return undefined;
+  const header = response.headers.get('retry-after')?.trim() ?? '';
+  if (/^\d+$/.test(header)) return Number(header) * 1000;
+  const date = Date.parse(header);
+  return Number.isNaN(date) ? 1_000 : Math.max(0, date - Date.now());
+}
+
+/**
+ * `call` the way a polling client must make it: a 429 (or a GET's 503) is asked again after its
+ * Retry-After, not sooner, for up to `patienceMs`; after that the refusal is returned as it came.
+ */
+export async function politeCall<T = any>(baseUrl: string, method: string, path: string, options: Parameters<typeof call>[3] = {}, patienceMs = 30_000): Promise<ApiResponse<T>> {
+  const giveUpAt = Date.now() + patienceMs;
   for (;;) {
-    const response = await call(baseUrl, 'GET', `/api/missions/${id}`, { token });
-    if (response.status !== 200) throw new Error(`GET mission answered ${response.status}: ${JSON.stringify(response.body)}`);
-    if (['succeeded', 'failed', 'rejected', 'cancelled'].includes(response.body.status)) return response.body;
-    if (Date.now() > deadline) throw new Error(`Mission still ${response.body.status} after ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    const response = await call<T>(baseUrl, method, path, options);
+    const wait = retryAfterMs(method, response);
+    if (wait === undefined || Date.now() + wait > giveUpAt) return response;
+    await sleep(wait);
   }
 }
 
-/** Polls `probe` until it returns a value, or fails naming `what`. */
+/** `fetch` with politeCall's manners, for clients that take a fetch (the generated API client, MCP transports). */
+export function politeFetch(patienceMs = 30_000): typeof fetch {
+  return async (input, init) => {
+    const giveUpAt = Date.now() + patienceMs;
+    for (;;) {
+      // A Request's body can be read once: each attempt sends a fresh copy.
+      const response = await fetch(input instanceof Request ? input.clone() : input, init);
+      const method = init?.method ?? (input instanceof Request ? input.method : 'GET');
+      const wait = retryAfterMs(method, response);
+      if (wait === undefined || Date.now() + wait > giveUpAt) return response;
+      await response.body?.cancel();
+      await sleep(wait);
+    }
+  };
+}
+
+/** Polls a mission until it reaches a final status (politely: see politeCall). */
+export async function waitForMission(baseUrl: string, token: string, id: string, timeoutMs = 30_000): Promise<any> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const response = await politeCall(baseUrl, 'GET', `/api/missions/${id}`, { token }, Math.max(0, deadline - Date.now()));
+    if (response.status !== 200) throw new Error(`GET mission answered ${response.status}: ${JSON.stringify(response.body)}`);
+    if (['succeeded', 'failed', 'rejected', 'cancelled'].includes(response.body.status)) return response.body;
+    if (Date.now() > deadline) throw new Error(`Mission still ${response.body.status} after ${timeoutMs} ms`);
+    await sleep(100);
+  }
+}
+
+/** Polls `probe` until it returns a value, or fails naming `what`. A probe that calls the API uses politeCall. */
 export async function eventually<T>(probe: () => Promise<T | undefined>, what: string, timeoutMs = 20_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value !== undefined) return value;
     if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
 }

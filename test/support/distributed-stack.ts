@@ -8,6 +8,13 @@ import { testSigningKeyEnv } from './test-signing-key';
 
 export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'gateway';
 
+/** How a restarted app's old process ended: its exit code or the signal that ended it, and how long after the signal. */
+export interface StoppedApp {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly stoppedInMs: number;
+}
+
 export interface DistributedStack {
   readonly gatewayUrl: string;
   readonly issuer: string;
@@ -19,8 +26,13 @@ export interface DistributedStack {
   baseUrl(name: AppName): string;
   /** The running process of an app (replaced by restart()). */
   process(name: AppName): RunningProcess;
-  /** Stops an app (SIGTERM, or SIGKILL for a crash) and starts it again with the same environment. */
-  restart(name: AppName, signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Stops an app (SIGTERM, or SIGKILL for a crash), runs `whileStopped` while it is down, and
+   * starts it again with the same environment. Fails unless the app exited as the signal asks:
+   * exit code 0 after SIGTERM or SIGINT (a graceful stop), killed by the signal otherwise.
+   * Resolves with how it exited and how long after the signal.
+   */
+  restart(name: AppName, signal?: NodeJS.Signals, whileStopped?: () => Promise<void>): Promise<StoppedApp>;
   /** Stops every app; resolves with the names of those that did not exit cleanly. */
   stop(): Promise<string[]>;
 }
@@ -109,11 +121,22 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
       if (!child) throw new Error(`No process ${name}`);
       return child;
     },
-    restart: async (name, signal = 'SIGTERM') => {
-      await running.get(name)?.stop(signal);
+    restart: async (name, signal = 'SIGTERM', whileStopped) => {
+      const stopping = running.get(name);
+      if (!stopping) throw new Error(`No process ${name}`);
+      const signalledAt = performance.now();
+      await stopping.stop(signal);
+      const stoppedInMs = performance.now() - signalledAt;
+      const exit = { code: stopping.child.exitCode, signal: stopping.child.signalCode };
+      const graceful = signal === 'SIGTERM' || signal === 'SIGINT';
+      if (graceful ? exit.code !== 0 : exit.signal !== signal) {
+        throw new Error(`${name} did not exit as ${signal} asks (${graceful ? 'code 0' : `killed by ${signal}`}): ${JSON.stringify(exit)} after ${Math.round(stoppedInMs)} ms\n${stopping.output()}`);
+      }
+      await whileStopped?.();
       const child = startProcess(name, apps[name].entry, apps[name].env);
       running.set(name, child);
       await waitUntilReady(apps[name].ready, [child], 120_000);
+      return { ...exit, stoppedInMs };
     },
     stop: cleanup,
   };

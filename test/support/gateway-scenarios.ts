@@ -168,7 +168,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
       it('authenticates before reading a body: without a token a malformed, oversized or non-JSON body is a 401', async () => {
         const malformed = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: '{"title":' });
         const foreign = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: 'title=x', contentType: 'application/x-www-form-urlencoded' });
-        const oversized = await call(deployment.gatewayUrl, 'POST', '/api/missions', { rawBody: JSON.stringify({ title: 'x'.repeat(2 * 1024 * 1024) }) });
+        // Declared, not sent: a whole oversized body races the connection closing after the answer (EPIPE).
+        const oversized = await postDeclaringLength(deployment.gatewayUrl, '/api/missions', undefined, 2 * 1024 * 1024 + 16);
         const unknownRoute = await call(deployment.gatewayUrl, 'GET', '/api/nowhere');
         // The router decodes the path: so does the check (`/%61pi` is `/api`, `/%6Dcp` is `/mcp`).
         const encoded = await call(deployment.gatewayUrl, 'POST', '/%61pi/missions', { rawBody: '{"title":' });

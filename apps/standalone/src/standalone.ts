@@ -18,7 +18,9 @@ export interface StandaloneHandle {
 
 /** In-process messages never leave the process and stay plain; on Kafka they are sealed like every other process's. */
 async function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): Promise<MessageBus> {
-  if (!config.KAFKA_BROKERS) return new InProcessBus(new InProcessBroker(), { logger: contextLogger(logger.child({ component: 'bus' })), metrics: busMetrics(metrics) });
+  if (!config.KAFKA_BROKERS) {
+    return new InProcessBus(new InProcessBroker(), { logger: contextLogger(logger.child({ component: 'bus' })), metrics: busMetrics(metrics), maxInFlight: config.BUS_MAX_IN_FLIGHT });
+  }
   return platformKafkaBus({ config: { ...config, KAFKA_BROKERS: config.KAFKA_BROKERS }, clientId: 'standalone', payloadKeys, logger, metrics });
 }
 

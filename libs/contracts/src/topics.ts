@@ -10,6 +10,12 @@ export const Topics = {
   hitRequests: 'hit.requests.v1',
   missionEvents: 'mission.events.v1',
   hitEvents: 'hit.events.v1',
+  /**
+   * Replies to the requests mission steps send (brain queries, approval items), keyed
+   * `tenantId:missionId`: mission-service resumes a mission from them as events, so no handler
+   * waits for another service.
+   */
+  missionStepResults: 'mission.step-results.v1',
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 
@@ -21,6 +27,7 @@ export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
   [Topics.hitRequests]: 6,
   [Topics.missionEvents]: 6,
   [Topics.hitEvents]: 6,
+  [Topics.missionStepResults]: 6,
 };
 
 /**

@@ -11,11 +11,18 @@
  *   request is answered with `internal_error`, and requests and events alike go to `<topic>.dlq`
  *   with the reason; the handler never sees it. An operator handler serves platform-level
  *   messages (the identity provider's) and always runs outside any tenant context.
- * - Requests: one handler of the serving group answers; a DomainError thrown there is rethrown
- *   to the caller with its code; any other failure becomes `internal_error` without details.
- *   A request unanswered within its timeout fails with `dependency_unavailable`.
- * - Events: each subscribed group gets every message at least once, in order per key. A failing
- *   handler is retried with backoff; after the last attempt the message goes to `<topic>.dlq`.
+ * - Requests: one handler of the serving group answers, requests concurrently (bounded per
+ *   process); the reply goes to the request's `reply-to` topic: the requester's own, or a durable
+ *   topic whose subscribers take it as an event (a reply of type `reply`, keyed as the request).
+ *   A request carries its deadline; a server skips a request whose requester stopped waiting.
+ *   A DomainError thrown by the handler is rethrown to the caller with its code; any other
+ *   failure becomes `internal_error` without details. A request unanswered within its timeout
+ *   fails with `dependency_unavailable`; a reply naming another tenant than its request is
+ *   refused (`internal_error`).
+ * - Events: each subscribed group gets every message at least once, in order per key (keys
+ *   concurrently, bounded per process). A failing handler is retried with backoff; after the
+ *   last attempt the message goes to `<topic>.dlq`.
+ * - Bodies pass through the bus's PayloadCodec (plain JSON, or sealed per tenant).
  */
 export const Headers = {
   messageId: 'message-id',
@@ -110,6 +117,8 @@ export interface MessageBus {
   start(): Promise<void>;
   request<R>(topic: string, type: string, payload: unknown, options?: RequestOptions): Promise<R>;
   publish(topic: string, message: OutgoingMessage): Promise<void>;
+  /** Publishes several messages together, in order (one aggregate's events keep theirs); fails if any fails. */
+  publishAll(items: ReadonlyArray<{ readonly topic: string; readonly message: OutgoingMessage }>): Promise<void>;
   /** Stops taking new messages and waits for those in flight. */
   close(): Promise<void>;
   health(): BusHealth;

@@ -39,6 +39,28 @@ export function outgoingHeaders(type: string, id: string = randomUUID(), extra: 
 }
 
 /**
+ * When the requester stops waiting (epoch ms). A server skips a request whose requester has
+ * already given up, e.g. a backlog read by a new group from the beginning.
+ */
+export const REQUEST_DEADLINE_HEADER = 'request-deadline';
+
+/** True when the request carries a deadline that has passed: nobody waits for its answer any more. */
+export function requestExpired(headers: Readonly<Record<string, string>>, now: number = Date.now()): boolean {
+  const raw = headers[REQUEST_DEADLINE_HEADER];
+  if (raw === undefined) return false;
+  const deadline = Number(raw);
+  return Number.isFinite(deadline) && deadline < now;
+}
+
+/** The prefix of a requester's own reply topic (`replies.<client>.<instance>`); other reply-to topics are durable. */
+export const REPLY_TOPIC_PREFIX = 'replies.';
+
+/** Whether `topic` is a requester's reply topic, which goes away with its requester. */
+export function isReplyTopic(topic: string): boolean {
+  return topic.startsWith(REPLY_TOPIC_PREFIX);
+}
+
+/**
  * The default partition key of a request: a fresh one. A caller awaits its reply, so requests
  * need no order among themselves; keying them by tenant would queue all of one tenant's requests
  * behind each other on one partition. Callers that do need order pass their own key.

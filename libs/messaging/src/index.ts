@@ -4,3 +4,5 @@ export * from './in-process/in-process-bus';
 export * from './kafka/kafka-bus';
 export * from './payload-codec';
 export * from './unavailable';
+export * from './dispatch';
+export * from './replies';

@@ -51,6 +51,48 @@ describe('RecordCipher on PostgreSQL', () => {
     await expect(open(tenantA, first)).resolves.toEqual({ n: 1 });
   });
 
+  it('looks the newest key up once for many writes (a committed key only), not once per record', async () => {
+    const tenant = randomUUID();
+    await seal(tenant, { first: true });
+    const lookups: string[] = [];
+    const sealed = await runWithTenant({ tenantId: tenant }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const counting = new Proxy(manager, {
+          get: (target, property, receiver) =>
+            property === 'query'
+              ? (sql: string, parameters?: unknown[]) => {
+                  if (sql.includes('data_keys')) lookups.push(sql);
+                  return target.query(sql, parameters);
+                }
+              : Reflect.get(target, property, receiver),
+        });
+        const values: string[] = [];
+        for (let n = 0; n < 5; n++) values.push(await cipher.seal(counting, { table: 'notes', id: `n-${n}` }, { n }));
+        return values;
+      }),
+    );
+    // The key the first write made was not remembered (its transaction might have rolled back): it
+    // is looked up once, committed, and then serves the other four writes.
+    expect(lookups).toHaveLength(1);
+    await expect(runWithTenant({ tenantId: tenant }, () => cipher.open(dataSource, { table: 'notes', id: 'n-3' }, sealed[3]))).resolves.toEqual({ n: 3 });
+  });
+
+  it('never remembers a key its own transaction made and then rolled back, even after looking it up in that transaction', async () => {
+    const tenant = randomUUID();
+    const rolledBack = await runWithTenant({ tenantId: tenant }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const sealed = [await cipher.seal(manager, record, { one: 1 }), await cipher.seal(manager, record, { two: 2 })];
+        throw Object.assign(new Error('rolled back'), { sealed });
+      }),
+    ).catch((error: { sealed: string[] }) => error.sealed);
+    // Both writes of that transaction used the key it made.
+    expect(new Set(rolledBack.map((value) => value.split('.')[1])).size).toBe(1);
+    const kept = await seal(tenant, { kept: true });
+    expect(kept.split('.')[1]).not.toBe(rolledBack[0].split('.')[1]);
+    expect(await keysOf(tenant)).toBe(1);
+    await expect(open(tenant, kept)).resolves.toEqual({ kept: true });
+  });
+
   it('leaves no key behind when the transaction that made it rolls back', async () => {
     const tenant = randomUUID();
     const failed = await seal(tenant, { lost: true }, true).catch((error: { sealed: string }) => error.sealed);

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Queryable } from './database';
 import { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { DecryptionError, generateDataKey, KeyProvider, openWithDataKey, sealWithDataKey } from '@mission/crypto';
 import { currentTenant } from '@mission/tenant-context';
@@ -46,6 +47,9 @@ export interface SealedRecord {
   readonly id: string;
 }
 
+/** How long a tenant's newest data key is used for writes without looking again. */
+const NEWEST_KEY_TTL_MS = 60_000;
+
 interface DataKey {
   readonly id: string;
   readonly key: Buffer;
@@ -60,6 +64,17 @@ interface DataKey {
  */
 export class RecordCipher {
   private readonly unwrapped = new Map<string, Promise<Buffer>>();
+  /**
+   * Each tenant's newest data key as last read from the database (committed, so never one a
+   * rolled-back transaction made), for a minute: writes need no lookup per record.
+   */
+  private readonly newest = new Map<string, { readonly id: string; readonly kekId: string; readonly wrapped: string; readonly until: number }>();
+  /**
+   * Keys made inside a transaction not yet committed, by that transaction's manager: used again
+   * by its later writes, never remembered past it (it may roll back), and never confused with a
+   * committed key when the same transaction looks it up.
+   */
+  private readonly madeIn = new WeakMap<EntityManager, Map<string, DataKey>>();
 
   constructor(
     private readonly schema: string,
@@ -84,7 +99,7 @@ export class RecordCipher {
   }
 
   /** Opens what `seal` stored for this tenant's record; throws DecryptionError for anything else. */
-  async open<T>(manager: EntityManager | DataSource, record: SealedRecord, sealed: string, tenantId: string = currentTenant().tenantId): Promise<T> {
+  async open<T>(manager: Queryable, record: SealedRecord, sealed: string, tenantId: string = currentTenant().tenantId): Promise<T> {
     if (!isSealed(sealed) || sealed.charAt(SEALED_PREFIX.length + UUID_LENGTH) !== '.') throw new DecryptionError('Not a sealed value');
     const keyId = sealed.slice(SEALED_PREFIX.length, SEALED_PREFIX.length + UUID_LENGTH);
     const key = await this.keyById(manager, tenantId, keyId);
@@ -112,19 +127,30 @@ export class RecordCipher {
 
   /** The tenant's newest data key, or a new one written in the caller's transaction (so it commits, or vanishes, with the data it sealed). */
   private async currentKey(manager: EntityManager, tenantId: string): Promise<DataKey> {
+    const made = this.madeIn.get(manager)?.get(tenantId);
+    if (made) return made;
+    const known = this.newest.get(tenantId);
+    if (known && known.until > Date.now()) return { id: known.id, key: await this.unwrap(known.id, tenantId, known.kekId, known.wrapped) };
     const [row]: Array<{ id: string; kek_id: string; wrapped: string }> = await manager.query(
       `SELECT id, kek_id, wrapped FROM "${this.schema}".data_keys WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
       [tenantId],
     );
-    if (row) return { id: row.id, key: await this.unwrap(row.id, tenantId, row.kek_id, row.wrapped) };
+    if (row) {
+      if (this.newest.size >= this.cacheSize) this.newest.delete(this.newest.keys().next().value as string);
+      this.newest.set(tenantId, { id: row.id, kekId: row.kek_id, wrapped: row.wrapped, until: Date.now() + NEWEST_KEY_TTL_MS });
+      return { id: row.id, key: await this.unwrap(row.id, tenantId, row.kek_id, row.wrapped) };
+    }
     const id = randomUUID();
     const key = generateDataKey();
     const wrapped = await this.provider.wrap(key, this.wrapContext(tenantId, id));
     await manager.query(`INSERT INTO "${this.schema}".data_keys (id, tenant_id, kek_id, wrapped) VALUES ($1, $2, $3, $4)`, [id, tenantId, wrapped.kekId, wrapped.wrapped]);
+    const madeHere = this.madeIn.get(manager) ?? new Map<string, DataKey>();
+    madeHere.set(tenantId, { id, key });
+    this.madeIn.set(manager, madeHere);
     return { id, key };
   }
 
-  private async keyById(manager: EntityManager | DataSource, tenantId: string, keyId: string): Promise<Buffer> {
+  private async keyById(manager: Queryable, tenantId: string, keyId: string): Promise<Buffer> {
     const cached = this.unwrapped.get(this.cacheKey(tenantId, keyId));
     if (cached) return cached;
     const [row]: Array<{ kek_id: string; wrapped: string }> = await manager.query(`SELECT kek_id, wrapped FROM "${this.schema}".data_keys WHERE id = $1 AND tenant_id = $2`, [keyId, tenantId]);

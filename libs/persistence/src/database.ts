@@ -1,3 +1,4 @@
+import { escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { currentTenant } from '@mission/tenant-context';
 
@@ -100,6 +101,46 @@ export async function tenantTransaction<T>(dataSource: DataSource, work: (manage
     await manager.query(`SELECT set_config('app.tenant_id', $1, true)`, [tenantId]);
     return work(manager);
   });
+}
+
+/** What runs a parameterised query: an EntityManager, a DataSource, or tenantReader(). */
+export interface Queryable {
+  // Rows are untyped here, as in TypeORM's own query().
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+  query(sql: string, parameters?: unknown[]): Promise<any>;
+}
+
+/** A value inlined into a statement sent without parameters: text, numbers and booleans only, escaped by the driver. */
+function literal(value: unknown): string {
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  if (typeof value === 'boolean') return value ? 'true' : 'false';
+  if (typeof value !== 'string') throw new TypeError('Only text, finite numbers and booleans can be inlined into a tenant read');
+  if (value.includes('\u0000')) throw new TypeError('Text with a NUL character cannot be sent to PostgreSQL');
+  return escapeLiteral(value);
+}
+
+/**
+ * Reads in the current tenant's transaction in one round trip instead of four (BEGIN, the
+ * tenant setting, the statement, COMMIT): PostgreSQL runs the statements of one simple-protocol
+ * message as one implicit transaction, so `set_config(…, true)` holds for the statement after it
+ * and ends with it, and row-level security applies exactly as in tenantTransaction. The simple
+ * protocol takes no parameters, so `$n` are inlined as escaped literals. For reads only: a
+ * statement that writes belongs in tenantTransaction.
+ */
+export function tenantReader(dataSource: DataSource): Queryable {
+  const pool = (dataSource.driver as unknown as { master: Pool }).master;
+  return {
+    async query(sql: string, parameters: unknown[] = []): Promise<unknown[]> {
+      const { tenantId } = currentTenant();
+      const statement = sql.replace(/\$(\d+)/g, (_match, index: string) => {
+        const position = Number(index) - 1;
+        if (position >= parameters.length) throw new RangeError(`No parameter $${index}`);
+        return literal(parameters[position]);
+      });
+      const results = (await pool.query(`SELECT set_config('app.tenant_id', ${literal(tenantId)}, true); ${statement}`)) as unknown as QueryResult[];
+      return results[1].rows;
+    },
+  };
 }
 
 export async function pingDatabase(dataSource: DataSource): Promise<boolean> {

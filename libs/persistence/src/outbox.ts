@@ -12,8 +12,17 @@ export interface OutboxEvent {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+export interface OutboxMessage {
+  readonly id: string;
+  readonly type: string;
+  readonly key: string;
+  readonly payload: unknown;
+  readonly headers?: Record<string, string>;
+}
+
 export interface OutboxPublisher {
-  publish(topic: string, message: { id: string; type: string; key: string; payload: unknown; headers?: Record<string, string> }): Promise<void>;
+  /** Publishes the messages together and in order (one aggregate's events keep theirs); fails if any fails. */
+  publishAll(items: ReadonlyArray<{ readonly topic: string; readonly message: OutboxMessage }>): Promise<void>;
 }
 
 /** DDL of a service's outbox table, for that service's migrations. */
@@ -159,22 +168,20 @@ export class OutboxRelay {
            WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE`,
           [batchSize],
         );
-        const published: string[] = [];
-        let unreadable: unknown;
-        for (const row of rows) {
-          let payload: unknown;
-          try {
-            payload = await this.payloadOf(manager, row);
-          } catch (error) {
-            // Stop at it, but keep what went before published: it is not sent again on every pass.
-            unreadable = error;
-            break;
-          }
-          await this.publisher.publish(row.topic, { id: row.id, type: row.type, key: row.key, payload, headers: row.headers });
-          published.push(row.id);
-        }
-        if (published.length > 0) {
-          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [published]);
+        // Opened side by side; published up to the first row that cannot be opened, all in one go.
+        const opened = await Promise.allSettled(rows.map((row) => this.payloadOf(manager, row)));
+        const failedAt = opened.findIndex((outcome) => outcome.status === 'rejected');
+        const readable = failedAt < 0 ? rows : rows.slice(0, failedAt);
+        const unreadable = failedAt < 0 ? undefined : (opened[failedAt] as PromiseRejectedResult).reason;
+        if (readable.length > 0) {
+          await this.publisher.publishAll(
+            readable.map((row, index) => ({
+              topic: row.topic,
+              message: { id: row.id, type: row.type, key: row.key, payload: (opened[index] as PromiseFulfilledResult<unknown>).value, headers: row.headers },
+            })),
+          );
+          // Stop at an unreadable row, but keep what went before published: it is not sent again on every pass.
+          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [readable.map((row) => row.id)]);
         }
         return unreadable === undefined ? rows.length : { stoppedBy: unreadable };
       });

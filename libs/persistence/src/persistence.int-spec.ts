@@ -64,16 +64,21 @@ interface Published {
   readonly headers?: Record<string, string>;
 }
 
-/** A publisher that keeps what it was given; `failOn` makes the publish of that message type throw. */
+/**
+ * A publisher that keeps what it was given; `failOn` makes a batch holding that message type
+ * fail after the messages before it went out (a broker can take part of a batch).
+ */
 class RecordingPublisher implements OutboxPublisher {
   readonly published: Published[] = [];
 
   constructor(private readonly behaviour: { failOn?: string; delayMs?: number } = {}) {}
 
-  async publish(topic: string, message: Omit<Published, 'topic'>): Promise<void> {
+  async publishAll(items: ReadonlyArray<{ topic: string; message: Omit<Published, 'topic'> }>): Promise<void> {
     if (this.behaviour.delayMs) await new Promise((resolve) => setTimeout(resolve, this.behaviour.delayMs));
-    if (message.type === this.behaviour.failOn) throw new Error(`broker refused ${message.type}`);
-    this.published.push({ topic, ...message });
+    for (const { topic, message } of items) {
+      if (message.type === this.behaviour.failOn) throw new Error(`broker refused ${message.type}`);
+      this.published.push({ topic, ...message });
+    }
   }
 }
 

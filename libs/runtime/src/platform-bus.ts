@@ -1,10 +1,19 @@
 import type { Registry } from 'prom-client';
 import { Topics, TOPIC_MAX_MESSAGE_BYTES, TOPIC_PARTITIONS } from '@mission/contracts';
-import { KafkaBus } from '@mission/messaging';
+import { env } from '@mission/config';
+import { DEFAULT_MAX_IN_FLIGHT, KafkaBus } from '@mission/messaging';
 import { contextLogger, Logger } from './logger';
 import { busMetrics } from './metrics';
 import { PayloadKeys, sealedPayloads } from './payload-keys';
 import { kafkaTls } from './tls-settings';
+
+/**
+ * How many request handlers, and separately event handlers, a process runs at once (bus-wide);
+ * more wait, and their consumers fetch nothing new until there is room (backpressure).
+ */
+export const BusSettings = {
+  BUS_MAX_IN_FLIGHT: env.positiveInt(DEFAULT_MAX_IN_FLIGHT),
+};
 
 /** Every topic of the platform, so any process can create what is missing before it consumes. */
 export function platformTopics(): Array<{ name: string; partitions: number; maxMessageBytes?: number }> {
@@ -19,7 +28,7 @@ export function platformTopics(): Array<{ name: string; partitions: number; maxM
  * payloads sealed under the tenants' data keys, every platform topic ensured, metrics and logs.
  */
 export async function platformKafkaBus(options: {
-  readonly config: { readonly KAFKA_BROKERS: string[]; readonly KAFKA_TLS: 'on' | 'off'; readonly KAFKA_TLS_CA?: string };
+  readonly config: { readonly KAFKA_BROKERS: string[]; readonly KAFKA_TLS: 'on' | 'off'; readonly KAFKA_TLS_CA?: string; readonly BUS_MAX_IN_FLIGHT?: number };
   readonly clientId: string;
   readonly payloadKeys: PayloadKeys;
   readonly logger: Logger;
@@ -33,5 +42,6 @@ export async function platformKafkaBus(options: {
     topics: platformTopics(),
     logger: contextLogger(options.logger.child({ component: 'bus' })),
     metrics: busMetrics(options.metrics),
+    maxInFlight: options.config.BUS_MAX_IN_FLIGHT,
   });
 }

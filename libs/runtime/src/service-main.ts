@@ -8,8 +8,8 @@ import type { Registry } from 'prom-client';
 import type { KeyProvider } from '@mission/crypto';
 import { onShutdownSignal } from './shutdown';
 import { PayloadKeySettings, resolvePayloadKeys } from './payload-keys';
-import { platformKafkaBus } from './platform-bus';
 import { KafkaTlsSettings } from './tls-settings';
+import { BusSettings, platformKafkaBus } from './platform-bus';
 
 /** Environment of a back-end service running as its own process. */
 export const ServiceConfigSchema = z.object({
@@ -20,6 +20,7 @@ export const ServiceConfigSchema = z.object({
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
   ...KafkaTlsSettings,
+  ...BusSettings,
 });
 export type ServiceConfig = z.output<typeof ServiceConfigSchema>;
 

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
+import { BusSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Environment of the gateway when it runs as its own process. */
 export const GatewayConfigSchema = z.object({
@@ -19,6 +19,7 @@ export const GatewayConfigSchema = z.object({
   ...PayloadKeySettings,
   ...ServerTlsSettings,
   ...KafkaTlsSettings,
+  ...BusSettings,
   ...RedisTlsSettings,
 });
 export type GatewayConfig = z.output<typeof GatewayConfigSchema>;

@@ -10,8 +10,10 @@ import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-c
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 import { SweepIdempotencyKeys1764806400000 } from './migrations/1764806400000-sweep-idempotency-keys';
 import { SealMissionContent1764892800000 } from './migrations/1764892800000-seal-mission-content';
+import { StepChecks1766620800000 } from './migrations/1766620800000-step-checks';
 import { MISSION_SCHEMA, MissionRow } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
+import { DEFAULT_RUNNER_TIMINGS, RunnerTimings, StepRequests } from './missions/mission.steps';
 import { missionRequestHandlers } from './missions/missions.handlers';
 import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions/missions.repository';
 import { IDEMPOTENCY_TTL_HOURS, MissionsService } from './missions/missions.service';
@@ -19,6 +21,9 @@ import { IDEMPOTENCY_TTL_HOURS, MissionsService } from './missions/missions.serv
 export const MISSION_SERVICE_GROUP = 'mission-service';
 export const MISSION_RUNNER_GROUP = 'mission-runner';
 export const MISSION_HIT_EVENTS_GROUP = 'mission-hit-events';
+export const MISSION_STEP_RESULTS_GROUP = 'mission-step-results';
+/** How often running missions are checked for an overdue step reply. */
+const DUE_CHECK_INTERVAL_MS = 1_000;
 
 export interface MissionServiceOptions {
   readonly databaseUrl: string;
@@ -29,6 +34,10 @@ export interface MissionServiceOptions {
   readonly keys: KeyProvider;
   /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
+  /** How long a step waits for its reply and how it retries (tests shorten them). */
+  readonly runnerTimings?: Partial<RunnerTimings>;
+  /** How often overdue steps are looked for (default 1 s). */
+  readonly dueCheckIntervalMs?: number;
 }
 
 export interface MissionServiceHandle {
@@ -44,7 +53,7 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
     url: databaseUrl,
     schema: MISSION_SCHEMA,
     entities: [MissionRow],
-    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000, SealMissionContent1764892800000],
+    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000, SealMissionContent1764892800000, StepChecks1766620800000],
     applicationName: 'mission-service',
     serviceRole: serviceRoleName(MISSION_SCHEMA),
   });
@@ -53,12 +62,15 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
 export async function startMissionService(options: MissionServiceOptions): Promise<MissionServiceHandle> {
   const dataSource = await openMissionDatabase(options.databaseUrl);
   if (options.metrics) databaseMetrics(options.metrics, MISSION_SCHEMA, dataSource, { outbox: true });
+  const cipher = new RecordCipher(MISSION_SCHEMA, options.keys);
   const relay = new OutboxRelay(dataSource, MISSION_SCHEMA, options.bus, {
+    cipher,
     onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
   });
-  const repository = new MissionsRepository(dataSource, new RecordCipher(MISSION_SCHEMA, options.keys));
-  const missions = new MissionsService(dataSource, repository, () => relay.kick());
-  const runner = new MissionRunner(dataSource, repository, options.bus, options.logger, () => relay.kick());
+  const repository = new MissionsRepository(dataSource, cipher);
+  const steps = new StepRequests(cipher, { ...DEFAULT_RUNNER_TIMINGS, ...options.runnerTimings });
+  const missions = new MissionsService(dataSource, repository, () => relay.kick(), steps);
+  const runner = new MissionRunner(dataSource, repository, steps, options.logger, () => relay.kick());
   const housekeeper = new Housekeeper(dataSource, [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)], {
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
     onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
@@ -67,12 +79,25 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
   options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onMissionEvent(message));
   options.bus.subscribe(Topics.hitEvents, MISSION_HIT_EVENTS_GROUP, (message) => runner.onHitEvent(message));
+  options.bus.subscribe(Topics.missionStepResults, MISSION_STEP_RESULTS_GROUP, (message) => runner.onStepResult(message));
+
+  let dueTimer: NodeJS.Timeout | undefined;
+  let checking: Promise<unknown> | undefined;
+  const checkDue = (): void => {
+    // One pass at a time: a pass still running when the next is due makes that one skip.
+    checking ??= runner
+      .checkDue()
+      .catch((error: unknown) => options.logger.error('Checking overdue missions failed; retrying on the next pass', { error: String(error) }))
+      .finally(() => (checking = undefined));
+  };
 
   let resuming: Promise<void> = Promise.resolve();
   return {
     afterBusStart: async () => {
       relay.start();
       housekeeper.start();
+      dueTimer = setInterval(checkDue, options.dueCheckIntervalMs ?? DUE_CHECK_INTERVAL_MS);
+      dueTimer.unref();
       resuming = runner
         .resumeUnfinished()
         .then((count) => {
@@ -85,7 +110,9 @@ export async function startMissionService(options: MissionServiceOptions): Promi
       return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
     },
     stop: async () => {
+      if (dueTimer) clearInterval(dueTimer);
       await resuming;
+      await checking;
       await housekeeper.stop();
       await relay.stop();
       await dataSource.destroy();

@@ -1,7 +1,7 @@
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { activeSpanTraceparent, currentTraceparent, describeActiveSpan, parseTraceparent, runWithTrace, TRACEPARENT_HEADER, traceHeaders, useOpenTelemetrySpans } from './trace-context';
+import { activeSpanTraceparent, childTraceparent, currentTraceparent, describeActiveSpan, newTraceparent, parseTraceparent, runWithTrace, TRACEPARENT_HEADER, traceHeaders, useOpenTelemetrySpans } from './trace-context';
 
 /** The trace context with OpenTelemetry recording: real spans, parented across hops by `traceparent`. */
 describe('trace context with OpenTelemetry spans', () => {
@@ -98,5 +98,14 @@ describe('trace context with OpenTelemetry spans', () => {
     expect(exporter.getFinishedSpans()).toEqual([]);
     expect(parseTraceparent(outgoing)?.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(activeSpanTraceparent()).toBeUndefined();
+  });
+
+  it('makes valid, distinct trace and span ids well past one refill of its random pool', () => {
+    const made = Array.from({ length: 1_000 }, () => newTraceparent());
+    expect(made.every((value) => parseTraceparent(value) !== undefined)).toBe(true);
+    expect(new Set(made.map((value) => parseTraceparent(value)?.traceId)).size).toBe(made.length);
+    const children = made.slice(0, 300).map((value) => childTraceparent(value));
+    expect(new Set(children.map((value) => value.split('-')[2])).size).toBe(children.length);
+    expect(children.map((value) => parseTraceparent(value)?.traceId)).toEqual(made.slice(0, 300).map((value) => parseTraceparent(value)?.traceId));
   });
 });

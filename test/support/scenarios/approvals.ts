@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { call, clientCredentialsToken, eventually, waitForMission } from '../api-client';
+import { call, clientCredentialsToken, eventually, politeCall, waitForMission } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 
@@ -13,7 +13,8 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
 
   async function awaitingApproval(tenant: Tenant, missionId: string): Promise<any> {
     return eventually(async () => {
-      const mission = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenant.token });
+      const mission = await politeCall(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenant.token });
+      expect(mission.status).toBe(200);
       if (['succeeded', 'failed', 'rejected', 'cancelled'].includes(mission.body.status)) throw new Error(`Mission ended ${mission.body.status} instead of waiting`);
       return mission.body.status === 'awaiting_approval' ? mission.body : undefined;
     }, `mission ${missionId} to await approval`);
@@ -36,7 +37,7 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
     const ids: string[] = [];
     let cursor: string | null = null;
     do {
-      const page: any = await call(gateway(), 'GET', `/api/hit?limit=100${cursor ? `&cursor=${cursor}` : ''}`, { token: tenant.token });
+      const page: any = await politeCall(gateway(), 'GET', `/api/hit?limit=100${cursor ? `&cursor=${cursor}` : ''}`, { token: tenant.token });
       expect(page.status).toBe(200);
       ids.push(...page.body.items.map((item: { id: string }) => item.id));
       cursor = page.body.nextCursor;
@@ -150,6 +151,119 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       const extra = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { verdict: 'yes' } });
       expectProblem(extra, 400, 'validation_failed');
       expect((await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('pending');
+    });
+  });
+
+  describe('decisions racing each other and a cancel', () => {
+    // A tenant of its own, with a budget these bursts and the polls cannot exhaust: a 429 would
+    // stand in for the 409 under test.
+    let racer: Tenant;
+    const FINAL = ['succeeded', 'failed', 'rejected', 'cancelled'];
+
+    beforeAll(async () => {
+      const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Racer', tier: 'enterprise', rpm: 60_000 } });
+      expect(created.status).toBe(201);
+      const { clientId, clientSecret } = created.body.client;
+      racer = { id: created.body.id, clientId, clientSecret, token: (await clientCredentialsToken(context.deployment.issuer, clientId, clientSecret)).access_token };
+    }, 60_000);
+
+    const decide = (hitId: string, decision: 'approve' | 'reject') => call(gateway(), 'POST', `/api/hit/${hitId}/${decision}`, { token: racer.token });
+    const cancel = (missionId: string) => call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: racer.token });
+    const read = async (path: string): Promise<any> => {
+      const response = await politeCall(gateway(), 'GET', path, { token: racer.token });
+      expect(response.status).toBe(200);
+      return response.body;
+    };
+
+    /**
+     * Reads the missions until `settleMs` after each one's item has left `pending` (its decision
+     * then travels to mission-service), and fails if any of them changes once final: a decision
+     * that reaches a mission after its cancel must not revive or re-end it.
+     */
+    async function settled(missions: ReadonlyArray<{ missionId: string; hitId: string }>, settleMs = 2_000): Promise<any[]> {
+      await eventually(async () => {
+        const items = await Promise.all(missions.map(({ hitId }) => read(`/api/hit/${hitId}`)));
+        return items.every((item) => item.status !== 'pending') ? true : undefined;
+      }, 'the items to be decided or cancelled');
+      const firstFinal = new Map<string, any>();
+      const until = Date.now() + settleMs;
+      for (;;) {
+        for (const { missionId } of missions) {
+          const mission = await read(`/api/missions/${missionId}`);
+          const first = firstFinal.get(missionId);
+          if (first) expect(mission).toEqual(first);
+          else if (FINAL.includes(mission.status)) firstFinal.set(missionId, mission);
+        }
+        if (Date.now() > until && firstFinal.size === missions.length) break;
+        if (Date.now() > until + 30_000) throw new Error(`Missions not final: ${missions.filter(({ missionId }) => !firstFinal.has(missionId)).map(({ missionId }) => missionId).join(', ')}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      return missions.map(({ missionId }) => firstFinal.get(missionId));
+    }
+
+    it('lets exactly one of an approval and a rejection of the same item win, and ends the mission as the winner decided', async () => {
+      const waiting = await Promise.all([0, 1, 2].map(() => missionWaitingFor(racer)));
+      // Both at once; the order they are sent in alternates.
+      const answers = await Promise.all(
+        waiting.map(async ({ hitId }, n) => {
+          const [approve, reject] = n % 2 === 0 ? await Promise.all([decide(hitId, 'approve'), decide(hitId, 'reject')]) : (await Promise.all([decide(hitId, 'reject'), decide(hitId, 'approve')])).reverse();
+          return { approve: approve!, reject: reject! };
+        }),
+      );
+      const finals = await settled(waiting);
+      for (const [n, { approve, reject }] of answers.entries()) {
+        expect([approve.status, reject.status].sort()).toEqual([200, 409]);
+        const [winner, loser] = approve.status === 200 ? [approve, reject] : [reject, approve];
+        expectProblem(loser, 409, 'conflict');
+        const decision = winner === approve ? 'approved' : 'rejected';
+        const { hitId } = waiting[n]!;
+        expect(winner.body).toMatchObject({ id: hitId, status: decision });
+        expect(await read(`/api/hit/${hitId}`)).toMatchObject({ status: decision, decidedAt: winner.body.decidedAt });
+        const mission = finals[n];
+        expect(mission.status).toBe(decision === 'approved' ? 'succeeded' : 'rejected');
+        expect(mission.steps[1].output).toEqual({ hitId, decision, decidedBy: racer.clientId });
+        expect(mission.steps.map((step: { status: string }) => step.status)).toEqual(decision === 'approved' ? ['succeeded', 'succeeded', 'succeeded'] : ['succeeded', 'failed', 'skipped']);
+      }
+    });
+
+    it('settles an approval racing a cancel one way: a mission cancelled stays cancelled, one that is not ran to success', async () => {
+      const waiting = await Promise.all([0, 1, 2, 3].map(() => missionWaitingFor(racer)));
+      const answers = await Promise.all(
+        waiting.map(async ({ missionId, hitId }, n) => {
+          if (n < 2) {
+            // At the same moment.
+            const [approved, cancelled] = await Promise.all([decide(hitId, 'approve'), cancel(missionId)]);
+            return { approved, cancelled };
+          }
+          // The cancel first, the approval right after it: it reaches hit-service before or after
+          // the cancel closes the item there, so its decision may reach the mission after the cancel.
+          const cancelled = await cancel(missionId);
+          const approved = await decide(hitId, 'approve');
+          return { approved, cancelled };
+        }),
+      );
+      const finals = await settled(waiting);
+      // Which way each race went (all are correct): whether a decision met an already cancelled mission is luck.
+      process.stdout.write(`race report (approve vs cancel): ${JSON.stringify(answers.map(({ approved, cancelled }, n) => [approved.status, cancelled.status, finals[n].status]))}\n`);
+      for (const [n, { approved, cancelled }] of answers.entries()) {
+        const mission = finals[n];
+        const item = await read(`/api/hit/${waiting[n]!.hitId}`);
+        expect([approved.status, cancelled.status]).toContain(200);
+        for (const refused of [approved, cancelled].filter((response) => response.status !== 200)) expectProblem(refused, 409, 'conflict');
+        // The item is what its own answer said: approved, or closed by the cancel.
+        expect(item.status).toBe(approved.status === 200 ? 'approved' : 'cancelled');
+        if (cancelled.status === 200) {
+          // The cancel won the mission, whenever the approval reached it.
+          expect(cancelled.body.status).toBe('cancelled');
+          expect(mission).toMatchObject({ status: 'cancelled', completedAt: cancelled.body.completedAt });
+          expect(mission.result).toBeUndefined();
+          expect(mission.steps[2].status).toBe('skipped');
+        } else {
+          // Cancelled too late: the approval had already run the mission to its end.
+          expect(approved.status).toBe(200);
+          expect(mission.status).toBe('succeeded');
+        }
+      }
     });
   });
 

@@ -3,7 +3,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { createPublicKey } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken, eventually } from '../api-client';
+import { call, clientCredentialsToken, eventually, politeCall } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { testSigningKey } from '../test-signing-key';
@@ -211,7 +211,7 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       });
       expect(submitted.status).toBe(202);
       return eventually(async () => {
-        const mission = await call(gateway(), 'GET', `/api/missions/${submitted.body.id}`, { token: tenant.token });
+        const mission = await politeCall(gateway(), 'GET', `/api/missions/${submitted.body.id}`, { token: tenant.token });
         const hitId = mission.body.steps?.[0]?.hitId;
         return mission.body.status === 'awaiting_approval' && hitId ? { missionId: submitted.body.id, hitId } : undefined;
       }, 'the mission to await approval');

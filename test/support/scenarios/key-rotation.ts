@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { call, clientCredentialsToken, eventually } from '../api-client';
+import { call, clientCredentialsToken, eventually, politeCall } from '../api-client';
 import type { ScenarioContext } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { REPO_ROOT } from '../processes';
@@ -19,7 +19,7 @@ export function describeKeyRotationScenarios(context: ScenarioContext): void {
     it('publishes the new key before it signs, keeps earlier tokens valid and signs new tokens with it', async () => {
       const { deployment, tenantA } = context;
       const newToken = async (): Promise<string> => (await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret)).access_token;
-      const listMissions = (token: string) => call(deployment.gatewayUrl, 'GET', '/api/missions', { token });
+      const listMissions = (token: string) => politeCall(deployment.gatewayUrl, 'GET', '/api/missions', { token });
       const publishedKids = async (): Promise<string[]> =>
         ((await (await fetch(`${deployment.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys.map((key) => key.kid);
 

@@ -4,7 +4,7 @@ import { Client as V1Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport as V1Transport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { z } from 'zod';
 import { SubmitMissionSchema } from '@mission/contracts';
-import { call, clientCredentialsToken, eventually } from '../api-client';
+import { call, clientCredentialsToken, eventually, politeCall, politeFetch } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 
@@ -39,9 +39,11 @@ function outcome(result: any): ToolOutcome {
 
 async function connect(kind: ClientKind, url: string, token: string): Promise<McpSession> {
   const requestInit = { headers: { authorization: `Bearer ${token}` } };
+  // Sessions poll (missionIn): a 429 is retried after its Retry-After. The rate-limit test posts raw requests instead.
+  const fetch = politeFetch();
   if (kind === 'v1') {
     const client = new V1Client({ name: 'mission-service-tests-v1', version: '1.0.0' });
-    const transport = new V1Transport(new URL(url), { requestInit });
+    const transport = new V1Transport(new URL(url), { requestInit, fetch });
     await client.connect(transport);
     // Listing the tools makes the client check every result's structured content against the tool's outputSchema.
     await client.listTools();
@@ -56,7 +58,7 @@ async function connect(kind: ClientKind, url: string, token: string): Promise<Mc
     { name: 'mission-service-tests-v2', version: '1.0.0' },
     { versionNegotiation: { mode: kind === 'v2-2026' ? { pin: '2026-07-28' } : 'legacy' } },
   );
-  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit, fetch }));
   await client.listTools();
   return {
     protocolVersion: client.getNegotiatedProtocolVersion(),
@@ -205,7 +207,7 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       });
       expect(foreign.status).toBe(202);
       const hitId = await eventually(async () => {
-        const mission = await call(gateway(), 'GET', `/api/missions/${foreign.body.id}`, { token: context.tenantB.token });
+        const mission = await politeCall(gateway(), 'GET', `/api/missions/${foreign.body.id}`, { token: context.tenantB.token });
         return mission.body.steps[0].hitId as string | undefined;
       }, 'tenant B’s HIT item');
 

@@ -3,7 +3,7 @@ import path from 'node:path';
 import Ajv2020 from 'ajv/dist/2020';
 import addFormats from 'ajv-formats';
 import { createApiClient } from '@mission/api-client';
-import { call, eventually } from '../api-client';
+import { call, eventually, politeFetch } from '../api-client';
 import type { ScenarioContext } from '../gateway-scenarios';
 
 const COMMITTED = JSON.parse(readFileSync(path.join(__dirname, '..', '..', '..', 'libs', 'api-client', 'openapi.json'), 'utf8'));
@@ -41,7 +41,8 @@ export function describeOpenApiScenarios(context: ScenarioContext): void {
     it('runs a mission through an approval with the generated client, every answer matching its documented schema', async () => {
       const document = (await call(gateway(), 'GET', '/api/openapi.json')).body;
       const matches = validatorOf(document);
-      const api = createApiClient({ baseUrl: gateway(), token: context.tenantA.token });
+      // It polls the mission: politely, after each 429's Retry-After.
+      const api = createApiClient({ baseUrl: gateway(), token: context.tenantA.token, fetch: politeFetch() });
 
       const submitted = await api.POST('/api/missions', {
         body: { title: 'Typed client', objective: 'Stay in step with the document', steps: [{ type: 'brain.query', k: 2 }, { type: 'approval', title: 'Typed?' }] },
@@ -83,7 +84,8 @@ export function describeOpenApiScenarios(context: ScenarioContext): void {
     it('documents the failures the server sends: problem details, typed as such', async () => {
       const document = (await call(gateway(), 'GET', '/api/openapi.json')).body;
       const matches = validatorOf(document);
-      const api = createApiClient({ baseUrl: gateway(), token: context.tenantA.token });
+      // It polls the mission: politely, after each 429's Retry-After.
+      const api = createApiClient({ baseUrl: gateway(), token: context.tenantA.token, fetch: politeFetch() });
 
       const missing = await api.GET('/api/missions/{id}', { params: { path: { id: '00000000-0000-4000-8000-000000000000' } } });
       expect(missing.response.status).toBe(404);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorCode } from '@mission/contracts';
+import { TENANT_HEADER } from '@mission/tenant-context';
 import {
   BusHealth,
   BusMetrics,
@@ -16,6 +17,7 @@ import {
   RequestHandler,
   RequestOptions,
   RetryPolicy,
+  Tenancy,
 } from '../bus';
 import {
   admit,
@@ -25,14 +27,17 @@ import {
   defaultRequestKey,
   deliverWithRetries,
   describe,
-  deserialize,
   outgoingHeaders,
   REFUSED_REPLY,
   ReplyEnvelope,
-  requestTimedOut,
-  serialize,
+  REPLY_TOPIC_PREFIX,
+  REQUEST_DEADLINE_HEADER,
+  requestExpired,
   unwrapReply,
 } from '../delivery';
+import { DEFAULT_MAX_IN_FLIGHT, InFlightLimit } from '../dispatch';
+import { PayloadCodec, plainJsonCodec } from '../payload-codec';
+import { PendingReplies } from '../replies';
 
 /** A message as it sits "on the wire": payload serialised, so no object is ever shared. */
 interface WireMessage {
@@ -40,12 +45,15 @@ interface WireMessage {
   readonly topic: string;
   readonly type: string;
   readonly key: string;
-  readonly body: string;
+  /** What the codec made of the payload: never the sender's object. */
+  readonly body: Buffer | string;
   readonly headers: Readonly<Record<string, string>>;
 }
 
 interface Member {
   readonly bus: InProcessBus;
+  /** Events keep their order per key; requests need none and run side by side. */
+  readonly ordered: boolean;
   readonly deliver: (message: WireMessage) => Promise<void>;
 }
 
@@ -56,8 +64,8 @@ function hashKey(key: string): number {
 }
 
 /**
- * The in-process stand-in for a Kafka cluster: topics, consumer groups and per-key ordering in
- * one process. Each group member gets a fixed share of keys, as Kafka assigns partitions.
+ * The in-process stand-in for a Kafka cluster: topics, consumer groups and per-key ordering of
+ * events in one process (requests, like on Kafka, need no order and run side by side). Each group member gets a fixed share of keys, as Kafka assigns partitions.
  */
 export class InProcessBroker {
   private readonly groups = new Map<string, Map<string, Member[]>>();
@@ -87,11 +95,17 @@ export class InProcessBroker {
     if (!groups) return;
     for (const [group, members] of groups) {
       const member = members[hashKey(message.key) % members.length];
+      const deliver = (): Promise<void> =>
+        member.deliver(message).catch((error: unknown) => {
+          consoleBusLogger.error('In-process delivery failed', { topic: message.topic, group, error: describe(error) });
+        });
+      if (!member.ordered) {
+        void deliver();
+        continue;
+      }
       const chainKey = `${message.topic}\u0000${group}\u0000${message.key}`;
       const previous = this.chains.get(chainKey) ?? Promise.resolve();
-      const next = previous.then(() => member.deliver(message)).catch((error: unknown) => {
-        consoleBusLogger.error('In-process delivery failed', { topic: message.topic, group, error: describe(error) });
-      });
+      const next = previous.then(deliver);
       this.chains.set(chainKey, next);
       void next.finally(() => {
         if (this.chains.get(chainKey) === next) this.chains.delete(chainKey);
@@ -111,24 +125,25 @@ export interface InProcessBusOptions {
   readonly logger?: BusLogger;
   /** Handling latencies and outcomes (none when absent; nothing is sent over a network here). */
   readonly metrics?: BusMetrics;
-}
-
-interface PendingRequest {
-  readonly resolve: (reply: unknown) => void;
-  readonly reject: (error: unknown) => void;
-  readonly timer: NodeJS.Timeout;
+  /** How payloads become bodies (default plain JSON, as nothing leaves the process). */
+  readonly codec?: PayloadCodec;
+  /** Request handlers, and separately event handlers, running at once on this bus (default 64 each); more wait their turn. */
+  readonly maxInFlight?: number;
 }
 
 /** One client of an InProcessBroker; behaves like one Kafka-connected process. */
 export class InProcessBus implements MessageBus {
   private readonly registrations: Array<() => void> = [];
-  private readonly pending = new Map<string, PendingRequest>();
   private readonly inFlight = new Set<Promise<unknown>>();
-  private readonly replyTopic = `replies.in-process.${randomUUID()}`;
+  private readonly replyTopic = `${REPLY_TOPIC_PREFIX}in-process.${randomUUID()}`;
   private readonly retry: RetryPolicy;
   private readonly requestTimeoutMs: number;
   private readonly logger: BusLogger;
   private readonly metrics: BusMetrics;
+  private readonly codec: PayloadCodec;
+  /** Requests and events each have their own slots: an event handler awaiting a request never starves it. */
+  private readonly limits: { readonly requests: InFlightLimit; readonly events: InFlightLimit };
+  private readonly replies: PendingReplies;
   private state: 'new' | 'started' | 'stopping' | 'stopped' = 'new';
 
   constructor(
@@ -139,6 +154,10 @@ export class InProcessBus implements MessageBus {
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.logger = options.logger ?? consoleBusLogger;
     this.metrics = options.metrics ?? NO_BUS_METRICS;
+    this.codec = options.codec ?? plainJsonCodec;
+    const maxInFlight = options.maxInFlight ?? DEFAULT_MAX_IN_FLIGHT;
+    this.limits = { requests: new InFlightLimit(maxInFlight), events: new InFlightLimit(maxInFlight) };
+    this.replies = new PendingReplies(this.logger);
   }
 
   serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options: HandlerOptions = {}): void {
@@ -147,21 +166,8 @@ export class InProcessBus implements MessageBus {
     this.registrations.push(() =>
       this.broker.join(topic, group, {
         bus: this,
-        deliver: (wire) =>
-          this.track(async () => {
-            const started = performance.now();
-            const replyTo = wire.headers[Headers.replyTo];
-            const admission = admit(wire.headers, tenancy, { topic, group, system: 'in-process' });
-            let reply: ReplyEnvelope;
-            if (admission.admitted) {
-              reply = await answer(this.incoming(wire, 1), handlers[wire.type], this.logger, admission.scope);
-            } else {
-              this.deadLetter(wire, topic, group, admission.refusal, 0);
-              reply = REFUSED_REPLY;
-            }
-            this.metrics.handled(topic, group, (performance.now() - started) / 1000, !admission.admitted ? 'refused' : reply.ok ? 'ok' : 'error');
-            if (replyTo) this.broker.produce(this.wire(replyTo, 'reply', wire.key, reply, { [Headers.correlationId]: wire.headers[Headers.correlationId] }));
-          }),
+        ordered: false,
+        deliver: (wire) => this.track(() => this.limits.requests.run(() => this.onRequest(wire, topic, group, tenancy, handlers))),
       }),
     );
   }
@@ -172,20 +178,137 @@ export class InProcessBus implements MessageBus {
     this.registrations.push(() =>
       this.broker.join(topic, group, {
         bus: this,
-        deliver: (wire) =>
-          this.track(async () => {
-            const started = performance.now();
-            const { attempt: _first, ...message } = this.incoming(wire, 1);
-            const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy, { topic, group, system: 'in-process' });
-            if (delivery.outcome === 'failed') this.deadLetter(wire, topic, group, delivery.error, delivery.attempts);
-            if (delivery.outcome === 'refused') this.deadLetter(wire, topic, group, delivery.error, 0);
-            if (delivery.outcome !== 'interrupted') {
-              const outcome = delivery.outcome === 'failed' ? 'dead-lettered' : delivery.outcome === 'refused' ? 'refused' : 'ok';
-              this.metrics.handled(topic, group, (performance.now() - started) / 1000, outcome);
-            }
-          }),
+        ordered: true,
+        deliver: (wire) => this.track(() => this.limits.events.run(() => this.onEvent(wire, topic, group, tenancy, handler))),
       }),
     );
+  }
+
+  async start(): Promise<void> {
+    this.assertNotStarted();
+    this.broker.join(this.replyTopic, this.replyTopic, {
+      bus: this,
+      ordered: false,
+      deliver: (wire) => this.replies.deliver(wire.headers, () => this.codec.decode(bodyBuffer(wire.body), wire.headers)),
+    });
+    for (const register of this.registrations) register();
+    this.state = 'started';
+  }
+
+  async request<R>(topic: string, type: string, payload: unknown, options: RequestOptions = {}): Promise<R> {
+    this.assertRunning();
+    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+    const id = randomUUID();
+    const headers = outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic, [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs) });
+    let wire: WireMessage;
+    try {
+      wire = await this.wire(topic, type, options.key ?? defaultRequestKey(), payload, headers);
+    } catch (error) {
+      this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
+      throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
+    }
+    const reply = await this.replies.wait(id, headers[TENANT_HEADER], timeoutMs, { topic, type }, async () => this.broker.produce(wire));
+    return unwrapReply<R>(reply);
+  }
+
+  publish(topic: string, message: OutgoingMessage): Promise<void> {
+    return this.publishAll([{ topic, message }]);
+  }
+
+  async publishAll(items: ReadonlyArray<{ readonly topic: string; readonly message: OutgoingMessage }>): Promise<void> {
+    this.assertRunning();
+    const wires = await Promise.all(
+      items.map(async ({ topic, message }) => {
+        const id = message.id ?? randomUUID();
+        try {
+          return await this.wire(topic, message.type, message.key, message.payload, outgoingHeaders(message.type, id, message.headers));
+        } catch (error) {
+          this.logger.error('Event could not be sealed', { topic, type: message.type, id, error: describe(error) });
+          throw new DomainError(ErrorCode.DependencyUnavailable, `Could not publish ${message.type} to ${topic}`);
+        }
+      }),
+    );
+    for (const wire of wires) this.broker.produce(wire);
+  }
+
+  async close(): Promise<void> {
+    if (this.state === 'stopped') return;
+    this.state = 'stopping';
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    this.broker.leave(this);
+    this.replies.rejectAll();
+    this.state = 'stopped';
+  }
+
+  health(): BusHealth {
+    return this.state === 'started' ? { up: true } : { up: false, detail: `in-process bus is ${this.state}` };
+  }
+
+  private async onRequest(wire: WireMessage, topic: string, group: string, tenancy: Tenancy, handlers: Readonly<Record<string, RequestHandler>>): Promise<void> {
+    const started = performance.now();
+    const replyTo = wire.headers[Headers.replyTo];
+    const correlationId = wire.headers[Headers.correlationId];
+    if (requestExpired(wire.headers)) {
+      this.logger.warn('Request skipped: its requester stopped waiting', { topic, type: wire.type, id: wire.id });
+      this.metrics.handled(topic, group, (performance.now() - started) / 1000, 'skipped');
+      return;
+    }
+    const admission = admit(wire.headers, tenancy, { topic, group, system: 'in-process' });
+    let reply: ReplyEnvelope;
+    if (!admission.admitted) {
+      this.deadLetter(wire, topic, group, admission.refusal, 0);
+      reply = REFUSED_REPLY;
+    } else {
+      try {
+        reply = await answer(await this.incoming(wire, 1), handlers[wire.type], this.logger, admission.scope);
+      } catch (error) {
+        this.logger.error('Unreadable request', { topic, id: wire.id, error: describe(error) });
+        reply = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
+      }
+    }
+    this.metrics.handled(topic, group, (performance.now() - started) / 1000, !admission.admitted ? 'refused' : reply.ok ? 'ok' : 'error');
+    if (!replyTo || !correlationId) {
+      this.logger.warn('Request without reply-to or correlation-id: answer dropped', { topic, type: wire.type });
+      return;
+    }
+    const tenantId = wire.headers[TENANT_HEADER];
+    const headers = outgoingHeaders('reply', randomUUID(), {
+      [Headers.correlationId]: correlationId,
+      [Headers.replyStatus]: reply.ok ? 'ok' : 'error',
+      ...(tenantId ? { [TENANT_HEADER]: tenantId } : {}),
+    });
+    try {
+      this.broker.produce(await this.wire(replyTo, 'reply', wire.key, reply, headers));
+    } catch (error) {
+      this.logger.error('Reply could not be sent', { replyTo, correlationId, error: describe(error) });
+    }
+  }
+
+  private async onEvent(wire: WireMessage, topic: string, group: string, tenancy: Tenancy, handler: EventHandler): Promise<void> {
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
+    const refusal = admit(wire.headers, tenancy);
+    if (!refusal.admitted) {
+      this.deadLetter(wire, topic, group, refusal.refusal, 0);
+      this.metrics.handled(topic, group, seconds(), 'refused');
+      return;
+    }
+    let message: Omit<IncomingMessage, 'attempt'>;
+    try {
+      const { attempt: _first, ...opened } = await this.incoming(wire, 1);
+      message = opened;
+    } catch (error) {
+      this.deadLetter(wire, topic, group, error, 1);
+      this.metrics.handled(topic, group, seconds(), 'dead-lettered');
+      return;
+    }
+    const delivery = await deliverWithRetries(message, handler, this.retry, () => this.state !== 'started', undefined, tenancy, { topic, group, system: 'in-process' });
+    if (delivery.outcome === 'failed') this.deadLetter(wire, topic, group, delivery.error, delivery.attempts);
+    if (delivery.outcome === 'refused') this.deadLetter(wire, topic, group, delivery.error, 0);
+    if (delivery.outcome !== 'interrupted') {
+      const outcome = delivery.outcome === 'failed' ? 'dead-lettered' : delivery.outcome === 'refused' ? 'refused' : 'ok';
+      this.metrics.handled(topic, group, seconds(), outcome);
+    }
   }
 
   /** Parks a message in `<topic>.dlq` with why and after how many deliveries (0: refused unhandled). */
@@ -198,71 +321,14 @@ export class InProcessBus implements MessageBus {
     });
   }
 
-  async start(): Promise<void> {
-    this.assertNotStarted();
-    this.broker.join(this.replyTopic, this.replyTopic, {
-      bus: this,
-      deliver: async (wire) => {
-        const pending = this.pending.get(wire.headers[Headers.correlationId] ?? '');
-        if (pending) pending.resolve(deserialize(wire.body));
-      },
-    });
-    for (const register of this.registrations) register();
-    this.state = 'started';
+  private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>): Promise<WireMessage> {
+    const body = await this.codec.encode(payload, headers);
+    return { id: headers[Headers.messageId] ?? randomUUID(), topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
   }
 
-  async request<R>(topic: string, type: string, payload: unknown, options: RequestOptions = {}): Promise<R> {
-    this.assertRunning();
-    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
-    const id = randomUUID();
-    const reply = await new Promise<unknown>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
-        reject(requestTimedOut(topic, type, timeoutMs));
-      }, timeoutMs);
-      this.pending.set(id, {
-        timer,
-        resolve: (value) => {
-          clearTimeout(timer);
-          this.pending.delete(id);
-          resolve(value);
-        },
-        reject,
-      });
-      this.broker.produce(this.wire(topic, type, options.key ?? defaultRequestKey(), payload, outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic })));
-    });
-    return unwrapReply<R>(reply);
-  }
-
-  async publish(topic: string, message: OutgoingMessage): Promise<void> {
-    this.assertRunning();
-    const id = message.id ?? randomUUID();
-    this.broker.produce(this.wire(topic, message.type, message.key, message.payload, outgoingHeaders(message.type, id, message.headers)));
-  }
-
-  async close(): Promise<void> {
-    if (this.state === 'stopped') return;
-    this.state = 'stopping';
-    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    this.broker.leave(this);
-    for (const pending of this.pending.values()) {
-      clearTimeout(pending.timer);
-      pending.reject(new DomainError(ErrorCode.DependencyUnavailable, 'The message bus closed before the reply arrived'));
-    }
-    this.pending.clear();
-    this.state = 'stopped';
-  }
-
-  health(): BusHealth {
-    return this.state === 'started' ? { up: true } : { up: false, detail: `in-process bus is ${this.state}` };
-  }
-
-  private wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>): WireMessage {
-    return { id: headers[Headers.messageId] ?? randomUUID(), topic, type, key, body: serialize(payload), headers };
-  }
-
-  private incoming(wire: WireMessage, attempt: number): IncomingMessage {
-    return { id: wire.id, topic: wire.topic, type: wire.type, key: wire.key, payload: deserialize(wire.body), headers: { ...wire.headers }, attempt };
+  private async incoming(wire: WireMessage, attempt: number): Promise<IncomingMessage> {
+    const payload = await this.codec.decode(bodyBuffer(wire.body), wire.headers);
+    return { id: wire.id, topic: wire.topic, type: wire.type, key: wire.key, payload, headers: { ...wire.headers }, attempt };
   }
 
   private track(work: () => Promise<void>): Promise<void> {
@@ -278,4 +344,8 @@ export class InProcessBus implements MessageBus {
   private assertRunning(): void {
     if (this.state !== 'started') throw new DomainError(ErrorCode.DependencyUnavailable, 'The message bus is not running');
   }
+}
+
+function bodyBuffer(body: Buffer | string): Buffer {
+  return typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
 }

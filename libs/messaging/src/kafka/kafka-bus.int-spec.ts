@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel } from 'kafkajs';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { BusHealth, deadLetterTopic, HandlerOptions, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
 import { BusLogger } from '../delivery';
 import { runWithTenant } from '@mission/tenant-context';
@@ -65,6 +65,9 @@ class PerRunGroups implements MessageBus {
   }
   publish(topic: string, message: OutgoingMessage): Promise<void> {
     return this.bus.publish(topic, message);
+  }
+  publishAll(items: Parameters<MessageBus['publishAll']>[0]): Promise<void> {
+    return this.bus.publishAll(items);
   }
   close(): Promise<void> {
     return this.bus.close();
@@ -132,6 +135,18 @@ describeBusContract('kafka', async () => {
     retry,
     // As deployed: every payload sealed under its tenant's data key.
     createBus: () => new PerRunGroups(new KafkaBus({ brokers, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }), run, groups),
+    keysOnOnePartition: (topic, count) => {
+      // The producer's own partitioner (murmur2 on the key, as the bus sends).
+      const partitionOf = Partitioners.DefaultPartitioner();
+      const partitions = specs.find((spec) => spec.name === topic)?.partitions ?? 1;
+      const partitionMetadata = Array.from({ length: partitions }, (_, partitionId) => ({ partitionId, leader: 1, partitionErrorCode: 0, replicas: [1], isr: [1] }));
+      const keys: string[] = [];
+      for (let n = 0; keys.length < count; n++) {
+        const key = `key-${n}-${run}`;
+        if (partitionOf({ topic, partitionMetadata, message: { key, value: null } }) === 0) keys.push(key);
+      }
+      return keys;
+    },
     deadLetters,
     teardown: async () => {
       try {
@@ -224,13 +239,13 @@ describe('KafkaBus on a real broker', () => {
 
     // What the CRASH listener does when kafkajs reports a crash without restart (white box: such
     // crashes cannot be provoked from outside on demand).
-    type Entry = { name: string; consumer: { disconnect(): Promise<void> }; status: string };
-    const internals = server as unknown as { consumers: Entry[]; replaceConsumer(entry: Entry, failed: unknown): void };
-    const serving = internals.consumers.find((entry) => entry.name === `serve ${group('replace')}`);
+    type Entry = { plan: { name: string }; consumer: { disconnect(): Promise<void> }; status: string };
+    const fleet = (server as unknown as { fleet: { entries: Entry[]; replace(entry: Entry, failed: unknown): void } }).fleet;
+    const serving = fleet.entries.find((entry) => entry.plan.name === `serve ${group('replace')}`);
     if (!serving) throw new Error('no serving consumer');
     const failed = serving.consumer;
     serving.status = 'crashed';
-    internals.replaceConsumer(serving, failed);
+    fleet.replace(serving, failed);
     expect(server.health().up).toBe(false);
 
     await until(() => serving.consumer !== failed && server.health().up, 'the replacement consumer to join');

@@ -16,7 +16,7 @@ import {
   whileBeating,
   withTimeout,
 } from './kafka-mapping';
-import { CoalescingSender, ProducerHandle, RenewingProducer, unknownTopicError } from './producers';
+import { BatchingSender, ProducerHandle, RenewingProducer, unknownTopicError } from './producers';
 
 const record = (headers: Record<string, Buffer | string | Array<Buffer | string> | undefined>, value: string | null = '{"a":1}') => ({
   key: Buffer.from('tenant:aggregate'),
@@ -347,54 +347,107 @@ describe('RenewingProducer', () => {
   });
 });
 
-describe('CoalescingSender', () => {
-  it('sends a lone message at once and batches what arrives meanwhile, in order', async () => {
-    const flushed: Array<{ topic: string; messages: number[] }> = [];
-    const release = new Map<string, () => void>();
-    const sender = new CoalescingSender<number>(async (topic, messages) => {
-      flushed.push({ topic, messages });
-      await new Promise<void>((resolve) => release.set(topic, resolve));
-    });
-    const first = sender.send('t', [1]);
-    expect(flushed).toEqual([{ topic: 't', messages: [1] }]);
-    const rest = [sender.send('t', [2]), sender.send('t', [3, 4]), sender.send('u', [9])];
-    // 'u' has its own queue: it does not wait for 't'.
+describe('BatchingSender', () => {
+  const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+  type Flushed = Array<{ topic: string; messages: number[] }>;
+
+  function gated(): { sender: (options?: ConstructorParameters<typeof BatchingSender<number>>[1]) => BatchingSender<number>; flushed: Flushed[]; release: () => void } {
+    const flushed: Flushed[] = [];
+    const gates: Array<() => void> = [];
+    return {
+      flushed,
+      release: () => gates.shift()?.(),
+      sender: (options) =>
+        new BatchingSender<number>(async (batch) => {
+          flushed.push(batch.map(({ topic, messages }) => ({ topic, messages: [...messages] })));
+          await new Promise<void>((resolve) => gates.push(resolve));
+        }, options),
+    };
+  }
+
+  it('sends what one turn of the event loop sends, across topics, as one batch, in call order', async () => {
+    const { sender: make, flushed, release } = gated();
+    const sender = make();
+    const sends = [sender.send('t', [1]), sender.send('u', [9]), sender.send('t', [2, 3])];
+    expect(flushed).toEqual([]);
+    await turn();
     expect(flushed).toEqual([
-      { topic: 't', messages: [1] },
-      { topic: 'u', messages: [9] },
+      [
+        { topic: 't', messages: [1, 2, 3] },
+        { topic: 'u', messages: [9] },
+      ],
     ]);
-    release.get('t')?.();
+    release();
+    await Promise.all(sends);
+  });
+
+  it('keeps one batch in flight by default and sends what arrived meanwhile next, together', async () => {
+    const { sender: make, flushed, release } = gated();
+    const sender = make();
+    const first = sender.send('t', [1]);
+    await turn();
+    const rest = [sender.send('t', [2]), sender.send('t', [3])];
+    await turn();
+    expect(flushed).toHaveLength(1);
+    release();
     await first;
-    await new Promise((resolve) => setImmediate(resolve));
-    expect(flushed[2]).toEqual({ topic: 't', messages: [2, 3, 4] });
-    release.get('t')?.();
-    release.get('u')?.();
+    await turn();
+    expect(flushed[1]).toEqual([{ topic: 't', messages: [2, 3] }]);
+    release();
     await Promise.all(rest);
+  });
+
+  it('sends each topic in its own batch when asked, side by side up to the in-flight limit', async () => {
+    const { sender: make, flushed, release } = gated();
+    const sender = make({ perTopic: true, maxInFlight: 2 });
+    const sends = [sender.send('t', [1]), sender.send('u', [2]), sender.send('v', [3])];
+    await turn();
+    expect(flushed).toEqual([[{ topic: 't', messages: [1] }], [{ topic: 'u', messages: [2] }], [{ topic: 'v', messages: [3] }]]);
+    release();
+    release();
+    release();
+    await Promise.all(sends);
   });
 
   it('rejects every caller of a failed batch and carries on with the next one', async () => {
     let calls = 0;
-    const sender = new CoalescingSender<number>(async () => {
+    const sender = new BatchingSender<number>(async () => {
       calls++;
-      await new Promise((resolve) => setImmediate(resolve));
+      await turn();
       if (calls === 2) throw new Error('batch failed');
     });
     const first = sender.send('t', [1]);
+    await turn();
     const second = sender.send('t', [2]);
-    const third = sender.send('t', [3]);
+    const third = sender.send('u', [3]);
     await expect(first).resolves.toBeUndefined();
     await expect(second).rejects.toThrow('batch failed');
     await expect(third).rejects.toThrow('batch failed');
     await expect(sender.send('t', [4])).resolves.toBeUndefined();
   });
 
-  it('caps a batch at the maximum message count', async () => {
+  it('fails only the sends of a per-topic batch whose topic failed', async () => {
+    const sender = new BatchingSender<number>(
+      async (batch) => {
+        if (batch[0].topic === 'gone') throw new Error('unknown topic');
+      },
+      { perTopic: true, maxInFlight: 4 },
+    );
+    const [ok, gone] = [sender.send('here', [1]), sender.send('gone', [2])];
+    await expect(ok).resolves.toBeUndefined();
+    await expect(gone).rejects.toThrow('unknown topic');
+  });
+
+  it('caps a batch at the maximum message count, never splitting one send', async () => {
     const sizes: number[] = [];
-    const sender = new CoalescingSender<number>(async (_topic, messages) => {
-      sizes.push(messages.length);
-      await new Promise((resolve) => setImmediate(resolve));
-    }, 3);
-    await Promise.all([sender.send('t', [0]), ...Array.from({ length: 7 }, (_, n) => sender.send('t', [n]))]);
-    expect(sizes).toEqual([1, 3, 3, 1]);
+    const sender = new BatchingSender<number>(
+      async (batch) => {
+        sizes.push(batch.reduce((sum, { messages }) => sum + messages.length, 0));
+        await turn();
+      },
+      { maxMessages: 3 },
+    );
+    await Promise.all([sender.send('t', [0, 1, 2, 3]), ...Array.from({ length: 7 }, (_, n) => sender.send('t', [n]))]);
+    expect(sizes).toEqual([4, 3, 3, 1]);
   });
 });

@@ -4,13 +4,9 @@
  */
 import type { IHeaders, KafkaMessage, LogEntry } from 'kafkajs';
 import { Headers, IncomingMessage } from '../bus';
-import { describe, deserialize } from '../delivery';
+import { describe, deserialize, REPLY_TOPIC_PREFIX } from '../delivery';
 
-/**
- * Kafka-only header: when the requester stops waiting (epoch ms). A server skips a request
- * whose requester has already given up, e.g. a backlog read by a new group from the beginning.
- */
-export const REQUEST_DEADLINE_HEADER = 'request-deadline';
+export { REQUEST_DEADLINE_HEADER, requestExpired } from '../delivery';
 
 export interface TopicSpec {
   readonly name: string;
@@ -50,14 +46,6 @@ export function deadLetterHeaders(headers: Readonly<Record<string, string>>, err
   return { ...headers, [Headers.error]: describe(error), [Headers.attempts]: String(attempts) };
 }
 
-/** True when the request carries a deadline that has passed: nobody waits for its answer any more. */
-export function requestExpired(headers: Readonly<Record<string, string>>, now: number = Date.now()): boolean {
-  const raw = headers[REQUEST_DEADLINE_HEADER];
-  if (raw === undefined) return false;
-  const deadline = Number(raw);
-  return Number.isFinite(deadline) && deadline < now;
-}
-
 const MAX_TOPIC_LENGTH = 249;
 
 /** Makes a string usable inside a topic name (Kafka allows `[a-zA-Z0-9._-]`). */
@@ -68,7 +56,7 @@ export function topicNamePart(value: string): string {
 
 /** The per-instance reply topic, `replies.<clientId>.<instanceId>`. */
 export function replyTopicName(clientId: string, instanceId: string): string {
-  return `replies.${topicNamePart(clientId)}.${topicNamePart(instanceId)}`.slice(0, MAX_TOPIC_LENGTH);
+  return `${REPLY_TOPIC_PREFIX}${topicNamePart(clientId)}.${topicNamePart(instanceId)}`.slice(0, MAX_TOPIC_LENGTH);
 }
 
 /** One entry per topic name; a name listed twice keeps its largest partition count and message size. */

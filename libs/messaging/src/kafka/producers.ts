@@ -1,6 +1,6 @@
 /**
  * Producer plumbing that kafkajs lacks, kept free of kafkajs types so it is unit-tested alone:
- * renewing a producer that a deleted topic has broken, and coalescing concurrent sends.
+ * renewing a producer that a deleted topic has broken, and batching concurrent sends.
  */
 import { isStuckProducerError, isUnknownTopicError } from './kafka-mapping';
 
@@ -20,7 +20,8 @@ interface Slot<R> {
 
 export interface RenewingProducerOptions<R> {
   readonly create: () => ProducerHandle<R>;
-  readonly topicOf: (record: R) => string;
+  /** The topic a record goes to, for the missing-topic memory; undefined for a record of several topics. */
+  readonly topicOf: (record: R) => string | undefined;
   /** Called before a broken producer is replaced. */
   readonly onRenew?: (error: unknown) => void;
   /** How long a topic found missing (by a fresh producer) fails at once, without a round trip. */
@@ -69,8 +70,8 @@ export class RenewingProducer<R> {
 
   async send(record: R): Promise<unknown> {
     const topic = this.options.topicOf(record);
-    const missingUntil = this.missing.get(topic);
-    if (missingUntil !== undefined) {
+    const missingUntil = topic === undefined ? undefined : this.missing.get(topic);
+    if (topic !== undefined && missingUntil !== undefined) {
       if (missingUntil > this.now()) throw unknownTopicError(topic);
       this.missing.delete(topic);
     }
@@ -91,7 +92,7 @@ export class RenewingProducer<R> {
       try {
         return await this.sendOn(this.current(), record);
       } catch (retryError) {
-        if (isUnknownTopicError(retryError)) this.missing.set(topic, this.now() + this.missingTopicTtlMs);
+        if (topic !== undefined && isUnknownTopicError(retryError)) this.missing.set(topic, this.now() + this.missingTopicTtlMs);
         throw retryError;
       }
     }
@@ -141,77 +142,112 @@ export class RenewingProducer<R> {
   }
 }
 
+/** Messages for one topic, as kafkajs's `sendBatch` takes them. */
+export interface TopicMessages<M> {
+  readonly topic: string;
+  readonly messages: M[];
+}
+
 interface Waiting<M> {
+  readonly topic: string;
   readonly messages: readonly M[];
   readonly resolve: () => void;
   readonly reject: (error: unknown) => void;
 }
 
-interface TopicQueue<M> {
-  readonly waiting: Waiting<M>[];
-  busy: boolean;
+export interface BatchingSenderOptions {
+  /** Most messages one produce request carries (default 500). */
+  readonly maxMessages?: number;
+  /** Produce requests in flight at once (default 1: an idempotent producer's order per partition). */
+  readonly maxInFlight?: number;
+  /**
+   * One produce request per topic instead of one for all (default false): for topics that may
+   * vanish (reply topics of requesters that stopped), whose failure must not fail the others.
+   */
+  readonly perTopic?: boolean;
 }
 
 /**
- * Sends to one topic one batch at a time; what callers send meanwhile goes out together in the
- * next batch, in call order. A lone message leaves at once (no linger), while under load one
- * round trip carries many messages: the idempotent kafkajs producer sends one request at a time
- * per broker, so without this every concurrent send would wait for all earlier acks.
+ * Gathers the sends of one turn of the event loop, across topics, into one produce request, and
+ * whatever arrives while requests are in flight into the next one, in call order. A lone message
+ * waits only for the current turn to end (no linger), while under load one round trip carries
+ * many messages: the idempotent kafkajs producer has one request in flight per broker, so
+ * without this every concurrent send would wait for all earlier acks.
  */
-export class CoalescingSender<M> {
-  private readonly queues = new Map<string, TopicQueue<M>>();
+export class BatchingSender<M> {
+  private waiting: Waiting<M>[] = [];
+  private inFlight = 0;
+  private scheduled = false;
+  private readonly maxMessages: number;
+  private readonly maxInFlight: number;
 
   constructor(
-    private readonly flush: (topic: string, messages: M[]) => Promise<unknown>,
-    private readonly maxMessages = 500,
-  ) {}
+    private readonly flush: (batch: TopicMessages<M>[]) => Promise<unknown>,
+    private readonly options: BatchingSenderOptions = {},
+  ) {
+    this.maxMessages = options.maxMessages ?? 500;
+    this.maxInFlight = options.maxInFlight ?? 1;
+  }
 
   send(topic: string, messages: readonly M[]): Promise<void> {
     return new Promise<void>((resolve, reject) => {
-      let queue = this.queues.get(topic);
-      if (!queue) {
-        queue = { waiting: [], busy: false };
-        this.queues.set(topic, queue);
-      }
-      queue.waiting.push({ messages, resolve, reject });
-      this.pump(topic, queue);
+      this.waiting.push({ topic, messages, resolve, reject });
+      if (this.scheduled || this.inFlight >= this.maxInFlight) return;
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        this.pump();
+      });
     });
   }
 
-  private pump(topic: string, queue: TopicQueue<M>): void {
-    if (queue.busy) return;
-    if (queue.waiting.length === 0) {
-      this.queues.delete(topic);
-      return;
+  private pump(): void {
+    while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
+      const batch = this.take();
+      const groups = this.options.perTopic ? groupByTopic(batch).map((group) => group.items) : [batch];
+      for (const items of groups) this.dispatch(items);
     }
+  }
+
+  /** The next batch: whole sends in call order, at most maxMessages unless one send alone is larger. */
+  private take(): Waiting<M>[] {
     const batch: Waiting<M>[] = [];
     let count = 0;
-    while (queue.waiting.length > 0 && (batch.length === 0 || count + queue.waiting[0].messages.length <= this.maxMessages)) {
-      const next = queue.waiting.shift() as Waiting<M>;
+    while (this.waiting.length > 0 && (batch.length === 0 || count + this.waiting[0].messages.length <= this.maxMessages)) {
+      const next = this.waiting.shift() as Waiting<M>;
       batch.push(next);
       count += next.messages.length;
     }
-    queue.busy = true;
-    const settle = (outcome: (item: Waiting<M>) => void) => () => {
-      for (const item of batch) outcome(item);
-    };
+    return batch;
+  }
+
+  private dispatch(items: Waiting<M>[]): void {
+    this.inFlight++;
     let sending: Promise<unknown>;
     try {
-      sending = this.flush(
-        topic,
-        batch.flatMap((item) => item.messages),
-      );
+      sending = this.flush(groupByTopic(items).map(({ topic, items: sends }) => ({ topic, messages: sends.flatMap((item) => item.messages) })));
     } catch (error) {
       sending = Promise.reject(error);
     }
     sending
       .then(
-        settle((item) => item.resolve()),
-        (error: unknown) => settle((item) => item.reject(error))(),
+        () => items.forEach((item) => item.resolve()),
+        (error: unknown) => items.forEach((item) => item.reject(error)),
       )
       .finally(() => {
-        queue.busy = false;
-        this.pump(topic, queue);
+        this.inFlight--;
+        this.pump();
       });
   }
+}
+
+/** Sends grouped by topic, topics in order of first appearance, sends in call order within each. */
+function groupByTopic<M>(items: readonly Waiting<M>[]): Array<{ topic: string; items: Waiting<M>[] }> {
+  const groups = new Map<string, Waiting<M>[]>();
+  for (const item of items) {
+    const group = groups.get(item.topic);
+    if (group) group.push(item);
+    else groups.set(item.topic, [item]);
+  }
+  return [...groups].map(([topic, grouped]) => ({ topic, items: grouped }));
 }

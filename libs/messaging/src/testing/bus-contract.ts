@@ -20,9 +20,38 @@ export interface BusContractFixture {
   readonly retry: RetryPolicy;
   /** A new, unstarted bus connected to the same broker as every other bus of this fixture. */
   createBus(): MessageBus;
+  /**
+   * `count` distinct keys that land on one partition of `topic` (where the adapter has partitions),
+   * so a test can show that order is kept per key, not per partition.
+   */
+  keysOnOnePartition(topic: string, count: number): string[];
   /** Messages that reached `<topic>.dlq`, as seen by the broker. */
   deadLetters(topic: string): Promise<ReadonlyArray<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }>>;
   teardown(): Promise<void>;
+}
+
+/** Named gates a handler waits at until the test opens them. */
+class Gates {
+  private readonly gates = new Map<string, { promise: Promise<void>; open: () => void }>();
+
+  wait(name: string): Promise<void> {
+    return this.gate(name).promise;
+  }
+
+  open(name: string): void {
+    this.gate(name).open();
+  }
+
+  private gate(name: string): { promise: Promise<void>; open: () => void } {
+    let gate = this.gates.get(name);
+    if (!gate) {
+      let open!: () => void;
+      const promise = new Promise<void>((resolve) => (open = resolve));
+      gate = { promise, open };
+      this.gates.set(name, gate);
+    }
+    return gate;
+  }
 }
 
 function waitFor<T>(probe: () => T | undefined, timeoutMs: number, what: string): Promise<T> {
@@ -56,6 +85,9 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     /** Messages a handler saw although they carried no valid tenant: must stay empty. */
     const handledWithoutTenant: string[] = [];
     const asTenantA = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: tenantA }, fn);
+    /** Request markers a `record` handler saw. */
+    const handledRequests: string[] = [];
+    const gates = new Gates();
 
     async function deadLetterOf(topic: string, id: string): Promise<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }> {
       const deadline = Date.now() + timeoutMs;
@@ -88,6 +120,28 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
           throw Object.assign(new Error('terminating connection due to administrator command at db-7.internal'), { code: '57P01' });
         },
         requireTenant: async () => currentTenant().tenantId,
+        gated: async (message) => {
+          await gates.wait((message.payload as { gate: string }).gate);
+          return 'opened';
+        },
+        // Answers for another tenant first, on the requester's own reply topic, as a forger on
+        // the bus could; then the real answer, which must find nobody waiting any more.
+        forgedReply: async (message) => {
+          await runWithTenant({ tenantId: tenantB }, () =>
+            server.publish(message.headers['reply-to'] ?? '', {
+              type: 'reply',
+              key: message.key,
+              payload: { ok: true, data: 'forged for another tenant' },
+              headers: { 'correlation-id': message.headers['correlation-id'] ?? '', 'reply-status': 'ok' },
+            }),
+          );
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          return 'real';
+        },
+        record: async (message) => {
+          handledRequests.push((message.payload as { marker: string }).marker);
+          return { marker: (message.payload as { marker: string }).marker };
+        },
         slow: async (message) => {
           await new Promise((resolve) => setTimeout(resolve, (message.payload as { ms: number }).ms));
           return 'late';
@@ -108,6 +162,7 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
           if (attempts < 2) throw new Error('transient');
         }
         if (message.type === 'poison') throw new Error('always fails');
+        if (message.type === 'held') await gates.wait((message.payload as { gate: string }).gate);
         received.push(message);
       });
       client.subscribe(topics.events, 'contract-group-2', async (message) => {
@@ -217,6 +272,74 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         Array.from({ length: 50 }, (_, n) => asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` }))),
       );
       expect(replies.map((reply) => reply.echoed.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
+    }, timeoutMs);
+
+    it('handles requests concurrently: one that waits holds up none behind it, even on its key', async () => {
+      const gate = randomUUID();
+      const held = asTenantA(() => client.request<string>(fixture.topics.requests, 'gated', { gate }, { key: 'one-key', timeoutMs: timeoutMs }));
+      const settled = held.then(() => 'answered');
+      try {
+        for (let n = 0; n < 5; n++) {
+          await expect(asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: 'one-key', timeoutMs: timeoutMs / 3 }))).resolves.toMatchObject({ echoed: { n } });
+        }
+        expect(await Promise.race([settled, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 20))])).toBe('still waiting');
+      } finally {
+        gates.open(gate);
+      }
+      await expect(held).resolves.toBe('opened');
+    }, timeoutMs);
+
+    it('keeps events of one key in order while other keys on the same partition go ahead', async () => {
+      const gate = randomUUID();
+      const [heldKey, freeKey] = fixture.keysOnOnePartition(fixture.topics.events, 2);
+      const ids = { held: randomUUID(), behindHeld: randomUUID(), free: randomUUID() };
+      await asTenantA(async () => {
+        await client.publish(fixture.topics.events, { id: ids.held, type: 'held', key: heldKey, payload: { gate } });
+        await client.publish(fixture.topics.events, { id: ids.behindHeld, type: 'after-held', key: heldKey, payload: {} });
+        await client.publish(fixture.topics.events, { id: ids.free, type: 'free', key: freeKey, payload: {} });
+      });
+      try {
+        await waitFor(() => received.find((m) => m.id === ids.free), timeoutMs / 2, 'the event of the other key');
+        expect(received.some((m) => m.id === ids.held || m.id === ids.behindHeld)).toBe(false);
+      } finally {
+        gates.open(gate);
+      }
+      await waitFor(() => received.find((m) => m.id === ids.behindHeld), timeoutMs, 'the events of the held key');
+      const order = received.filter((m) => m.key === heldKey).map((m) => m.id);
+      expect(order).toEqual([ids.held, ids.behindHeld]);
+    }, timeoutMs);
+
+    it('refuses a reply that names another tenant than its request: internal_error, never its body', async () => {
+      const outcome = await asTenantA(() => client.request(fixture.topics.requests, 'forgedReply', {})).then(
+        (reply) => reply,
+        (error: unknown) => error,
+      );
+      expect(outcome).toBeInstanceOf(DomainError);
+      expect((outcome as DomainError).code).toBe(ErrorCode.Internal);
+      expect(JSON.stringify(outcome)).not.toContain('forged');
+    }, timeoutMs);
+
+    it('skips a request whose requester stopped waiting, and replies to a durable reply-to topic as an event keyed like the request', async () => {
+      const correlation = { expired: randomUUID(), live: randomUUID() };
+      const markers = { expired: randomUUID(), live: randomUUID() };
+      const send = (which: 'expired' | 'live', deadline: number) =>
+        asTenantA(() =>
+          client.publish(fixture.topics.requests, {
+            type: 'record',
+            key: `${tenantA}:durable`,
+            payload: { marker: markers[which] },
+            headers: { 'reply-to': fixture.topics.events, 'correlation-id': correlation[which], 'request-deadline': String(deadline) },
+          }),
+        );
+      await send('expired', Date.now() - 1_000);
+      await send('live', Date.now() + 60_000);
+      const reply = await waitFor(() => received.find((m) => m.type === 'reply' && m.headers['correlation-id'] === correlation.live), timeoutMs, 'the reply on the durable topic');
+      expect(reply.payload).toEqual({ ok: true, data: { marker: markers.live } });
+      expect(reply.key).toBe(`${tenantA}:durable`);
+      expect(reply.headers['tenant-id']).toBe(tenantA);
+      expect(handledRequests).toContain(markers.live);
+      expect(handledRequests).not.toContain(markers.expired);
+      expect(received.some((m) => m.headers['correlation-id'] === correlation.expired)).toBe(false);
     }, timeoutMs);
 
     it('delivers each event to every group, in order per key, with its tenant', async () => {

@@ -3,7 +3,7 @@ import { AddressInfo } from 'node:net';
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, JWK, SignJWT } from 'jose';
 import { DomainError, ErrorCode } from '@mission/contracts';
-import { InvalidTokenError, TokenVerifier } from './token-verifier';
+import { CLOCK_TOLERANCE_SECONDS, InvalidTokenError, TokenVerifier } from './token-verifier';
 
 type KeyPair = Awaited<ReturnType<typeof generateKeyPair>>;
 
@@ -118,5 +118,53 @@ describe('TokenVerifier', () => {
     expect(failure).toBeInstanceOf(DomainError);
     expect((failure as DomainError).code).toBe(ErrorCode.DependencyUnavailable);
     expect(await verifier.reachable()).toBe(false);
+  });
+
+  describe('memory of verified tokens', () => {
+    it('checks a token once and answers its later uses from memory, without mixing tokens up', async () => {
+      const verifier = new TokenVerifier({ issuer, audience });
+      const checks = jest.spyOn(verifier as unknown as { verifyNow(token: string): Promise<unknown> }, 'verifyNow');
+      const [first, second] = [await token(), await token({ tenant_id: '0a0b0c0d-0e0f-4a1b-8c2d-3e4f5a6b7c8d', scope: 'brain:read' })];
+      for (let n = 0; n < 5; n++) {
+        await expect(verifier.verify(first)).resolves.toMatchObject({ tenantId: '5f0c3c1e-7f5e-4f7e-9a55-0d3b2c1a0e11' });
+        expect([...(await verifier.verify(second)).scopes]).toEqual(['brain:read']);
+      }
+      expect(checks).toHaveBeenCalledTimes(2);
+    });
+
+    it('forgets a token at its expiry (with the clock tolerance), and after five minutes at most', async () => {
+      let now = Date.now();
+      const verifier = new TokenVerifier({ issuer, audience, now: () => now });
+      const checks = jest.spyOn(verifier as unknown as { verifyNow(token: string): Promise<unknown> }, 'verifyNow');
+      const issued = Math.floor(now / 1000);
+      const shortLived = await token({}, signing, { iat: issued, exp: issued + 60 });
+      await verifier.verify(shortLived);
+      now += (60 + CLOCK_TOLERANCE_SECONDS - 1) * 1000;
+      await expect(verifier.verify(shortLived)).resolves.toBeDefined();
+      now += 2_000;
+      await expect(verifier.verify(shortLived)).rejects.toThrow('expired');
+
+      const longLived = await token({}, signing, { iat: Math.floor(now / 1000), exp: Math.floor(now / 1000) + 3600 });
+      await verifier.verify(longLived);
+      const before = checks.mock.calls.length;
+      now += 4 * 60_000;
+      await verifier.verify(longLived);
+      expect(checks.mock.calls.length).toBe(before);
+      now += 2 * 60_000;
+      await verifier.verify(longLived);
+      expect(checks.mock.calls.length).toBe(before + 1);
+    });
+
+    it('never remembers a token that failed, and keeps at most the configured number', async () => {
+      const verifier = new TokenVerifier({ issuer, audience, cacheEntries: 2 });
+      const checks = jest.spyOn(verifier as unknown as { verifyNow(token: string): Promise<unknown> }, 'verifyNow');
+      const forged = `${(await token()).slice(0, -4)}AAAA`;
+      await expect(verifier.verify(forged)).rejects.toBeInstanceOf(InvalidTokenError);
+      await expect(verifier.verify(forged)).rejects.toBeInstanceOf(InvalidTokenError);
+      const tokens = [await token(), await token(), await token()];
+      for (const each of tokens) await verifier.verify(each);
+      await verifier.verify(tokens[0]);
+      expect(checks).toHaveBeenCalledTimes(2 + 3 + 1);
+    });
   });
 });

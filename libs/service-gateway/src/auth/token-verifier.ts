@@ -1,4 +1,5 @@
-import { createRemoteJWKSet, errors as joseErrors, JWTPayload, jwtVerify } from 'jose';
+import { createHash } from 'node:crypto';
+import { createRemoteJWKSet, decodeJwt, errors as joseErrors, JWTPayload, jwtVerify } from 'jose';
 import { DomainError, ErrorCode, isUuid } from '@mission/contracts';
 import { Authenticated } from './authenticated';
 
@@ -22,6 +23,24 @@ export interface TokenVerifierOptions {
   readonly fetchTimeoutMs?: number;
   /** Least time between two JWKS fetches, so tokens naming unknown keys cannot cause a fetch storm. */
   readonly jwksCooldownMs?: number;
+  /** Verified tokens remembered at most (default 10,000); 0 turns the memory off. */
+  readonly cacheEntries?: number;
+  /** Clock for the memory of verified tokens (tests). */
+  readonly now?: () => number;
+}
+
+/**
+ * A verified token is remembered this long at most (and never past its expiry): a client sends
+ * the same token for up to an hour, and checking its signature again each time is most of what
+ * authenticating costs. No longer than the JWKS cache (10 min), so a key withdrawn from the JWKS
+ * stops working within the same bound as without this memory.
+ */
+const VERIFIED_TOKEN_TTL_MS = 5 * 60_000;
+
+interface Remembered {
+  readonly auth: Authenticated;
+  /** Epoch ms after which the entry is no longer used (expiry with tolerance, or the TTL). */
+  readonly until: number;
 }
 
 /**
@@ -31,10 +50,32 @@ export interface TokenVerifierOptions {
  */
 export class TokenVerifier {
   private keySet?: Promise<KeySet>;
+  /** Verified tokens by SHA-256 of the token (never the token itself), oldest first. */
+  private readonly verified = new Map<string, Remembered>();
+  private readonly cacheEntries: number;
+  private readonly now: () => number;
 
-  constructor(private readonly options: TokenVerifierOptions) {}
+  constructor(private readonly options: TokenVerifierOptions) {
+    this.cacheEntries = options.cacheEntries ?? 10_000;
+    this.now = options.now ?? Date.now;
+  }
 
+  /** Verifies `token`, or answers from the memory of tokens verified before (until they expire). */
   async verify(token: string): Promise<Authenticated> {
+    if (this.cacheEntries === 0) return this.verifyNow(token);
+    const digest = createHash('sha256').update(token).digest('base64url');
+    const remembered = this.verified.get(digest);
+    if (remembered && remembered.until > this.now()) return remembered.auth;
+    if (remembered) this.verified.delete(digest);
+    const auth = await this.verifyNow(token);
+    // Verified, so `exp` is there and a number; the memory ends where the tolerance would.
+    const expiresAt = ((decodeJwt(token).exp as number) + CLOCK_TOLERANCE_SECONDS) * 1000;
+    this.verified.set(digest, { auth, until: Math.min(expiresAt, this.now() + VERIFIED_TOKEN_TTL_MS) });
+    while (this.verified.size > this.cacheEntries) this.verified.delete(this.verified.keys().next().value as string);
+    return auth;
+  }
+
+  private async verifyNow(token: string): Promise<Authenticated> {
     const keys = await this.keys();
     let payload: JWTPayload;
     try {
@@ -44,6 +85,7 @@ export class TokenVerifier {
         algorithms: ACCEPTED_ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_SECONDS,
         requiredClaims: ['exp', 'iat', 'sub', 'jti'],
+        currentDate: new Date(this.now()),
       }));
     } catch (error) {
       throw this.classify(error);

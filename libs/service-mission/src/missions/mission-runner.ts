@@ -1,21 +1,19 @@
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import {
   BrainQueryResult,
-  DomainError,
   ErrorCode,
   FINAL_MISSION_STATUSES,
   HitDecidedEvent,
   HitView,
+  isErrorBody,
   MessageTypes,
-  MISSION_LIMITS,
-  MissionError,
   MissionQueuedEvent,
-  Topics,
 } from '@mission/contracts';
-import { IncomingMessage, MessageBus } from '@mission/messaging';
+import { Headers, IncomingMessage, ReplyEnvelope } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
-import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
+import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
+import { StepRequests } from './mission.steps';
 import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MissionsRepository } from './missions.repository';
 
@@ -23,24 +21,38 @@ const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
 
 export interface RunnerLogger {
   info(message: string, context?: Record<string, unknown>): void;
+  warn?(message: string, context?: Record<string, unknown>): void;
   error(message: string, context?: Record<string, unknown>): void;
 }
 
-type StepOutcome =
-  | { readonly kind: 'succeeded'; readonly output: Record<string, unknown> }
-  | { readonly kind: 'failed'; readonly error: MissionError }
-  | { readonly kind: 'waiting'; readonly hitId: string };
+export { DEFAULT_RUNNER_TIMINGS, type RunnerTimings } from './mission.steps';
+
+/** The codes of a step reply that say "try again later" rather than "this step failed". */
+const TRANSIENT_CODES: ReadonlySet<string> = new Set([ErrorCode.DependencyUnavailable, ErrorCode.Internal]);
+
+function isReplyEnvelope(value: unknown): value is ReplyEnvelope {
+  if (typeof value !== 'object' || value === null || !('ok' in value)) return false;
+  const envelope = value as { ok: unknown; error?: unknown };
+  return envelope.ok === true || (envelope.ok === false && isErrorBody(envelope.error));
+}
 
 /**
- * Executes missions step by step. Progress is saved after every step, so a redelivered event or
- * a restart resumes where the mission was; a step is only recorded while the mission still runs.
- * An approval step parks the mission (`awaiting_approval`) until hit-service's `hit.decided`.
+ * Executes missions step by step without ever waiting for another service inside a handler.
+ *
+ * A step's request (a Brain query, an approval item) is written to the outbox in the transaction
+ * that marks the step running, with `mission.step-results.v1` as its reply-to; the reply arrives
+ * there as an event, keyed by mission, and the transaction that records it also sends the next
+ * step's request or ends the mission. A crash at any point is recovered by redelivery: the
+ * request is in the outbox or on the bus, the reply on the bus; a reply that never comes (a
+ * server crashed after handling) is covered by `next_check_at`, when the request is sent again
+ * under a new id, so a stale reply is recognised and ignored. An approval step parks the mission
+ * (`awaiting_approval`) until hit-service's `hit.decided`.
  */
 export class MissionRunner {
   constructor(
     private readonly dataSource: DataSource,
     private readonly missions: MissionsRepository,
-    private readonly bus: MessageBus,
+    private readonly steps: StepRequests,
     private readonly logger: RunnerLogger,
     private readonly afterCommit: () => void,
   ) {}
@@ -48,148 +60,171 @@ export class MissionRunner {
   /** Bus entry point for `mission.events.v1`. */
   async onMissionEvent(message: IncomingMessage): Promise<void> {
     if (message.type !== MessageTypes.missionQueued) return;
-    await this.run((message.payload as MissionQueuedEvent).missionId);
+    await this.advance((message.payload as MissionQueuedEvent).missionId);
+  }
+
+  /** Bus entry point for `mission.step-results.v1`: a reply to a step's request. */
+  async onStepResult(message: IncomingMessage): Promise<void> {
+    if (message.type !== 'reply') return;
+    const requestId = message.headers[Headers.correlationId];
+    const missionId = message.key.slice(message.key.indexOf(':') + 1);
+    if (!requestId || !message.key.startsWith(`${currentTenant().tenantId}:`)) {
+      this.logger.error('Step result without a request id or for another tenant; ignored', { key: message.key });
+      return;
+    }
+    const reply = message.payload;
+    await this.transition(missionId, async (manager, mission, now) => {
+      const step = mission.steps.find((candidate) => candidate.requestId === requestId);
+      // A reply to a request sent again since, to a cancelled mission, or delivered twice: stale.
+      // (A mission still `queued` may have its first step's reply before mission.queued is read:
+      // the submit sent that request.)
+      if ((mission.status !== 'running' && mission.status !== 'queued') || !step || (step.status !== 'running' && step.status !== 'pending')) return false;
+      mission.status = 'running';
+      step.status = 'running';
+      if (!isReplyEnvelope(reply)) {
+        this.logger.error('Unreadable step result; the step is retried', { missionId, step: step.index });
+        this.steps.retryLater(mission, step, now);
+        return true;
+      }
+      if (!reply.ok) {
+        if (TRANSIENT_CODES.has(reply.error.code) && this.steps.mayRetry(step)) {
+          this.logger.warn?.('A step could not reach its dependency; retrying later', { missionId, step: step.index, code: reply.error.code });
+          this.steps.retryLater(mission, step, now);
+          return true;
+        }
+        step.status = 'failed';
+        step.requestId = undefined;
+        skipStepsAfter(mission, step.index);
+        mission.status = 'failed';
+        mission.completedAt = now;
+        mission.error = { code: reply.error.code, message: reply.error.message };
+        return true;
+      }
+      step.requestId = undefined;
+      if (step.type === 'approval') {
+        step.hitId = (reply.data as HitView).id;
+        mission.status = 'awaiting_approval';
+        return true;
+      }
+      step.status = 'succeeded';
+      step.output = { results: (reply.data as BrainQueryResult).results };
+      await this.proceed(manager, mission, now);
+      return true;
+    });
   }
 
   /** Bus entry point for `hit.events.v1`: records the decision once, then resumes or ends the mission. */
   async onHitEvent(message: IncomingMessage): Promise<void> {
     if (message.type !== MessageTypes.hitDecided) return;
     const decision = message.payload as HitDecidedEvent;
-    const { tenantId } = currentTenant();
-    const resumed = await tenantTransaction(this.dataSource, async (manager) => {
+    await this.transition(decision.missionId, async (manager, mission, now) => {
       if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, message.id))) return false;
-      const mission = await this.missions.lockForTenant(manager, tenantId, decision.missionId);
-      const step = mission?.steps[decision.stepIndex];
-      if (!mission || mission.status !== 'awaiting_approval' || !step || step.hitId !== decision.hitId || step.status !== 'running') return false;
+      const step = mission.steps[decision.stepIndex];
+      // Only the item the mission waits for counts: a cancelled or finished mission stays as it is.
+      // The decision may come before the reply that created the item (that reply lost and sent
+      // again, while a person decided the item already shown): the step's request is then still
+      // outstanding, and the decision settles the step; the late reply finds it done and is ignored.
+      const waiting = mission.status === 'awaiting_approval' && step?.hitId === decision.hitId;
+      const beforeItsReply = (mission.status === 'running' || mission.status === 'queued') && step?.hitId === undefined && step?.requestId !== undefined;
+      if (!step || step.type !== 'approval' || step.status !== 'running' || !(waiting || beforeItsReply)) return false;
+      step.hitId = decision.hitId;
+      step.requestId = undefined;
       step.output = {
         hitId: decision.hitId,
         decision: decision.decision,
         decidedBy: decision.decidedBy,
         ...(decision.comment !== undefined ? { comment: decision.comment } : {}),
       };
-      const now = new Date();
-      mission.updatedAt = now;
       if (decision.decision === 'approved') {
         step.status = 'succeeded';
         mission.status = 'running';
+        await this.proceed(manager, mission, now);
       } else {
         step.status = 'failed';
         skipStepsAfter(mission, step.index);
         mission.status = 'rejected';
         mission.completedAt = now;
-        await announceCompletion(manager, mission);
       }
-      await this.missions.save(manager, mission);
-      return decision.decision === 'approved';
+      return true;
     });
-    this.afterCommit();
-    if (resumed) await this.run(decision.missionId);
   }
 
   /** Picks up every mission left queued or running, e.g. after a crash. */
   async resumeUnfinished(batch = 100): Promise<number> {
-    const unfinished = await this.missions.findUnfinished(batch);
-    for (const { id, tenantId } of unfinished) {
-      await runWithTenant({ tenantId }, () => this.run(id)).catch((error: unknown) =>
-        this.logger.error('Resuming a mission failed; it stays unfinished', { missionId: id, error: String(error) }),
-      );
-    }
-    return unfinished.length;
+    return this.resumeEach(await this.missions.findUnfinished(batch), 'Resuming a mission failed; it stays unfinished');
   }
 
-  async run(missionId: string): Promise<void> {
-    let mission = await this.transition(missionId, (current) => {
-      if (current.status !== 'queued' && current.status !== 'running') return false;
-      current.status = 'running';
-      return true;
+  /** Looks again at queued or running missions whose step reply is overdue: sends their requests again. */
+  async checkDue(batch = 100): Promise<number> {
+    return this.resumeEach(await this.missions.findDue(batch), 'Checking an overdue mission failed; it is checked again later');
+  }
+
+  /** Starts or continues a mission: sends its current step's request if none is outstanding, or ends it. */
+  async advance(missionId: string): Promise<void> {
+    await this.transition(missionId, async (manager, mission, now) => {
+      const starting = mission.status === 'queued';
+      if (!starting && mission.status !== 'running') return false;
+      mission.status = 'running';
+      return (await this.proceed(manager, mission, now)) || starting;
     });
-    while (mission && mission.status === 'running') {
-      const step = mission.steps.find((candidate) => candidate.status === 'pending' || candidate.status === 'running');
-      if (!step) {
-        await this.transition(missionId, (current) => {
-          if (current.status !== 'running') return false;
-          current.status = 'succeeded';
-          current.completedAt = new Date();
-          current.result = { steps: current.steps.map((done) => done.output ?? null) };
-          return true;
-        });
-        return;
-      }
-      const outcome = await this.execute(mission, step);
-      mission = await this.transition(missionId, (current) => {
-        const stored = current.steps[step.index];
-        if (current.status !== 'running' || !stored || (stored.status !== 'pending' && stored.status !== 'running')) return false;
-        switch (outcome.kind) {
-          case 'succeeded':
-            stored.status = 'succeeded';
-            stored.output = outcome.output;
-            break;
-          case 'waiting':
-            stored.status = 'running';
-            stored.hitId = outcome.hitId;
-            current.status = 'awaiting_approval';
-            break;
-          case 'failed':
-            stored.status = 'failed';
-            skipStepsAfter(current, step.index);
-            current.status = 'failed';
-            current.completedAt = new Date();
-            current.error = outcome.error;
-            break;
-        }
-        return true;
-      });
-    }
   }
 
-  private async execute(mission: MissionEntity, step: StoredStep): Promise<StepOutcome> {
-    const key = `${mission.tenantId}:${mission.id}`;
-    try {
-      switch (step.type) {
-        case 'brain.query': {
-          const answer = await this.bus.request<BrainQueryResult>(
-            Topics.brainRequests,
-            MessageTypes.brainQuery,
-            { q: step.query ?? mission.objective, k: step.k ?? MISSION_LIMITS.defaultStepK },
-            { key },
-          );
-          return { kind: 'succeeded', output: { results: answer.results } };
-        }
-        case 'approval': {
-          // Idempotent per (mission, step): a retry after a crash gets the same item back.
-          const hit = await this.bus.request<HitView>(
-            Topics.hitRequests,
-            MessageTypes.hitCreate,
-            { missionId: mission.id, stepIndex: step.index, title: step.title, ...(step.description !== undefined ? { description: step.description } : {}) },
-            { key },
-          );
-          return { kind: 'waiting', hitId: hit.id };
-        }
-      }
-    } catch (error) {
-      // An unavailable dependency is retried by redelivery or on restart; a refused request fails the step.
-      if (error instanceof DomainError && error.code !== ErrorCode.DependencyUnavailable && error.code !== ErrorCode.Internal) {
-        return { kind: 'failed', error: { code: error.code, message: error.message } };
-      }
-      throw error;
+  private async resumeEach(missions: ReadonlyArray<{ id: string; tenantId: string }>, failure: string): Promise<number> {
+    for (const { id, tenantId } of missions) {
+      await runWithTenant({ tenantId }, () => this.advance(id)).catch((error: unknown) => this.logger.error(failure, { missionId: id, error: String(error) }));
     }
+    return missions.length;
   }
 
   /**
-   * Locks the mission, applies `change` if it accepts, saves; returns the mission if changed. A
+   * Moves a running mission on: its next step's request goes into the outbox (unless one is
+   * outstanding and not yet overdue), or, with no step left, the mission succeeds. Returns
+   * whether the mission changed.
+   */
+  private async proceed(manager: EntityManager, mission: MissionEntity, now: Date): Promise<boolean> {
+    const step = mission.steps.find((candidate) => candidate.status === 'pending' || candidate.status === 'running');
+    if (!step) {
+      mission.status = 'succeeded';
+      mission.completedAt = now;
+      mission.result = { steps: mission.steps.map((done) => done.output ?? null) };
+      return true;
+    }
+    if (this.steps.outstanding(mission, step, now)) {
+      // The submit sent the first step's request already: the step is running from here on.
+      if (step.status === 'running') return false;
+      step.status = 'running';
+      return true;
+    }
+    if (!this.steps.mayRetry(step)) {
+      step.status = 'failed';
+      step.requestId = undefined;
+      skipStepsAfter(mission, step.index);
+      mission.status = 'failed';
+      mission.completedAt = now;
+      mission.error = { code: ErrorCode.DependencyUnavailable, message: `No answer to this step after ${step.attempts ?? 0} attempts` };
+      return true;
+    }
+    step.status = 'running';
+    await this.steps.send(manager, mission, step, now);
+    return true;
+  }
+
+  /**
+   * Locks the mission, lets `change` work on it (and write outbox rows), saves it if changed. A
    * change that makes the mission final announces it (`mission.completed`) in the same transaction.
    */
-  private async transition(missionId: string, change: (mission: MissionEntity) => boolean): Promise<MissionEntity | null> {
+  private async transition(missionId: string, change: (manager: EntityManager, mission: MissionEntity, now: Date) => Promise<boolean>): Promise<void> {
     const { tenantId } = currentTenant();
     const changed = await tenantTransaction(this.dataSource, async (manager) => {
       const mission = await this.missions.lockForTenant(manager, tenantId, missionId);
-      if (!mission || !change(mission)) return null;
-      mission.updatedAt = new Date();
+      const now = new Date();
+      if (!mission || !(await change(manager, mission, now))) return false;
+      mission.updatedAt = now;
+      if (FINAL_MISSION_STATUSES.includes(mission.status) || mission.status === 'awaiting_approval') mission.nextCheckAt = null;
       await this.missions.save(manager, mission);
       if (FINAL_MISSION_STATUSES.includes(mission.status)) await announceCompletion(manager, mission);
-      return mission;
+      return true;
     });
-    if (changed && FINAL_MISSION_STATUSES.includes(changed.status)) this.afterCommit();
-    return changed;
+    if (changed) this.afterCommit();
   }
 }

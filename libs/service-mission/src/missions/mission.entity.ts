@@ -10,6 +10,10 @@ export type StoredStep = MissionStepRequest & {
   status: StepStatus;
   output?: Record<string, unknown>;
   hitId?: string;
+  /** The request this step waits for a reply to (its correlation id); a reply to another is stale. */
+  requestId?: string;
+  /** Requests sent for this step so far (a lost reply or an unavailable dependency sends again). */
+  attempts?: number;
 };
 
 /** A mission as the service works with it: plaintext, in memory only (the repository seals it). */
@@ -27,6 +31,8 @@ export class MissionEntity {
   createdAt!: Date;
   updatedAt!: Date;
   completedAt!: Date | null;
+  /** When the runner looks at a running mission again if no reply came (null: nothing to wait for). */
+  nextCheckAt!: Date | null;
 }
 
 /** What the tenant wrote or the mission produced: stored only as ciphertext (`MissionRow.sealed`). */
@@ -81,4 +87,7 @@ export class MissionRow {
 
   @Column('timestamptz', { name: 'completed_at', nullable: true })
   completedAt!: Date | null;
+
+  @Column('timestamptz', { name: 'next_check_at', nullable: true })
+  nextCheckAt!: Date | null;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
 import { MissionView } from '@mission/contracts';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
-import { createTestDatabase, RecordCipher, TestDatabase, tenantTransaction } from '@mission/persistence';
+import { createTestDatabase, RecordCipher, TestDatabase, tenantReader, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import { openMissionDatabase } from '../mission-service';
 import { MissionsRepository } from './missions.repository';
@@ -71,6 +71,38 @@ describe('mission tables under row-level security', () => {
       }),
     );
     await expect(runWithTenant({ tenantId: tenantB }, () => service.get(missionB.id))).resolves.toMatchObject({ title: 'B' });
+  });
+
+  describe('tenantReader (a read in one round trip)', () => {
+    it('reads under row-level security as the current tenant, even when the query forgets the tenant filter', async () => {
+      const reader = tenantReader(dataSource);
+      const ids = await runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT id FROM mission.missions`));
+      expect(ids).toEqual([{ id: missionA.id }]);
+      await expect(runWithTenant({ tenantId: tenantA }, () => repository.read(reader, tenantB, missionB.id))).resolves.toBeNull();
+      await expect(runWithTenant({ tenantId: tenantB }, () => repository.read(reader, tenantB, missionB.id))).resolves.toMatchObject({ id: missionB.id, title: 'B' });
+    });
+
+    it('leaves no tenant set on the pooled connection afterwards, and needs a tenant context', async () => {
+      const single = await openMissionDatabase(database.url);
+      try {
+        await runWithTenant({ tenantId: tenantA }, () => tenantReader(single).query(`SELECT 1`));
+        const settings = await Promise.all(Array.from({ length: 12 }, () => single.query(`SELECT current_setting('app.tenant_id', true) AS tenant, count(*)::int AS n FROM mission.missions`)));
+        expect(settings.flat().every((row: { tenant: string | null; n: number }) => !row.tenant && row.n === 0)).toBe(true);
+        await expect(tenantReader(single).query(`SELECT 1`)).rejects.toThrow();
+      } finally {
+        await single.destroy();
+      }
+    });
+
+    it('inlines parameters as escaped literals: quotes and backslashes are data, a NUL or a missing parameter is refused', async () => {
+      const reader = tenantReader(dataSource);
+      const tricky = `it's a \\ backslash'); DELETE FROM mission.missions; --`;
+      const [row] = await runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT $1::text AS echoed, $2::int AS n`, [tricky, 7]));
+      expect(row).toEqual({ echoed: tricky, n: 7 });
+      expect(await runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT count(*)::int AS n FROM mission.missions`))).toEqual([{ n: 1 }]);
+      await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT $1::text`, ['a\u0000b']))).rejects.toThrow(/NUL/);
+      await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT $2::text`, ['only one']))).rejects.toThrow(/No parameter \$2/);
+    });
   });
 
   it('refuses to write a row for another tenant, or a row without a tenant', async () => {

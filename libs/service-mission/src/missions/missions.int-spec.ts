@@ -65,10 +65,17 @@ class CannedBrain {
   readonly calls: BrainCall[] = [];
   readonly down = new Set<string>();
   readonly flakyOnce = new Set<string>();
+  /** Queries answered only after this many ms, per call in turn (a reply that comes late). */
+  readonly delays = new Map<string, number[]>();
 
   async query(payload: unknown, key: string): Promise<BrainQueryResult> {
     const request = parseOrThrow(BrainQuerySchema, payload, 'Query');
-    this.calls.push({ q: request.q, k: request.k, key, tenantId: currentTenant().tenantId });
+    const call = this.calls.push({ q: request.q, k: request.k, key, tenantId: currentTenant().tenantId });
+    const delay = this.delays.get(request.q)?.shift();
+    if (delay !== undefined) {
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      return { query: request.q, results: cannedResults(`${request.q} (call ${call})`) };
+    }
     if (this.down.has(request.q)) throw new DomainError(ErrorCode.DependencyUnavailable, 'The brain index is warming up');
     if (this.flakyOnce.delete(request.q)) throw new DomainError(ErrorCode.DependencyUnavailable, 'The brain index is warming up');
     if (request.q.startsWith('refuse:')) throw new DomainError(ErrorCode.ValidationFailed, 'Query is not allowed', [{ field: 'q', message: 'not allowed' }]);
@@ -81,7 +88,11 @@ class CannedBrain {
 }
 
 const RETRY = { attempts: 3, initialBackoffMs: 20, maxBackoffMs: 50 };
+/** A step reply is awaited 1.5 s; an unavailable dependency is asked again after 50 ms, doubling up to 200 ms, 25 times at most. */
+const TIMINGS = { replyTimeoutMs: 1_500, retryInitialMs: 50, retryMaxMs: 200, maxAttempts: 25 };
 const hitItems = new Map<string, string>();
+/** Approval titles whose item is created at once but answered only after this many ms (a late reply). */
+const hitReplyDelays = new Map<string, number>();
 
 describe('missions on PostgreSQL with an in-process bus', () => {
   let database: TestDatabase;
@@ -97,7 +108,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
   async function startMission(): Promise<typeof mission> {
     const bus = new InProcessBus(broker, { retry: RETRY, logger: busLogger });
     const logger = new RecordingLogger();
-    const handle = await startMissionService({ databaseUrl: database.url, bus, logger, keys: KEYS });
+    const handle = await startMissionService({ databaseUrl: database.url, bus, logger, keys: KEYS, runnerTimings: TIMINGS, dueCheckIntervalMs: 50 });
     await bus.start();
     await handle.afterBusStart();
     return { bus, handle, logger };
@@ -150,6 +161,8 @@ describe('missions on PostgreSQL with an in-process bus', () => {
         const key = `${currentTenant().tenantId}:${request.missionId}:${request.stepIndex}`;
         const id = hitItems.get(key) ?? randomUUID();
         hitItems.set(key, id);
+        const delay = hitReplyDelays.get(request.title);
+        if (delay !== undefined) await new Promise((resolve) => setTimeout(resolve, delay));
         return { id, missionId: request.missionId, title: request.title, status: 'pending', createdAt: new Date().toISOString() };
       },
     });
@@ -305,13 +318,13 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['allowed question', 'refuse: forbidden question']);
     });
 
-    function decide(tenantId: string, missionId: string, hitId: string, decision: 'approved' | 'rejected', messageId = randomUUID()): Promise<void> {
+    function decide(tenantId: string, missionId: string, hitId: string, decision: 'approved' | 'rejected', messageId = randomUUID(), stepIndex = 1): Promise<void> {
       return runWithTenant({ tenantId }, () =>
         client.publish(Topics.hitEvents, {
           id: messageId,
           type: MessageTypes.hitDecided,
           key: `${tenantId}:${missionId}`,
-          payload: { hitId, missionId, stepIndex: 1, decision, decidedBy: 'reviewer', decidedAt: new Date().toISOString() },
+          payload: { hitId, missionId, stepIndex, decision, decidedBy: 'reviewer', decidedAt: new Date().toISOString() },
         }),
       );
     }
@@ -344,6 +357,22 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect(rows[0].n).toBe(1);
     });
 
+    it('takes a decision that arrives before the reply that created its item, and ignores that late reply', async () => {
+      const tenantId = randomUUID();
+      hitReplyDelays.set('Decided early', 1_000);
+      const { id } = await submit(tenantId, { title: 'Early decision', objective: 'Decide before the item is known', steps: [{ type: 'approval', title: 'Decided early' }, { type: 'brain.query', query: 'after the early decision' }] });
+      await waitUntil(() => hitItems.has(`${tenantId}:${id}:0`), 'the item to be created');
+      const hitId = hitItems.get(`${tenantId}:${id}:0`) ?? '';
+      await decide(tenantId, id, hitId, 'approved', randomUUID(), 0);
+
+      const done = await waitForMission(tenantId, id);
+      expect(done.status).toBe('succeeded');
+      expect(done.steps[0]).toMatchObject({ status: 'succeeded', hitId, output: { hitId, decision: 'approved' } });
+      // The item's late reply came after and changed nothing.
+      await new Promise((resolve) => setTimeout(resolve, 1_200));
+      await expect(get(tenantId, id)).resolves.toMatchObject({ status: 'succeeded' });
+    });
+
     it('ends the mission rejected on rejection and ignores a decision for another item', async () => {
       const tenantId = randomUUID();
       const { id } = await submit(tenantId, {
@@ -363,7 +392,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['first']);
     });
 
-    it('retries a step the brain could not answer on redelivery of the event, and then succeeds', async () => {
+    it('asks again, after a backoff, for a step the brain could not answer, and then succeeds', async () => {
       const tenantId = randomUUID();
       brain.flakyOnce.add('briefly unavailable');
       const { id } = await submit(tenantId, { title: 'Flaky', objective: 'Survive a hiccup', steps: [{ type: 'brain.query', query: 'briefly unavailable' }] });
@@ -373,10 +402,10 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       expect(done.status).toBe('succeeded');
       expect(done.result).toEqual({ steps: [{ results: cannedResults('briefly unavailable') }] });
       expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['briefly unavailable', 'briefly unavailable']);
-      expect(broker.deadLetters(Topics.missionEvents).filter((message) => message.key === `${tenantId}:${id}`)).toEqual([]);
+      for (const topic of [Topics.missionEvents, Topics.missionStepResults]) expect(broker.deadLetters(topic).filter((message) => message.key === `${tenantId}:${id}`)).toEqual([]);
     });
 
-    it('keeps a mission running while the brain is unavailable and finishes it after a mission-service restart', async () => {
+    it('keeps a mission running while the brain is unavailable, asking again with backoff, and finishes it once the brain is back', async () => {
       const tenantId = randomUUID();
       brain.down.add('during the outage');
       const { id } = await submit(tenantId, {
@@ -387,28 +416,80 @@ describe('missions on PostgreSQL with an in-process bus', () => {
           { type: 'brain.query', query: 'during the outage' },
         ],
       });
-
-      // Every delivery attempt meets the outage, so the event ends in the dead-letter topic.
-      await waitUntil(() => broker.deadLetters(Topics.missionEvents).some((message) => message.key === `${tenantId}:${id}`), 'dead-lettering of mission.queued');
+      const outageCalls = () => brain.calls.filter((call) => call.tenantId === tenantId && call.q === 'during the outage').length;
+      await waitUntil(() => outageCalls() >= 4, 'four attempts during the outage');
       const stalled = await get(tenantId, id);
       expect(stalled.status).toBe('running');
       expect(stalled.error).toBeUndefined();
-      expect(stalled.steps.map((step) => step.status)).toEqual(['succeeded', 'pending']);
-      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual([
-        'before the outage',
-        ...Array<string>(RETRY.attempts).fill('during the outage'),
-      ]);
+      expect(stalled.steps.map((step) => step.status)).toEqual(['succeeded', 'running']);
+      // Backoff, not a busy loop: 50, 100, 200, 200 ms… so a few attempts in a second, not hundreds.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(outageCalls()).toBeLessThan(15);
+
+      brain.down.delete('during the outage');
+      const done = await waitForMission(tenantId, id);
+      expect(done.status).toBe('succeeded');
+      expect(done.result).toEqual({ steps: [{ results: cannedResults('before the outage') }, { results: cannedResults('during the outage') }] });
+      // The finished step is not asked again.
+      expect(brain.calls.filter((call) => call.tenantId === tenantId && call.q === 'before the outage')).toHaveLength(1);
+    });
+
+    it('fails a step whose dependency stays unavailable after the most attempts, with that error, instead of retrying forever', async () => {
+      const tenantId = randomUUID();
+      brain.down.add('never back');
+      const { id } = await submit(tenantId, { title: 'Hopeless', objective: 'Outlast nothing', steps: [{ type: 'brain.query', query: 'never back' }, { type: 'brain.query', query: 'not reached' }] });
+
+      const done = await waitForMission(tenantId, id, FINAL_MISSION_STATUSES, 15_000);
+
+      expect(done.status).toBe('failed');
+      expect(done.error).toMatchObject({ code: ErrorCode.DependencyUnavailable });
+      expect(done.steps.map((step) => step.status)).toEqual(['failed', 'skipped']);
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(Array<string>(TIMINGS.maxAttempts).fill('never back'));
+    }, 20_000);
+
+    it('sends a step request again when its reply does not come in time, and ignores the late reply to the first one', async () => {
+      const tenantId = randomUUID();
+      // The first answer comes at 2.5 s, after the reply timeout (1.5 s), while the request sent
+      // again then waits for its own (due at about 2.8 s): the late first reply must not be taken for it.
+      brain.delays.set('slow answer', [2_500, 1_200]);
+      const { id } = await submit(tenantId, { title: 'Late', objective: 'Outwait a lost reply', steps: [{ type: 'brain.query', query: 'slow answer' }] });
+
+      const done = await waitForMission(tenantId, id, FINAL_MISSION_STATUSES, 15_000);
+
+      expect(done.status).toBe('succeeded');
+      const calls = brain.calls.filter((call) => call.tenantId === tenantId);
+      expect(calls.map((call) => call.q)).toEqual(['slow answer', 'slow answer']);
+      const second = brain.calls.indexOf(calls[1]) + 1;
+      expect(done.result).toEqual({ steps: [{ results: cannedResults(`slow answer (call ${second})`) }] });
+      expect(done.steps.map((step) => step.status)).toEqual(['succeeded']);
+    }, 20_000);
+
+    it('finishes a mission whose step was outstanding when mission-service stopped, after a restart', async () => {
+      const tenantId = randomUUID();
+      brain.down.add('across a restart');
+      const { id } = await submit(tenantId, { title: 'Restart', objective: 'Outlast a restart', steps: [{ type: 'brain.query', query: 'across a restart' }] });
+      await waitUntil(() => brain.calls.some((call) => call.tenantId === tenantId), 'the first attempt');
 
       await stopMission();
-      brain.down.delete('during the outage');
+      brain.down.delete('across a restart');
       mission = await startMission();
 
       const done = await waitForMission(tenantId, id);
       expect(done.status).toBe('succeeded');
-      expect(done.result).toEqual({ steps: [{ results: cannedResults('before the outage') }, { results: cannedResults('during the outage') }] });
-      // Resumed from the first unfinished step: the finished one is not asked again.
-      expect(brain.calls.filter((call) => call.tenantId === tenantId && call.q === 'before the outage')).toHaveLength(1);
+      expect(done.result).toEqual({ steps: [{ results: cannedResults('across a restart') }] });
       await waitUntil(() => mission.logger.entries.some((entry) => entry.message === 'Resumed unfinished missions'), 'the resume log line');
+    });
+
+    it('seals a step request while it waits in the outbox: the query is tenant content', async () => {
+      const tenantId = randomUUID();
+      const canary = `canary ${randomUUID()}`;
+      const { id } = await submit(tenantId, { title: 'Sealed', objective: canary });
+      await waitForMission(tenantId, id);
+      const { rows } = await inspector.query(`SELECT payload::text AS payload, headers FROM mission.outbox WHERE type = $1 AND key = $2`, [MessageTypes.brainQuery, `${tenantId}:${id}`]);
+      expect(rows).toHaveLength(1);
+      expect(rows[0].payload).not.toContain(canary);
+      expect(rows[0].payload).toMatch(/^"enc1\./);
+      expect(rows[0].headers).toMatchObject({ 'reply-to': Topics.missionStepResults, [TENANT_HEADER]: tenantId });
     });
   });
 

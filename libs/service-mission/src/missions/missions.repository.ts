@@ -2,7 +2,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import type { QueryDeepPartialEntity } from 'typeorm/query-builder/QueryPartialEntity';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
 import { DecryptionError } from '@mission/crypto';
-import { deleteInBatches, isSealed, RecordCipher, type SweepTask } from '@mission/persistence';
+import { deleteInBatches, isSealed, type Queryable, RecordCipher, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
 const TABLE = 'missions';
@@ -28,6 +28,21 @@ export class MissionsRepository {
   async findForTenant(manager: EntityManager, tenantId: string, id: string): Promise<MissionEntity | null> {
     if (!isUuid(id)) return null;
     return this.toEntity(manager, await manager.findOne(MissionRow, { where: { tenantId, id } }));
+  }
+
+  /**
+   * The same as findForTenant, as one statement of its own (for tenantReader: one round trip).
+   * Columns are named as MissionRow's properties, so the row maps like an entity TypeORM loaded.
+   */
+  async read(reader: Queryable, tenantId: string, id: string): Promise<MissionEntity | null> {
+    if (!isUuid(id)) return null;
+    const [row]: MissionRow[] = await reader.query(
+      `SELECT id, tenant_id AS "tenantId", status, sealed, title, objective, input, steps, metadata, result, error,
+              created_at AS "createdAt", updated_at AS "updatedAt", completed_at AS "completedAt", next_check_at AS "nextCheckAt"
+       FROM mission.missions WHERE tenant_id = $1 AND id = $2`,
+      [tenantId, id],
+    );
+    return this.toEntity(reader, row ?? null);
   }
 
   async lockForTenant(manager: EntityManager, tenantId: string, id: string): Promise<MissionEntity | null> {
@@ -66,10 +81,11 @@ export class MissionsRepository {
       createdAt: mission.createdAt,
       updatedAt: mission.updatedAt,
       completedAt: mission.completedAt,
+      nextCheckAt: mission.nextCheckAt ?? null,
     };
   }
 
-  private async toEntity(manager: EntityManager, row: MissionRow | null): Promise<MissionEntity | null> {
+  private async toEntity(manager: Queryable, row: MissionRow | null): Promise<MissionEntity | null> {
     if (!row) return null;
     const content: MissionContent = row.sealed
       ? await this.cipher.open<MissionContent>(manager, { table: TABLE, id: row.id }, row.sealed)
@@ -90,6 +106,7 @@ export class MissionsRepository {
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
       completedAt: row.completedAt,
+      nextCheckAt: row.nextCheckAt,
     });
   }
 
@@ -103,6 +120,12 @@ export class MissionsRepository {
   }
 
   /** Newest first, optionally of one status, after `before` in (created_at, id) order; one extra row tells whether more follow. */
+  /** Queued or running missions whose step reply is overdue (every tenant's), through a SECURITY DEFINER function. */
+  async findDue(limit: number): Promise<Array<Pick<MissionEntity, 'id' | 'tenantId'>>> {
+    const rows: Array<{ id: string; tenant_id: string }> = await this.dataSource.query(`SELECT id, tenant_id FROM mission.missions_due($1)`, [limit]);
+    return rows.map((row) => ({ id: row.id, tenantId: row.tenant_id }));
+  }
+
   async page(manager: EntityManager, tenantId: string, limit: number, status?: MissionStatus, before?: CursorPosition): Promise<MissionEntity[]> {
     const query = manager
       .getRepository(MissionRow)

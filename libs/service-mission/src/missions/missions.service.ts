@@ -18,11 +18,12 @@ import {
   SubmitMissionSchema,
   Topics,
 } from '@mission/contracts';
-import { enqueueOutbox, tenantTransaction } from '@mission/persistence';
+import { enqueueOutbox, type Queryable, tenantReader, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { missionView } from './mission.view';
+import { StepRequests } from './mission.steps';
 import { MissionsRepository } from './missions.repository';
 
 /** How long an Idempotency-Key keeps standing for the mission it created. */
@@ -42,11 +43,18 @@ export function requestFingerprint(value: unknown): string {
 
 /** Mission lifecycle as the API sees it, always for the current tenant. */
 export class MissionsService {
+  /** Reads of one statement, each in one round trip (the hot path: clients poll missions). */
+  private readonly reader: Queryable;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly missions: MissionsRepository,
     private readonly afterCommit: () => void,
-  ) {}
+    /** Without it (tests of the API alone), the runner sends the first step's request on mission.queued. */
+    private readonly steps?: StepRequests,
+  ) {
+    this.reader = tenantReader(dataSource);
+  }
 
   /**
    * Stores the mission `queued` with its `mission.queued` event in one transaction. With an
@@ -84,7 +92,7 @@ export class MissionsService {
 
   async get(id: string): Promise<MissionView> {
     const { tenantId } = currentTenant();
-    const mission = await tenantTransaction(this.dataSource, (manager) => this.missions.findForTenant(manager, tenantId, id));
+    const mission = await this.missions.read(this.reader, tenantId, id);
     if (!mission) throw DomainError.notFound('Mission');
     return missionView(mission);
   }
@@ -112,6 +120,7 @@ export class MissionsService {
       const now = new Date();
       found.status = 'cancelled';
       found.completedAt = now;
+      found.nextCheckAt = null;
       found.updatedAt = now;
       skipStepsAfter(found, -1);
       await this.missions.save(manager, found);
@@ -141,7 +150,14 @@ export class MissionsService {
       createdAt: now,
       updatedAt: now,
       completedAt: null,
+      nextCheckAt: null,
     });
+    // A first Brain query leaves with the submit (one relay pass instead of two hops); the mission
+    // shows `queued` and the step `pending` until the runner or the step's reply moves them. A
+    // first approval waits for the runner: an item made before a quick cancel reached hit-service
+    // would stay pending for a cancelled mission.
+    const first = mission.steps[0];
+    if (this.steps && first?.type === 'brain.query') await this.steps.send(manager, mission, first, now);
     await this.missions.insert(manager, mission);
     const event: MissionQueuedEvent = { missionId: mission.id };
     await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionQueued, key: `${tenantId}:${mission.id}`, payload: event });

@@ -1,0 +1,197 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Cleanup } from './cleanup';
+import { cpuBetween, cpuSnapshot, type CpuReport, POSTGRES_SERVER } from './cpu';
+import type { BenchOptions } from './options';
+import { killAllServers, REPO_ROOT } from './processes';
+import { foreignCpu, NOISE_THRESHOLD_PERCENT } from './report';
+import type { PreparedTarget } from './targets';
+
+/** Thrown at the next step after Ctrl-C: the signal handler cleans up and exits. */
+export class Interrupted extends Error {}
+
+/** A target that did not come up: its message carries the servers' output, a stack would add nothing. */
+export class TargetStartError extends Error {}
+
+/**
+ * What the suites that start targets share: logging, the clean-up stack, Ctrl-C handling, the
+ * servers' extra environment and waiting for a quiet machine.
+ */
+export class Harness {
+  readonly cleanup: Cleanup;
+  /** Set on Ctrl-C: the run stops at the next step. */
+  interrupted = false;
+  private readonly onInterrupt: Array<() => void> = [];
+
+  constructor(private readonly prefix: string) {
+    this.cleanup = new Cleanup(this.log);
+  }
+
+  readonly log = (message: string): void => {
+    process.stderr.write(`[${this.prefix}] ${message}\n`);
+  };
+
+  checkInterrupted(): void {
+    if (this.interrupted) throw new Interrupted('interrupted');
+  }
+
+  /** Called on the first Ctrl-C, before the clean-up (to stop a load in progress). */
+  whenInterrupted(fn: () => void): void {
+    this.onInterrupt.push(fn);
+  }
+
+  /** The servers' extra environment: with --cpu-prof, the profiler preload and where it writes. */
+  serverEnv(options: BenchOptions): Record<string, string> {
+    if (options.cpuProfDir === undefined) return {};
+    const dir = path.resolve(options.cpuProfDir || mkdtempSync(path.join(os.tmpdir(), 'mission-bench-profiles-')));
+    mkdirSync(dir, { recursive: true });
+    this.log(`CPU profiles of the servers go to ${dir} (written when each server exits)`);
+    const preload = `--require ${JSON.stringify(path.join(__dirname, 'cpu-profile.cjs'))}`;
+    return { NODE_OPTIONS: [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' '), MISSION_BENCH_PROFILE_DIR: dir };
+  }
+
+  /** Waits (up to `maxSeconds`) until other work on the machine stays under the noise threshold for 3 s. */
+  async waitQuiet(target: PreparedTarget, maxSeconds: number, cores: number): Promise<void> {
+    const deadline = performance.now() + maxSeconds * 1000;
+    for (let round = 0; ; round++) {
+      const before = cpuSnapshot();
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      this.checkInterrupted();
+      const { total, foreign } = foreignCpu(cpuBetween(before, cpuSnapshot(), target.servers, cores, target.databaseName), infrastructureOf(target));
+      if (total < NOISE_THRESHOLD_PERCENT) {
+        if (round > 0) this.log(`${target.name}: the machine is quiet now`);
+        return;
+      }
+      const busy = foreign
+        .slice(0, 3)
+        .map(([name, value]) => `${name} ${value}%`)
+        .join(', ');
+      if (performance.now() > deadline) {
+        this.log(`${target.name}: still busy after ${maxSeconds} s (${busy}); measuring anyway`);
+        return;
+      }
+      if (round === 0) this.log(`${target.name}: other processes use ${Math.round(total)}% of a core (${busy}); waiting for quiet`);
+    }
+  }
+
+  /**
+   * The servers' CPU use at rest (no load, after start-up and preparation) over `seconds`: what
+   * they spend whatever the load (Kafka consumers' fetches, timers), which a low load's CPU per
+   * request includes.
+   */
+  async idleCpu(target: PreparedTarget, cores: number, seconds = IDLE_SECONDS): Promise<CpuReport | null> {
+    const before = cpuSnapshot();
+    await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+    this.checkInterrupted();
+    const cpu = cpuBetween(before, cpuSnapshot(), target.servers, cores, target.databaseName);
+    if (cpu) this.log(`${target.name}: at rest: ${percentText(cpu.servers)}`);
+    return cpu;
+  }
+
+  /**
+   * Runs `main` and exits with its code after the clean-up; Ctrl-C (or SIGTERM) stops the run and
+   * cleans up, a second one kills every server at once.
+   */
+  run(main: () => Promise<number>): void {
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+      process.on(signal, () => {
+        if (this.interrupted) {
+          this.log('second signal: killing everything now');
+          killAllServers();
+          process.exit(130);
+        }
+        this.interrupted = true;
+        this.log(`${signal}: stopping the load and cleaning up (again to force)`);
+        for (const fn of this.onInterrupt) fn();
+        void this.cleanup.runAll().finally(() => process.exit(130));
+      });
+    }
+    main().then(
+      async (code) => {
+        if (this.interrupted) return; // the signal handler cleans up and exits
+        await this.cleanup.runAll();
+        process.exit(code);
+      },
+      async (error: unknown) => {
+        if (this.interrupted) return;
+        this.log(`FAILED: ${error instanceof TargetStartError ? error.message : error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+        await this.cleanup.runAll();
+        process.exit(1);
+      },
+    );
+  }
+}
+
+/** Seconds of the at-rest CPU sample taken after a target is up. */
+export const IDLE_SECONDS = 3;
+
+/** `name 12.3%, other 4%` */
+export function percentText(entries: Record<string, number>): string {
+  return (
+    Object.entries(entries)
+      .map(([name, value]) => `${name} ${value}%`)
+      .join(', ') || '–'
+  );
+}
+
+/**
+ * The system PostgreSQL's own processes (WAL, checkpoints), Redis and a broker given by
+ * KAFKA_BROKERS work for the distributed target too: not foreign work. Backends of other
+ * databases are.
+ */
+export function infrastructureOf(target: Pick<PreparedTarget, 'name'>): string[] {
+  return target.name === 'distributed' ? [POSTGRES_SERVER, 'redis-server', ...(process.env.KAFKA_BROKERS ? ['java'] : [])] : [];
+}
+
+/**
+ * Attempts at a quiet measured run when --wait-quiet is on. The quietest is kept; of runs about
+ * as quiet (within 5 points of a core), the later one, which had more warm-up.
+ */
+export const QUIET_ATTEMPTS = 3;
+export const QUIET_TIE_PERCENT = 5;
+
+/** Runs `measureOnce` up to QUIET_ATTEMPTS times while it reports warnings (with --wait-quiet), keeping the quietest run. */
+export async function quietestOf<T extends { readonly warnings: readonly string[]; readonly foreign: number }>(
+  harness: Harness,
+  label: string,
+  waitQuietSeconds: number,
+  measureOnce: () => Promise<T>,
+): Promise<T> {
+  const attempts = waitQuietSeconds > 0 ? QUIET_ATTEMPTS : 1;
+  let run = await measureOnce();
+  for (let attempt = 2; attempt <= attempts && run.warnings.length > 0; attempt++) {
+    harness.log(`${label}: the machine got busy during the run; measuring again (attempt ${attempt} of ${attempts})`);
+    const again = await measureOnce();
+    if (again.foreign < run.foreign + QUIET_TIE_PERCENT) run = again;
+  }
+  return run;
+}
+
+/**
+ * Writes a suite's report as `bench/results/<name>.json` and `.md` when asked (and says so), or
+ * says why not; then prints `tables`. Returns the exit code: 1 when the run was flagged.
+ */
+export function finishReport(
+  options: { readonly write: boolean },
+  name: string,
+  report: { readonly ok: boolean },
+  markdown: string,
+  tables: string,
+  flagged: string,
+  log: (message: string) => void,
+): number {
+  if (options.write) {
+    const dir = path.join(REPO_ROOT, 'bench', 'results');
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(path.join(dir, `${name}.md`), markdown);
+    log(`results written to bench/results/${name}.json and .md`);
+  } else {
+    log('results not written (quick, profiling or partial run; --write forces it)');
+  }
+  process.stdout.write(`\n${tables}\n\n`);
+  if (report.ok) return 0;
+  log(`FLAGGED: ${flagged}`);
+  return 1;
+}

@@ -1,0 +1,114 @@
+/**
+ * The kafkajs client of a bus and the topic administration it does at start: creating missing
+ * topics and waiting for their leaders.
+ */
+import type * as tls from 'node:tls';
+import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig } from 'kafkajs';
+import { BusLogger, consoleBusLogger, describe } from '../delivery';
+import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
+import { ProducerHandle } from './producers';
+
+const TOPIC_TIMEOUT_MS = 15_000;
+
+/** Routes kafkajs's own logging to a BusLogger, WARN and above, as structured entries. */
+export function kafkaLogCreator(logger: BusLogger): logCreator {
+  return () => (entry) => {
+    const mapped = busLogEntry(entry);
+    if (mapped) logger[mapped.level](mapped.message, mapped.context);
+  };
+}
+
+export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger): Kafka {
+  if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
+  return new Kafka({ brokers, clientId, ssl, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+}
+
+/** A kafkajs producer that knows whether it is connected; `send` takes kafkajs's `sendBatch` record. */
+export function producerHandle(kafka: Kafka, config: ProducerConfig): ProducerHandle<Parameters<ReturnType<Kafka['producer']>['sendBatch']>[0]> {
+  const producer = kafka.producer(config);
+  let connected = false;
+  producer.on(producer.events.CONNECT, () => (connected = true));
+  producer.on(producer.events.DISCONNECT, () => (connected = false));
+  return {
+    connect: () => producer.connect(),
+    disconnect: () => producer.disconnect(),
+    send: (record) => producer.sendBatch(record),
+    isConnected: () => connected,
+  };
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Waits until every partition of `names` has a leader; returns their metadata. */
+export async function waitForLeaders(admin: Admin, names: string[], timeoutMs: number = TOPIC_TIMEOUT_MS): Promise<ITopicMetadata[]> {
+  const deadline = Date.now() + timeoutMs;
+  let last = 'no metadata yet';
+  for (;;) {
+    try {
+      const { topics } = await admin.fetchTopicMetadata({ topics: names });
+      const ready = names.every((name) => {
+        const topic = topics.find((t) => t.name === name);
+        return topic !== undefined && topic.partitions.length > 0 && topic.partitions.every((p) => p.leader >= 0 && p.partitionErrorCode === 0);
+      });
+      if (ready) return topics;
+      last = 'a partition has no leader yet';
+    } catch (error) {
+      last = describe(error);
+    }
+    if (Date.now() > deadline) throw new Error(`Topics ${names.join(', ')} not ready within ${timeoutMs} ms: ${last}`);
+    await sleep(100);
+  }
+}
+
+/**
+ * Creates the topics that are missing and waits until every listed topic has its leaders.
+ * "Already exists" is fine (another instance won the race); existing topics are never altered.
+ * Returns the partition count of each listed topic.
+ */
+export async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicSpec>, logger: BusLogger): Promise<Map<string, number>> {
+  const topics = mergeTopicSpecs(specs);
+  if (topics.length === 0) return new Map();
+  const existing = new Set(await admin.listTopics());
+  const missing = topics.filter((topic) => !existing.has(topic.name));
+  if (missing.length > 0) {
+    // Leaders are awaited below, not here: kafkajs's own wait fails outright when another process
+    // created one of these topics a moment ago and its metadata has not reached the broker yet.
+    await admin.createTopics({
+      topics: missing.map((topic) => ({
+        topic: topic.name,
+        numPartitions: topic.partitions,
+        ...(topic.maxMessageBytes ? { configEntries: [{ name: 'max.message.bytes', value: String(topic.maxMessageBytes) }] } : {}),
+      })),
+      waitForLeaders: false,
+      timeout: TOPIC_TIMEOUT_MS,
+    });
+  }
+  const metadata = await waitForLeaders(
+    admin,
+    topics.map((topic) => topic.name),
+  );
+  const partitions = new Map(metadata.map((topic) => [topic.name, topic.partitions.length]));
+  for (const topic of topics) {
+    const actual = partitions.get(topic.name) ?? 0;
+    if (actual < topic.partitions) {
+      logger.warn('Topic has fewer partitions than configured; left as is', { topic: topic.name, configured: topic.partitions, actual });
+    }
+  }
+  return partitions;
+}
+
+/** Creates missing topics (with leaders elected) for tooling, tests and deploy scripts. */
+export async function ensureTopics(
+  brokers: string[],
+  topics: ReadonlyArray<TopicSpec>,
+  ssl?: tls.ConnectionOptions | boolean,
+  logger: BusLogger = consoleBusLogger,
+): Promise<void> {
+  const admin = kafkaClient(brokers, 'ensure-topics', ssl, logger).admin();
+  await admin.connect();
+  try {
+    await ensureTopicsWith(admin, topics, logger);
+  } finally {
+    await admin.disconnect();
+  }
+}
