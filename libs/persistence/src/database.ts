@@ -119,26 +119,92 @@ function literal(value: unknown): string {
   return escapeLiteral(value);
 }
 
+/** Reads of one tick gathered into one message: at most this many. */
+const MAX_READS_PER_MESSAGE = 32;
+
+interface QueuedRead {
+  readonly text: string;
+  resolve(rows: unknown[]): void;
+  reject(error: unknown): void;
+}
+
+/**
+ * Sends the tenant reads issued in one tick as one simple-protocol message (each its own
+ * `set_config` and statement, in order, so every statement runs as its own tenant): under load
+ * a service sends one message and wakes one backend per batch of reads instead of per read.
+ * When one statement fails PostgreSQL aborts the rest of the message; the reads of that batch
+ * then run one by one, so each caller gets its own rows or its own error.
+ */
+class ReadBatcher {
+  private queued: QueuedRead[] = [];
+  private scheduled = false;
+
+  constructor(private readonly pool: Pool) {}
+
+  read(text: string): Promise<unknown[]> {
+    return new Promise((resolve, reject) => {
+      this.queued.push({ text, resolve, reject });
+      if (this.scheduled) return;
+      this.scheduled = true;
+      process.nextTick(() => this.flush());
+    });
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    const queued = this.queued;
+    this.queued = [];
+    for (let start = 0; start < queued.length; start += MAX_READS_PER_MESSAGE) void this.send(queued.slice(start, start + MAX_READS_PER_MESSAGE));
+  }
+
+  private async send(batch: QueuedRead[]): Promise<void> {
+    if (batch.length === 1) return this.sendOne(batch[0]);
+    let results: QueryResult[];
+    try {
+      results = (await this.pool.query(batch.map((read) => read.text).join(';\n'))) as unknown as QueryResult[];
+    } catch {
+      await Promise.all(batch.map((read) => this.sendOne(read)));
+      return;
+    }
+    batch.forEach((read, index) => read.resolve(results[2 * index + 1].rows));
+  }
+
+  private async sendOne(read: QueuedRead): Promise<void> {
+    try {
+      const results = (await this.pool.query(read.text)) as unknown as QueryResult[];
+      read.resolve(results[1].rows);
+    } catch (error) {
+      read.reject(error);
+    }
+  }
+}
+
+const batchers = new WeakMap<Pool, ReadBatcher>();
+
 /**
  * Reads in the current tenant's transaction in one round trip instead of four (BEGIN, the
  * tenant setting, the statement, COMMIT): PostgreSQL runs the statements of one simple-protocol
  * message as one implicit transaction, so `set_config(…, true)` holds for the statement after it
- * and ends with it, and row-level security applies exactly as in tenantTransaction. The simple
- * protocol takes no parameters, so `$n` are inlined as escaped literals. For reads only: a
- * statement that writes belongs in tenantTransaction.
+ * (until the next `set_config`) and ends with the message, and row-level security applies
+ * exactly as in tenantTransaction. Reads issued in the same tick share a message (ReadBatcher).
+ * The simple protocol takes no parameters, so `$n` are inlined as escaped literals. For single
+ * SELECT statements only: a statement that writes belongs in tenantTransaction.
  */
 export function tenantReader(dataSource: DataSource): Queryable {
   const pool = (dataSource.driver as unknown as { master: Pool }).master;
+  let batcher = batchers.get(pool);
+  if (!batcher) batchers.set(pool, (batcher = new ReadBatcher(pool)));
+  const reads = batcher;
   return {
     async query(sql: string, parameters: unknown[] = []): Promise<unknown[]> {
       const { tenantId } = currentTenant();
-      const statement = sql.replace(/\$(\d+)/g, (_match, index: string) => {
+      if (/;\s*\S/.test(sql)) throw new TypeError('A tenant read is one statement');
+      const statement = sql.replace(/;\s*$/, '').replace(/\$(\d+)/g, (_match, index: string) => {
         const position = Number(index) - 1;
         if (position >= parameters.length) throw new RangeError(`No parameter $${index}`);
         return literal(parameters[position]);
       });
-      const results = (await pool.query(`SELECT set_config('app.tenant_id', ${literal(tenantId)}, true); ${statement}`)) as unknown as QueryResult[];
-      return results[1].rows;
+      return reads.read(`SELECT set_config('app.tenant_id', ${literal(tenantId)}, true); ${statement}`);
     },
   };
 }

@@ -94,6 +94,39 @@ describe('mission tables under row-level security', () => {
       }
     });
 
+    it('keeps each read of a shared message under its own tenant, and one failing read fails alone', async () => {
+      const reader = tenantReader(dataSource);
+      const readAs = (tenantId: string) => runWithTenant({ tenantId }, () => reader.query(`SELECT id, current_setting('app.tenant_id') AS tenant FROM mission.missions`));
+      // Issued in one tick, so they travel together: A, B, A, a failing statement, B.
+      const outcomes = await Promise.allSettled([
+        readAs(tenantA),
+        readAs(tenantB),
+        readAs(tenantA),
+        runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT 1 / 0 AS boom`)),
+        readAs(tenantB),
+      ]);
+      const rowsOf = (index: number) => (outcomes[index] as PromiseFulfilledResult<unknown[]>).value;
+      expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(rowsOf(0)).toEqual([{ id: missionA.id, tenant: tenantA }]);
+      expect(rowsOf(1)).toEqual([{ id: missionB.id, tenant: tenantB }]);
+      expect(rowsOf(2)).toEqual([{ id: missionA.id, tenant: tenantA }]);
+      expect((outcomes[3] as PromiseRejectedResult).reason).toMatchObject({ message: expect.stringMatching(/division by zero/) });
+      expect(rowsOf(4)).toEqual([{ id: missionB.id, tenant: tenantB }]);
+      // More reads than one message takes still each get their own tenant's rows, in three messages (32 at most each).
+      const pool = (dataSource.driver as unknown as { master: { query: (...args: unknown[]) => unknown } }).master;
+      const messages = jest.spyOn(pool, 'query');
+      const many = await Promise.all(Array.from({ length: 70 }, (_, index) => readAs(index % 2 ? tenantB : tenantA)));
+      expect(messages).toHaveBeenCalledTimes(3);
+      messages.mockRestore();
+      expect(many.every((rows, index) => JSON.stringify(rows) === JSON.stringify([index % 2 ? { id: missionB.id, tenant: tenantB } : { id: missionA.id, tenant: tenantA }]))).toBe(true);
+    });
+
+    it('takes one statement: a second one is refused before anything is sent', async () => {
+      const reader = tenantReader(dataSource);
+      await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT 1; SELECT 2`))).rejects.toThrow(/one statement/);
+      await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT count(*)::int AS n FROM mission.missions;`))).resolves.toEqual([{ n: 1 }]);
+    });
+
     it('inlines parameters as escaped literals: quotes and backslashes are data, a NUL or a missing parameter is refused', async () => {
       const reader = tenantReader(dataSource);
       const tricky = `it's a \\ backslash'); DELETE FROM mission.missions; --`;
