@@ -1,10 +1,9 @@
 import { DynamicModule, Module } from '@nestjs/common';
-import { APP_FILTER, APP_GUARD, APP_INTERCEPTOR } from '@nestjs/core';
+import { APP_FILTER, APP_GUARD } from '@nestjs/core';
 import { Registry } from 'prom-client';
 import { AdminController } from './admin/admin.controller';
 import { AdminKeysController } from './admin/admin-keys.controller';
 import { AuthGuard, ScopeGuard } from './auth/auth.guard';
-import { TenantContextInterceptor } from './auth/tenant-context.interceptor';
 import { TokenVerifier } from './auth/token-verifier';
 import { BrainController } from './brain/brain.controller';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from './gateway.options';
@@ -46,7 +45,6 @@ export class GatewayModule {
         { provide: APP_GUARD, useClass: AuthGuard },
         { provide: APP_GUARD, useClass: RateLimitGuard },
         { provide: APP_GUARD, useClass: ScopeGuard },
-        { provide: APP_INTERCEPTOR, useClass: TenantContextInterceptor },
         { provide: APP_FILTER, useClass: ProblemFilter },
       ],
     };

@@ -12,6 +12,7 @@ import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
 import { API_VERSION, createOpenApiDocument, isPublicApiPath, serveOpenApi } from './openapi/document';
 import { authenticate } from './auth/auth.guard';
+import { enterRequestContext } from './auth/request-context.hook';
 import { TokenVerifier } from './auth/token-verifier';
 import { chargeTenant } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
@@ -140,6 +141,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
       return reply;
     }
   });
+  fastify.addHook('preHandler', enterRequestContext);
   const requests = httpServerMetrics(app.get<Registry>(METRICS));
   fastify.addHook('onResponse', async (request, reply) => {
     // The route template, never the raw URL: ids and query strings would make series unbounded.
