@@ -1,12 +1,10 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
-
-const storage = new AsyncLocalStorage<string>();
+import { currentScope, runInScope } from './scope';
 
 /** Runs `fn` as the handling of the HTTP request `requestId` (the X-Request-Id it is answered with): log lines written in it carry the id. */
 export function runWithRequestId<T>(requestId: string, fn: () => T): T {
-  return storage.run(requestId, fn);
+  return runInScope({ requestId }, fn);
 }
 
 export function currentRequestId(): string | undefined {
-  return storage.getStore();
+  return currentScope()?.requestId;
 }

@@ -16,6 +16,8 @@ import {
   runWithTrace,
   TRACEPARENT_HEADER,
   traceHeaders,
+  currentRequestId,
+  runWithRequestId,
 } from './index';
 
 describe('tenant context', () => {
@@ -87,5 +89,27 @@ describe('trace context', () => {
   it('leaves the tenant context on request', () => {
     const tenantId = randomUUID();
     expect(runWithTenant({ tenantId }, () => runWithoutTenant(() => optionalTenant()))).toBeUndefined();
+  });
+
+  it('keeps the trace and the request id when the tenant is entered or left, and each part when another changes', async () => {
+    const tenantId = randomUUID();
+    const trace = newTraceparent();
+    const seen = await runWithRequestId('req-1', () =>
+      runWithTrace(trace, () =>
+        runWithTenant({ tenantId }, async () => {
+          await Promise.resolve();
+          const inside = { tenant: optionalTenant()?.tenantId, trace: currentTraceparent(), request: currentRequestId() };
+          const left = runWithoutTenant(() => ({ tenant: optionalTenant(), trace: currentTraceparent(), request: currentRequestId() }));
+          const otherTrace = runWithTrace(newTraceparent(), () => ({ tenant: optionalTenant()?.tenantId, request: currentRequestId() }));
+          return { inside, left, otherTrace };
+        }),
+      ),
+    );
+    expect(seen).toEqual({
+      inside: { tenant: tenantId, trace, request: 'req-1' },
+      left: { tenant: undefined, trace, request: 'req-1' },
+      otherTrace: { tenant: tenantId, request: 'req-1' },
+    });
+    expect({ tenant: optionalTenant(), trace: currentTraceparent(), request: currentRequestId() }).toEqual({ tenant: undefined, trace: undefined, request: undefined });
   });
 });

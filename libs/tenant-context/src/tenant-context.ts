@@ -1,5 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { isUuid } from '@mission/contracts';
+import { currentScope, runInScope } from './scope';
 
 /** The tenant a request or message acts for. Everything tenant-scoped reads it from here. */
 export interface TenantContext {
@@ -16,8 +16,6 @@ export class MissingTenantContextError extends Error {
   }
 }
 
-const storage = new AsyncLocalStorage<TenantContext>();
-
 export function isTenantId(value: unknown): value is string {
   return isUuid(value);
 }
@@ -27,19 +25,19 @@ export function runWithTenant<T>(context: TenantContext, fn: () => T): T {
   if (!isTenantId(context.tenantId)) {
     throw new Error(`Refusing to run with an invalid tenant id: ${JSON.stringify(context.tenantId)}`);
   }
-  return storage.run(Object.freeze({ ...context }), fn);
+  return runInScope({ tenant: Object.freeze({ ...context }) }, fn);
 }
 
 /** The current tenant. Throws when there is none: a missing tenant is a bug, never "all tenants". */
 export function currentTenant(): TenantContext {
-  const context = storage.getStore();
+  const context = currentScope()?.tenant;
   if (!context) throw new MissingTenantContextError();
   return context;
 }
 
 /** For code that legitimately runs both inside and outside a tenant (logging, the bus adapters). */
 export function optionalTenant(): TenantContext | undefined {
-  return storage.getStore();
+  return currentScope()?.tenant;
 }
 
 /**
@@ -47,5 +45,5 @@ export function optionalTenant(): TenantContext | undefined {
  * requests, cross-tenant sweeps) that must never act for the tenant it happened to be called from.
  */
 export function runWithoutTenant<T>(fn: () => T): T {
-  return storage.exit(fn);
+  return runInScope({ tenant: undefined }, fn);
 }

@@ -1,5 +1,5 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomFillSync } from 'node:crypto';
+import { currentScope, runInScope } from './scope';
 import { context as otelContext, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type SpanContext } from '@opentelemetry/api';
 
 /** W3C Trace Context: the header that carries a trace across HTTP and the bus. */
@@ -57,7 +57,10 @@ export function childTraceparent(parent: string | undefined): string {
   return parsed ? format(parsed.traceId, parsed.flags) : newTraceparent();
 }
 
-const storage = new AsyncLocalStorage<string>();
+/** Runs `fn` with `traceparent` as the current trace. */
+function inTrace<T>(traceparent: string, fn: () => T): T {
+  return runInScope({ traceparent }, fn);
+}
 
 /**
  * Whether OpenTelemetry is recording (the telemetry library turns this on when it starts an SDK).
@@ -105,7 +108,7 @@ function inSpan<T>(parent: Context, span: TraceSpan, fn: () => T): T {
     opened.recordException(error instanceof Error ? error : String(error));
     opened.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.message : String(error) });
   };
-  const run = () => storage.run(formatSpanContext(opened.spanContext()), fn);
+  const run = () => inTrace(formatSpanContext(opened.spanContext()), fn);
   let result: T;
   try {
     result = otelContext.with(trace.setSpan(parent, opened), run);
@@ -139,22 +142,22 @@ function inSpan<T>(parent: Context, span: TraceSpan, fn: () => T): T {
 export function runWithTrace<T>(traceparent: string | undefined, fn: () => T, span?: TraceSpan): T {
   const parsed = parseTraceparent(traceparent);
   const valid = parsed ? (traceparent as string).trim() : undefined;
-  if (!spansOn) return storage.run(valid ?? newTraceparent(), fn);
+  if (!spansOn) return inTrace(valid ?? newTraceparent(), fn);
   const parent = parsed
     ? trace.setSpanContext(ROOT_CONTEXT, { traceId: parsed.traceId, spanId: parsed.parentId, traceFlags: Number.parseInt(parsed.flags, 16), isRemote: true })
     : ROOT_CONTEXT;
   if (span) return inSpan(parent, span, fn);
-  if (valid && valid === activeSpanTraceparent()) return storage.run(valid, fn);
-  return otelContext.with(parent, () => storage.run(valid ?? newTraceparent(), fn));
+  if (valid && valid === activeSpanTraceparent()) return inTrace(valid, fn);
+  return otelContext.with(parent, () => inTrace(valid ?? newTraceparent(), fn));
 }
 
 export function currentTraceparent(): string | undefined {
-  return storage.getStore();
+  return currentScope()?.traceparent;
 }
 
 /** The trace id of the current trace, for log lines. */
 export function currentTraceId(): string | undefined {
-  return parseTraceparent(storage.getStore())?.traceId;
+  return parseTraceparent(currentScope()?.traceparent)?.traceId;
 }
 
 /**
@@ -164,6 +167,6 @@ export function currentTraceId(): string | undefined {
 export function traceHeaders(): Record<string, string> {
   const active = activeSpanTraceparent();
   if (active) return { [TRACEPARENT_HEADER]: active };
-  const current = storage.getStore();
+  const current = currentScope()?.traceparent;
   return current ? { [TRACEPARENT_HEADER]: spansOn ? current : childTraceparent(current) } : {};
 }
