@@ -119,7 +119,7 @@ function literal(value: unknown): string {
   return escapeLiteral(value);
 }
 
-/** Reads of one tick gathered into one message: at most this many. */
+/** Reads of one turn of the event loop gathered into one message: at most this many. */
 const MAX_READS_PER_MESSAGE = 32;
 
 interface QueuedRead {
@@ -129,7 +129,8 @@ interface QueuedRead {
 }
 
 /**
- * Sends the tenant reads issued in one tick as one simple-protocol message (each its own
+ * Sends the tenant reads issued in one turn of the event loop (flushed by setImmediate, after
+ * every socket that was ready has been read) as one simple-protocol message (each its own
  * `set_config` and statement, in order, so every statement runs as its own tenant): under load
  * a service sends one message and wakes one backend per batch of reads instead of per read.
  * When one statement fails PostgreSQL aborts the rest of the message; the reads of that batch
@@ -146,7 +147,7 @@ class ReadBatcher {
       this.queued.push({ text, resolve, reject });
       if (this.scheduled) return;
       this.scheduled = true;
-      process.nextTick(() => this.flush());
+      setImmediate(() => this.flush());
     });
   }
 
@@ -186,7 +187,7 @@ const batchers = new WeakMap<Pool, ReadBatcher>();
  * tenant setting, the statement, COMMIT): PostgreSQL runs the statements of one simple-protocol
  * message as one implicit transaction, so `set_config(…, true)` holds for the statement after it
  * (until the next `set_config`) and ends with the message, and row-level security applies
- * exactly as in tenantTransaction. Reads issued in the same tick share a message (ReadBatcher).
+ * exactly as in tenantTransaction. Reads issued in the same turn of the event loop share a message (ReadBatcher).
  * The simple protocol takes no parameters, so `$n` are inlined as escaped literals. For single
  * SELECT statements only: a statement that writes belongs in tenantTransaction.
  */

@@ -97,7 +97,7 @@ describe('mission tables under row-level security', () => {
     it('keeps each read of a shared message under its own tenant, and one failing read fails alone', async () => {
       const reader = tenantReader(dataSource);
       const readAs = (tenantId: string) => runWithTenant({ tenantId }, () => reader.query(`SELECT id, current_setting('app.tenant_id') AS tenant FROM mission.missions`));
-      // Issued in one tick, so they travel together: A, B, A, a failing statement, B.
+      // Issued at once, so they travel together: A, B, A, a failing statement, B.
       const outcomes = await Promise.allSettled([
         readAs(tenantA),
         readAs(tenantB),
