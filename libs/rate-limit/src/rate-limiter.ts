@@ -89,9 +89,6 @@ export function rateLimitRedisOptions(commandTimeoutMs: number): RedisOptions {
     connectTimeout: 1_000,
     retryStrategy: (attempt) => Math.min(attempt * 100, 1_000),
     connectionName: 'rate-limits',
-    // The takes of one event-loop tick go out in one write: under load a gateway sends a few
-    // pipelines a millisecond instead of one write (and one Redis wake-up) per request.
-    enableAutoPipelining: true,
   };
 }
 

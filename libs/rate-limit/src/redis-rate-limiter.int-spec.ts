@@ -184,6 +184,30 @@ describe('rate limits on a Redis of this test’s own', () => {
     }
   });
 
+  it('sends the takes of requests that arrive together as one pipeline, each decided on its own, and reloads a lost script there too', async () => {
+    const limiter = await startLimiter();
+    const admin = new Redis(server.url);
+    const pipelines = jest.spyOn(Redis.prototype, 'pipeline');
+    try {
+      await limiter.consume('warm-up', policy);
+      pipelines.mockClear();
+      const burst = await Promise.all(Array.from({ length: 50 }, (_, index) => limiter.consume(`burst-${index % 5}`, policy)));
+      expect(pipelines).toHaveBeenCalledTimes(1);
+      // Each key was taken ten times: its decisions count down 84 … 75, each remaining seen once.
+      for (let key = 0; key < 5; key++) {
+        const remaining = burst.filter((_, index) => index % 5 === key).map((decision) => decision.remaining);
+        expect(remaining.sort((a, b) => b - a)).toEqual([84, 83, 82, 81, 80, 79, 78, 77, 76, 75]);
+      }
+      await admin.script('FLUSH');
+      const after = await Promise.all(Array.from({ length: 10 }, () => limiter.consume('after-flush', policy)));
+      expect(after.every((decision) => decision.allowed && decision.store === 'redis')).toBe(true);
+      expect(after.map((decision) => decision.remaining).sort((a, b) => b - a)).toEqual([84, 83, 82, 81, 80, 79, 78, 77, 76, 75]);
+    } finally {
+      pipelines.mockRestore();
+      admin.disconnect();
+    }
+  });
+
   it('serves per-replica buckets from memory while Redis is down, logs it once, and shares again when it is back', async () => {
     const logger = recordingLogger();
     const limiter = await startLimiter(2, logger);
