@@ -91,16 +91,44 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
   return dataSource;
 }
 
+/** TypeORM's statement that opens a transaction (PostgresQueryRunner.startTransaction). */
+const START_TRANSACTION = 'START TRANSACTION';
+
 /**
  * Runs `work` in a transaction bound to the current tenant: `app.tenant_id` is set for the
  * transaction, which row-level security policies read. Throws without a tenant context.
+ *
+ * The setting travels with TypeORM's `START TRANSACTION`, in the same simple-protocol message
+ * (one round trip instead of two on every write of every service). Should TypeORM ever open the
+ * transaction with other words, the setting is sent on its own after it: never skipped.
  */
 export async function tenantTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const { tenantId } = currentTenant();
-  return dataSource.transaction(async (manager) => {
-    await manager.query(`SELECT set_config('app.tenant_id', $1, true)`, [tenantId]);
-    return work(manager);
-  });
+  const setting = `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)`;
+  const runner = dataSource.createQueryRunner();
+  const query = runner.query.bind(runner);
+  let tenantSet = false;
+  runner.query = ((statement: string, parameters?: unknown[], structured?: boolean) => {
+    if (tenantSet || statement !== START_TRANSACTION || parameters !== undefined) return query(statement, parameters, structured as never);
+    tenantSet = true;
+    return query(`${START_TRANSACTION}; ${setting}`);
+  }) as typeof runner.query;
+  try {
+    await runner.startTransaction();
+    if (!tenantSet) {
+      tenantSet = true;
+      await runner.query(setting);
+    }
+    const result = await work(runner.manager);
+    await runner.commitTransaction();
+    return result;
+  } catch (error) {
+    // The original error is what the caller needs, whatever the rollback says.
+    await runner.rollbackTransaction().catch(() => undefined);
+    throw error;
+  } finally {
+    await runner.release();
+  }
 }
 
 /** What runs a parameterised query: an EntityManager, a DataSource, or tenantReader(). */

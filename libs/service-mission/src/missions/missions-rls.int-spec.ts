@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
 import { DataSource } from 'typeorm';
 import { MissionView } from '@mission/contracts';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
@@ -71,6 +72,21 @@ describe('mission tables under row-level security', () => {
       }),
     );
     await expect(runWithTenant({ tenantId: tenantB }, () => service.get(missionB.id))).resolves.toMatchObject({ title: 'B' });
+  });
+
+  it('sets the tenant of a transaction in the message that opens it', async () => {
+    const statements = jest.spyOn(PostgresQueryRunner.prototype, 'query');
+    try {
+      const seen = await runWithTenant({ tenantId: tenantA }, () =>
+        tenantTransaction(dataSource, async (manager) => (await manager.query(`SELECT current_setting('app.tenant_id') AS tenant, count(*)::int AS n FROM mission.missions`))[0]),
+      );
+      expect(seen).toEqual({ tenant: tenantA, n: 1 });
+      const sent = statements.mock.calls.map(([statement]) => statement);
+      expect(sent[0]).toBe(`START TRANSACTION; SELECT set_config('app.tenant_id', '${tenantA}', true)`);
+      expect(sent.filter((statement) => statement.includes('set_config'))).toHaveLength(1);
+    } finally {
+      statements.mockRestore();
+    }
   });
 
   describe('tenantReader (a read in one round trip)', () => {
