@@ -4,7 +4,7 @@
  * at every connection count asked for (1 and 50 by default). See bench/README.md for how to run it
  * and read the results.
  */
-import { cpuBetween, cpuMsPer, cpuSnapshot, type CpuReport } from './support/cpu';
+import { cpuBetween, cpuMsPer, cpuSnapshot, residentMiB, type CpuReport } from './support/cpu';
 import { finishReport, Harness, infrastructureOf, percentText, quietestOf, TargetStartError } from './support/harness';
 import { runLoad, stopLoad } from './support/load';
 import { BenchOptions, optionsOrExit, USAGE } from './support/options';
@@ -48,6 +48,8 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   const before = cpuSnapshot();
   const measured = await runLoad({ ...settings, durationSeconds: options.durationSeconds });
   const cpu = cpuBetween(before, cpuSnapshot(), target.servers, cores, target.databaseName);
+  // Read at the end of the measured run, while the servers still hold what the load made them allocate.
+  const rssMiB = residentMiB(target.servers);
   harness.checkInterrupted();
   const cpuMsPerRequest = cpuMsPer(cpu, measured.ok);
   const flags = flagsOf(measured);
@@ -64,14 +66,15 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
     log(`${label}: cpu client ${cpu.client}%, ${percentText(cpu.servers)}${Object.keys(cpu.others).length ? `, others: ${percentText(cpu.others)}` : ''}; machine ${cpu.machineBusy}% of ${cpu.machineCapacity}%`);
     log(`${label}: CPU ms per request: ${perUnitText(cpuMsPerRequest)}`);
   }
+  if (rssMiB) log(`${label}: resident memory MiB (each process itself): ${perUnitText(rssMiB)}`);
   const warnings = noiseWarnings(cpu, infrastructureOf(target));
   for (const warning of warnings) log(`${label}: warning: ${warning}`);
-  return { warmup, measured, cpu, cpuMsPerRequest, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
+  return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
 }
 
 async function measure(target: PreparedTarget, options: BenchOptions, connections: number, cores: number, idleCpu: CpuReport | null): Promise<TargetResult> {
   const run = await quietestOf(harness, `${target.name} (${connections} conn.)`, options.waitQuietSeconds, () => measureOnce(target, options, connections, cores));
-  const { warmup, measured, cpu, cpuMsPerRequest, flags, warnings } = run;
+  const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings } = run;
   const { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond } = warmup;
   return {
     name: target.name,
@@ -88,6 +91,7 @@ async function measure(target: PreparedTarget, options: BenchOptions, connection
     cpu,
     idleCpu,
     cpuMsPerRequest,
+    rssMiB,
     uncleanExits: [],
     flags,
     warnings,

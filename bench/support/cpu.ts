@@ -199,3 +199,20 @@ export function cpuBetween(
     machineCapacity: cores * 100,
   };
 }
+
+/**
+ * Resident memory of each server process itself, in MiB (VmRSS in /proc/<pid>/status; its
+ * children, such as the embedded PostgreSQL, apart). Null where /proc cannot tell.
+ */
+export function residentMiB(servers: Record<string, number>): Record<string, number> | null {
+  const resident: Record<string, number> = {};
+  for (const [name, pid] of Object.entries(servers)) {
+    try {
+      const match = /^VmRSS:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+      if (match) resident[name] = Math.round(Number(match[1]) / 1024);
+    } catch {
+      // not on Linux, or the process is gone
+    }
+  }
+  return Object.keys(resident).length > 0 ? resident : null;
+}

@@ -35,6 +35,8 @@ export interface TargetResult {
   readonly idleCpu: CpuReport | null;
   /** CPU milliseconds per 2xx response of each server process (the Kafka broker among them when started for the run). */
   readonly cpuMsPerRequest: Record<string, number> | null;
+  /** Resident memory (MiB) of each server process itself at the end of the measured run. */
+  readonly rssMiB: Record<string, number> | null;
   /** Processes that did not exit cleanly when the target was stopped. */
   readonly uncleanExits: string[];
   /** Problems that make the numbers suspect: non-2xx, errors, timeouts, mismatched bodies. */
@@ -229,10 +231,18 @@ function byTarget(results: readonly TargetResult[]): TargetResult[] {
   return [...results].sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name) || a.connections - b.connections);
 }
 
+/** The largest resident set among a target's server processes (the Kafka broker's JVM apart), with its name. */
+function largestText(resident: Record<string, number> | null): string {
+  const largest = Object.entries(resident ?? {})
+    .filter(([name]) => name !== KAFKA_BROKER)
+    .sort((a, b) => b[1] - a[1])[0];
+  return largest ? `${largest[1]} (${largest[0]})` : '–';
+}
+
 export function markdownTable(results: readonly TargetResult[]): string {
   const rows = [
-    '| target | conns | req/s mean | req/s median | p50 ms | p90 ms | p99 ms | max ms | req/s ÷ baseline | p50 ÷ baseline | broker CPU ms/req | all servers CPU ms/req | non-2xx / errors | goal |',
-    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
+    '| target | conns | req/s mean | req/s median | p50 ms | p90 ms | p99 ms | max ms | req/s ÷ baseline | p50 ÷ baseline | broker CPU ms/req | all servers CPU ms/req | largest server RSS MiB | non-2xx / errors | goal |',
+    '|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|',
   ];
   for (const result of byTarget(results)) {
     const { measured } = result;
@@ -253,6 +263,7 @@ export function markdownTable(results: readonly TargetResult[]): string {
         ratio ? ratioText(ratio.p50) : result.name === 'baseline' ? '1.00×' : '–',
         cpuMsText(brokerMs(result.cpuMsPerRequest)),
         cpuMsText(totalMs(result.cpuMsPerRequest)),
+        largestText(result.rssMiB),
         problems === 0 ? '0' : `**${measured.non2xx} / ${measured.errors + measured.mismatches}**`,
         result.goal ? `${result.goal.met ? 'met' : 'not met'} (${result.goal.description})` : '–',
         '',

@@ -12,11 +12,14 @@ export interface RunningProcess {
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
 
-/** Starts a TypeScript entry point of this repository as its own Node process. */
-export function startProcess(name: string, entry: string, env: Record<string, string>): RunningProcess {
+/**
+ * Starts a TypeScript entry point of this repository (or of a copy of it, `cwd`) as its own Node
+ * process, with this process's environment unless `inheritEnv` is false.
+ */
+export function startProcess(name: string, entry: string, env: Record<string, string>, options: { readonly cwd?: string; readonly inheritEnv?: boolean } = {}): RunningProcess {
   const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
+    cwd: options.cwd ?? REPO_ROOT,
+    env: { ...(options.inheritEnv === false ? {} : process.env), NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

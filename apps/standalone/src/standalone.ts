@@ -38,7 +38,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
   try {
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
-      const postgres: EmbeddedPostgresHandle = await startEmbeddedPostgres(dataDir, (message) => logger.error(message));
+      const postgres: EmbeddedPostgresHandle = await startEmbeddedPostgres(dataDir, (message) => logger.warn(message));
       stops.push(() => postgres.stop());
       databaseUrl = postgres.url;
       logger.info({ dataDir }, 'Embedded PostgreSQL started');
