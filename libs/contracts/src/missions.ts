@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { BRAIN_QUERY_MAX_LENGTH } from './brain';
 import { PageQuerySchema } from './pagination';
+import { Scopes } from './scopes';
 import { jsonByteLength } from './validation';
 
 export const MISSION_STATUSES = ['queued', 'running', 'awaiting_approval', 'succeeded', 'failed', 'rejected', 'cancelled'] as const;
@@ -57,6 +58,15 @@ export const SubmitMissionSchema = z.strictObject({
 });
 export type SubmitMissionRequest = z.output<typeof SubmitMissionSchema>;
 
+/**
+ * The scopes a mission's steps act with, which its submitter must hold: a `brain.query` step
+ * (the default step among them) reads the tenant's Brain, as `GET /api/brain/query` does.
+ */
+export function scopesMissionNeeds(mission: Pick<SubmitMissionRequest, 'steps'>): string[] {
+  const steps = mission.steps ?? [{ type: 'brain.query' as const }];
+  return steps.some((step) => step.type === 'brain.query') ? [Scopes.brainRead] : [];
+}
+
 export interface MissionError {
   readonly code: string;
   readonly message: string;
@@ -94,6 +104,8 @@ export const ListMissionsQuerySchema = PageQuerySchema.extend({ status: MissionS
 export const SubmitMissionCommandSchema = z.strictObject({
   mission: z.unknown(),
   idempotencyKey: z.string().min(1).max(255).optional(),
+  /** The submitter's scopes as the gateway verified them: the authority the mission's steps act with. */
+  scopes: z.array(z.string().min(1).max(64)).max(32).optional(),
 });
 export type SubmitMissionCommand = z.output<typeof SubmitMissionCommandSchema>;
 

@@ -258,6 +258,27 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       });
     });
 
+    it("acts with the submitter's authority: a mission that reads the Brain needs brain:read, through REST and MCP alike", async () => {
+      const noBrain = await tokenWith(context.tenantA, ['missions:read', 'missions:write']);
+      // The default step is a Brain query on the objective: it would show the caller passages it may not read.
+      for (const body of [{ title: 'Default step', objective: 'survey' }, { title: 'Explicit step', objective: 'o', steps: [{ type: 'brain.query', query: 'survey' }] }]) {
+        const refused = await call(gateway(), 'POST', '/api/missions', { token: noBrain, body });
+        expect(refused.status).toBe(403);
+        expect(refused.headers.get('www-authenticate')).toMatch(/error="insufficient_scope".*scope="brain:read"/);
+        expect(refused.body).toMatchObject({ code: 'insufficient_scope' });
+      }
+      // A mission whose steps read nothing is the caller's to submit.
+      const approvalOnly = await call(gateway(), 'POST', '/api/missions', { token: noBrain, body: { title: 'Approval only', objective: 'o', steps: [{ type: 'approval', title: 'Sign off' }] } });
+      expect(approvalOnly.status).toBe(202);
+      await withSession('v2-2026', noBrain, async (session) => {
+        const tool = await session.call('submit_mission', { title: 'Through MCP', objective: 'survey' });
+        expect(tool.isError).toBe(true);
+        expect(tool.body).toMatchObject({ status: 403, code: 'insufficient_scope' });
+      });
+      const listed = await call(gateway(), 'GET', '/api/missions?limit=100', { token: noBrain });
+      expect(listed.body.items.filter((mission: { title: string }) => ['Default step', 'Explicit step', 'Through MCP'].includes(mission.title))).toEqual([]);
+    });
+
     it('refuses browser origins other than its own', async () => {
       const foreign = await rawPost(mcpUrl(), context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: 'https://evil.example' });
       expect(foreign.status).toBe(403);
@@ -271,6 +292,28 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       expect(anonymous.headers.get('ratelimit')).toBeNull();
       const own = await rawPost(mcpUrl(), context.tenantA.token, { jsonrpc: '2.0', id: 1, method: 'tools/list' }, { origin: new URL(gateway()).origin });
       expect(own.status).toBe(200);
+    });
+
+    it('refuses a JSON-RPC batch with a 400 problem, running none of its calls, for the one token its request took', async () => {
+      const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'MCP batcher', tier: 'starter' } });
+      expect(created.status).toBe(201);
+      const token = (await clientCredentialsToken(context.deployment.issuer, created.body.client.clientId, created.body.client.clientSecret)).access_token;
+      const remaining = (response: Response): number => Number(/;r=(\d+)/.exec(response.headers.get('ratelimit') ?? '')?.[1]);
+      const before = await rawPost(mcpUrl(), token, { jsonrpc: '2.0', id: 0, method: 'tools/list' });
+      expect(before.status).toBe(200);
+      await before.arrayBuffer();
+      const batch = Array.from({ length: 40 }, (_, index) => ({ jsonrpc: '2.0', id: index + 1, method: 'tools/call', params: { name: 'submit_mission', arguments: { title: `Batched ${index}`, objective: 'o' } } }));
+      const refused = await rawPost(mcpUrl(), token, batch);
+      expect(refused.status).toBe(400);
+      expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
+      expect(await refused.json()).toMatchObject({ code: 'validation_failed', errors: [{ field: 'body' }] });
+      // It took one token, as any request does (starter refills 1.67 a second: the next request shows at most one more).
+      expect(remaining(before) - remaining(refused)).toBeGreaterThanOrEqual(1);
+      expect(remaining(before) - remaining(refused)).toBeLessThanOrEqual(2);
+      // And none of its forty submissions happened.
+      const missions = await call(gateway(), 'GET', '/api/missions', { token });
+      expect(missions.status).toBe(200);
+      expect(missions.body.items).toEqual([]);
     });
 
     it("counts tool calls against the tenant's rate limit, shared with REST", async () => {

@@ -71,12 +71,7 @@ describe('scopesNeeded', () => {
     expect(scopesNeeded({ method: 'tools/call', params: { name: 42 } })).toEqual([]);
   });
 
-  it('collects the scopes of every message of a batch', () => {
-    const batch = [
-      { jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'query_brain' } },
-      { jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'reject_hit' } },
-      { jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'approve_hit' } },
-    ];
-    expect(scopesNeeded(batch).sort()).toEqual([Scopes.brainRead, Scopes.hitsApprove].sort());
+  it('needs nothing for an array: batches are refused before scopes are looked at', () => {
+    expect(scopesNeeded([{ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'query_brain' } }])).toEqual([]);
   });
 });

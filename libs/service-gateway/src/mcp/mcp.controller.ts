@@ -3,7 +3,7 @@ import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiExcludeEndpoint } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
-import { MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
+import { DomainError, ErrorCode, MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
 import { Caller, TenantScopes } from '../auth/auth.decorators';
 import { insufficientScopeProblem } from '../auth/auth.guard';
 import type { Authenticated } from '../auth/authenticated';
@@ -12,18 +12,13 @@ import { Operation } from '../openapi/operation';
 import { MCP_TOOL_SCOPES } from './mcp-tools';
 import { MCP_PATH, McpEndpoint } from './mcp.endpoint';
 
-/** The scopes the JSON-RPC message(s) of a request need: a `tools/call` needs its tool's. */
-export function scopesNeeded(body: unknown): string[] {
-  const messages = Array.isArray(body) ? body : [body];
-  const needed = new Set<string>();
-  for (const message of messages) {
-    if (typeof message !== 'object' || message === null) continue;
-    const { method, params } = message as { method?: unknown; params?: { name?: unknown } };
-    if (method !== 'tools/call' || typeof params?.name !== 'string') continue;
-    const scope = MCP_TOOL_SCOPES.get(params.name);
-    if (scope) needed.add(scope);
-  }
-  return [...needed];
+/** The scopes the JSON-RPC message of a request needs: a `tools/call` needs its tool's. */
+export function scopesNeeded(message: unknown): string[] {
+  if (typeof message !== 'object' || message === null) return [];
+  const { method, params } = message as { method?: unknown; params?: { name?: unknown } };
+  if (method !== 'tools/call' || typeof params?.name !== 'string') return [];
+  const scope = MCP_TOOL_SCOPES.get(params.name);
+  return scope ? [scope] : [];
 }
 
 /**
@@ -48,12 +43,20 @@ export class McpController {
     summary: 'Model Context Protocol, Streamable HTTP (stateless; revisions 2026-07-28 and 2025-11-25)',
     description:
       'JSON-RPC messages of an MCP client. Tools: submit_mission, get_mission, list_missions, query_brain, ingest_document, list_pending_hits, approve_hit, reject_hit; ' +
-      'each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.',
+      'each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. One JSON-RPC message per request: a batch (an array) is refused with 400 `validation_failed`, as the revisions served have no batches; every request takes one token of the tenant\'s rate limit. ' +
+      'GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.',
     access: { scopes: [] },
     body: { schema: 'json-rpc', required: true, example: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
     success: { status: 200, description: 'The JSON-RPC response (202 for a notification)', schema: 'json-rpc' },
   })
   post(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
+    // One message per request: the revisions served have no JSON-RPC batches (removed in
+    // 2025-06-18), and a batch would run many calls on the one rate-limit token its request took.
+    if (Array.isArray(request.body)) {
+      throw new DomainError(ErrorCode.ValidationFailed, 'JSON-RPC batches are not supported: send one message per request', [
+        { field: 'body', message: 'must be one JSON-RPC message, not an array' },
+      ]);
+    }
     const missing = scopesNeeded(request.body).filter((scope) => !caller.scopes.has(scope));
     if (missing.length > 0) throw insufficientScopeProblem(this.options.publicUrl, missing);
     return this.forward(request, reply, caller);

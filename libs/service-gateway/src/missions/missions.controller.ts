@@ -14,7 +14,9 @@ export class MissionsController {
     operationId: 'submitMission',
     tag: 'Missions',
     summary: 'Submit a mission',
-    description: 'Queues a mission and answers at once; it runs its steps in order (`brain.query`, `approval`). Poll it until its status is final.',
+    description:
+      'Queues a mission and answers at once; it runs its steps in order (`brain.query`, `approval`). Poll it until its status is final. ' +
+      'Its steps act with the caller\'s authority: a mission with a `brain.query` step (the default step is one) also needs `brain:read`, 403 `insufficient_scope` naming it otherwise.',
     access: { scopes: [Scopes.missionsWrite] },
     body: {
       schema: 'SubmitMission',

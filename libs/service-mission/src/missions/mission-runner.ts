@@ -2,6 +2,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import {
   BrainQueryResult,
   ErrorCode,
+  Scopes,
   FINAL_MISSION_STATUSES,
   HitDecidedEvent,
   HitView,
@@ -193,6 +194,17 @@ export class MissionRunner {
       // The submit sent the first step's request already: the step is running from here on.
       if (step.status === 'running') return false;
       step.status = 'running';
+      return true;
+    }
+    const missing = step.type === 'brain.query' && Array.isArray(mission.grantedScopes) && !mission.grantedScopes.includes(Scopes.brainRead);
+    if (missing) {
+      // Submitted by a caller without the scope (checked at submit too): the step does not run.
+      step.status = 'failed';
+      step.requestId = undefined;
+      skipStepsAfter(mission, step.index);
+      mission.status = 'failed';
+      mission.completedAt = now;
+      mission.error = { code: ErrorCode.InsufficientScope, message: `This step needs the scope ${Scopes.brainRead}, which the mission's submitter did not hold` };
       return true;
     }
     if (!this.steps.mayRetry(step)) {

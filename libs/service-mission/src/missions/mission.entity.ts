@@ -33,10 +33,15 @@ export class MissionEntity {
   completedAt!: Date | null;
   /** When the runner looks at a running mission again if no reply came (null: nothing to wait for). */
   nextCheckAt!: Date | null;
+  /**
+   * The submitter's scopes: the authority its steps act with (a `brain.query` step needs
+   * `brain:read`). Null for a mission submitted before they were recorded.
+   */
+  grantedScopes!: string[] | null;
 }
 
 /** What the tenant wrote or the mission produced: stored only as ciphertext (`MissionRow.sealed`). */
-export type MissionContent = Pick<MissionEntity, 'title' | 'objective' | 'input' | 'steps' | 'metadata' | 'result' | 'error'>;
+export type MissionContent = Pick<MissionEntity, 'title' | 'objective' | 'input' | 'steps' | 'metadata' | 'result' | 'error'> & { readonly grantedScopes?: string[] | null };
 
 /**
  * A row of `mission.missions`: what routing and listing need (ids, tenant, status, timestamps) in

@@ -15,10 +15,11 @@ import {
 } from '@mission/contracts';
 import { BusLogger, InProcessBroker, InProcessBus } from '@mission/messaging';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
-import { createTestDatabase, Housekeeper, processedMessagesSweep, publishedOutboxSweep, TestDatabase } from '@mission/persistence';
+import { createTestDatabase, Housekeeper, processedMessagesSweep, publishedOutboxSweep, RecordCipher, tenantTransaction, TestDatabase } from '@mission/persistence';
 import { currentTenant, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { MissionServiceHandle, openMissionDatabase, startMissionService } from '../mission-service';
-import { expiredIdempotencyKeysSweep } from './missions.repository';
+import { MissionEntity } from './mission.entity';
+import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions.repository';
 import { requestFingerprint } from './missions.service';
 import { domainErrorOf } from '@mission/messaging/testing';
 
@@ -294,6 +295,54 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const done = await waitForMission(tenantId, id);
       expect(done.status).toBe('succeeded');
       expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['What is the default?']);
+    });
+
+    it('holds a Brain step to the scopes that came with the command: refused at submit, and never run from a mission recorded without them', async () => {
+      const tenantId = randomUUID();
+      const command = (scopes: string[]) => ({ mission: { title: 'Scoped', objective: 'What may I read?' }, scopes });
+      const refused = await domainErrorOf(runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write']))));
+      expect(refused).toMatchObject({ code: ErrorCode.InsufficientScope, message: expect.stringContaining('brain:read') });
+      expect((await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId])).rows[0].n).toBe(0);
+      const allowed = await runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write', 'brain:read'])));
+      expect((await waitForMission(tenantId, allowed.id)).status).toBe('succeeded');
+
+      // A mission stored with scopes that lack brain:read (as no submit can store it any more), due for the runner.
+      const serviceDatabase = await openMissionDatabase(database.url);
+      const stored = randomUUID();
+      try {
+        const repository = new MissionsRepository(serviceDatabase, new RecordCipher('mission', KEYS));
+        const now = new Date();
+        await runWithTenant({ tenantId }, () =>
+          tenantTransaction(serviceDatabase, (manager) =>
+            repository.insert(
+              manager,
+              Object.assign(new MissionEntity(), {
+                id: stored,
+                tenantId,
+                title: 'Recorded without brain:read',
+                objective: 'secret passages',
+                input: null,
+                steps: [{ type: 'brain.query', index: 0, status: 'pending' }],
+                metadata: {},
+                grantedScopes: ['missions:write'],
+                status: 'queued',
+                result: null,
+                error: null,
+                createdAt: now,
+                updatedAt: now,
+                completedAt: null,
+                nextCheckAt: new Date(now.getTime() - 1_000),
+              }),
+            ),
+          ),
+        );
+      } finally {
+        await serviceDatabase.destroy();
+      }
+      const failed = await waitForMission(tenantId, stored);
+      expect(failed).toMatchObject({ status: 'failed', error: { code: ErrorCode.InsufficientScope }, steps: [{ status: 'failed' }] });
+      expect(failed.steps[0]).not.toHaveProperty('output');
+      expect(brain.calls.filter((call) => call.tenantId === tenantId).map((call) => call.q)).toEqual(['What may I read?']);
     });
 
     it('fails the mission with the brain’s error code and skips the later steps when the brain refuses a query', async () => {

@@ -78,6 +78,7 @@ export class MissionsRepository {
       metadata: mission.metadata,
       result: mission.result,
       error: mission.error,
+      grantedScopes: mission.grantedScopes,
     };
     return {
       id: mission.id,
@@ -116,6 +117,7 @@ export class MissionsRepository {
       tenantId: row.tenantId,
       status: row.status,
       ...content,
+      grantedScopes: content.grantedScopes ?? null,
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
       completedAt: row.completedAt,

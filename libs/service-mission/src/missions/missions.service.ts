@@ -13,6 +13,7 @@ import {
   MissionView,
   Page,
   parseOrThrow,
+  scopesMissionNeeds,
   SubmitMissionCommandSchema,
   SubmitMissionRequest,
   SubmitMissionSchema,
@@ -62,11 +63,14 @@ export class MissionsService {
    * request under that key is refused (422), and one racing the original is told to retry (409).
    */
   async submit(command: unknown): Promise<MissionView> {
-    const { mission: body, idempotencyKey } = parseOrThrow(SubmitMissionCommandSchema, command, 'Command');
+    const { mission: body, idempotencyKey, scopes } = parseOrThrow(SubmitMissionCommandSchema, command, 'Command');
     const request = parseOrThrow(SubmitMissionSchema, body, 'Mission');
     const { tenantId } = currentTenant();
+    // The gateway refused this already; a command from elsewhere on the bus is held to the same rule.
+    const missing = scopes === undefined ? [] : scopesMissionNeeds(request).filter((scope) => !scopes.includes(scope));
+    if (missing.length > 0) throw new DomainError(ErrorCode.InsufficientScope, `This mission's steps need the scope ${missing.join(' ')}`);
     const stored = await tenantTransaction(this.dataSource, async (manager) => {
-      if (!idempotencyKey) return this.create(manager, tenantId, request);
+      if (!idempotencyKey) return this.create(manager, tenantId, request, scopes);
       if (!(await this.missions.tryClaimIdempotencyKey(manager, tenantId, idempotencyKey))) {
         throw new DomainError(ErrorCode.Conflict, 'A request with this Idempotency-Key is still being processed; retry shortly');
       }
@@ -82,7 +86,7 @@ export class MissionsService {
         const original = await this.missions.findForTenant(manager, tenantId, previous.missionId);
         if (original) return original;
       }
-      const created = await this.create(manager, tenantId, request);
+      const created = await this.create(manager, tenantId, request, scopes);
       await this.missions.saveIdempotencyKey(manager, tenantId, idempotencyKey, fingerprint, created.id, created.createdAt);
       return created;
     });
@@ -133,7 +137,7 @@ export class MissionsService {
     return missionView(mission);
   }
 
-  private async create(manager: EntityManager, tenantId: string, request: SubmitMissionRequest): Promise<MissionEntity> {
+  private async create(manager: EntityManager, tenantId: string, request: SubmitMissionRequest, scopes: readonly string[] | undefined): Promise<MissionEntity> {
     const now = new Date();
     const steps: StoredStep[] = (request.steps ?? [{ type: 'brain.query' as const }]).map((step, index) => ({ ...step, index, status: 'pending' }));
     const mission = Object.assign(new MissionEntity(), {
@@ -144,6 +148,8 @@ export class MissionsService {
       input: request.input ?? null,
       steps,
       metadata: request.metadata ?? {},
+      // What its steps may do, for the runner to check (none recorded: submitted before scopes travelled with the command).
+      grantedScopes: scopes === undefined ? null : [...scopes],
       status: 'queued' as const,
       result: null,
       error: null,
