@@ -1,7 +1,7 @@
 /**
  * Brain benchmark: ingestion throughput and query latency at 100,000 chunks in one tenant.
  *
- *   node -r ./tools/register.cjs bench/brain.ts [--chunks=100000] [--queries=300] [--concurrency=4] [--json]
+ *   node -r ./tools/register.cjs bench/brain.ts [--chunks=100000] [--queries=300] [--concurrency=4] [--no-vacuum] [--json]
  *
  * Starts the all-in-one stack (as `npm start`) on a fresh embedded PostgreSQL, creates an
  * enterprise tenant, and generates a synthetic English-like corpus (seeded, so every run indexes
@@ -162,14 +162,17 @@ async function main(): Promise<void> {
 
     // Steady state: index-only scans need the visibility map that (auto)vacuum sets after a bulk
     // load; without it every posting costs a heap visit. Autovacuum gets there on its own in
-    // minutes; the benchmark does not wait for it.
+    // minutes; the benchmark does not wait for it. `--no-vacuum` measures straight after the load.
+    const vacuum = !process.argv.includes('--no-vacuum');
     const vacuumStarted = performance.now();
-    const database = new Client({ connectionString: stack.postgresUrl });
-    await database.connect();
-    await database.query('VACUUM (ANALYZE) brain.postings, brain.chunks, brain.documents, brain.term_stats, brain.tenant_stats');
-    await database.end();
-    const vacuumSeconds = (performance.now() - vacuumStarted) / 1000;
-    log(`vacuumed in ${vacuumSeconds.toFixed(1)} s; querying`);
+    if (vacuum) {
+      const database = new Client({ connectionString: stack.postgresUrl });
+      await database.connect();
+      await database.query('VACUUM (ANALYZE) brain.postings, brain.chunks, brain.documents, brain.term_stats, brain.tenant_stats');
+      await database.end();
+    }
+    const vacuumSeconds = vacuum ? (performance.now() - vacuumStarted) / 1000 : 0;
+    log(vacuum ? `vacuumed in ${vacuumSeconds.toFixed(1)} s; querying` : 'querying straight after the load (no VACUUM)');
 
     // The same queries end to end and through the ranking alone, interleaved so both see the same conditions.
     const queries = Array.from({ length: queryCount + 50 }, () => corpus.query());
@@ -194,6 +197,7 @@ async function main(): Promise<void> {
       date: new Date().toISOString(),
       machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100) },
       corpus: { documents, chunks, megabytes: Math.round(bytes / 1e5) / 10, vocabulary: VOCABULARY_SIZE },
+      vacuumed: vacuum,
       vacuumSeconds: Math.round(vacuumSeconds * 10) / 10,
       ingestion: { seconds: Math.round(ingestSeconds * 10) / 10, megabytesPerSecond: Math.round((bytes / 1e6 / ingestSeconds) * 100) / 100, chunksPerSecond: Math.round(chunks / ingestSeconds), concurrency },
       queryLatencyMs: { queries: queryCount, k: 10, http: summarise(httpSamples), ranking: summarise(rankingSamples), target: { p50: 15 } },

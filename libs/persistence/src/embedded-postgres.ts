@@ -309,9 +309,17 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
     port,
     user: credentials.user,
     password: credentials.password,
-    flags: socket
-      ? ['-c', "listen_addresses=", '-c', `unix_socket_directories=${directory}`, '-c', 'unix_socket_permissions=0700', '-c', 'max_connections=200']
-      : ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'max_connections=200'],
+    flags: [
+      ...(socket
+        ? ['-c', 'listen_addresses=', '-c', `unix_socket_directories=${directory}`, '-c', 'unix_socket_permissions=0700']
+        : ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=']),
+      '-c',
+      'max_connections=200',
+      // Autovacuum looks every 5 s instead of every minute: one database, and the Brain's bulk
+      // loads want their statistics and visibility map soon (see the Brain's autovacuum migration).
+      '-c',
+      'autovacuum_naptime=5s',
+    ],
     log,
   });
   try {

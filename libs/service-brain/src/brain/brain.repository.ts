@@ -23,6 +23,21 @@ export interface IndexedChunk {
   readonly termFrequencies: readonly number[];
 }
 
+/** A whole number as PostgreSQL reads it in an array literal: digits, an optional minus. */
+const INTEGER = /^-?\d{1,20}$/;
+
+/**
+ * A PostgreSQL array literal (`{1,-2,3}`) of whole numbers, for `$n::bigint[]` / `$n::int[]`
+ * parameters. node-postgres would quote and escape every element of a JavaScript array, a sixth of
+ * the service's CPU while it ingests; integers need neither. Anything else is refused, never sent.
+ */
+export function integerArrayLiteral(values: ReadonlyArray<string | number>): string {
+  for (const value of values) {
+    if (typeof value === 'number' ? !Number.isSafeInteger(value) : !INTEGER.test(value)) throw new TypeError(`Not a whole number: ${String(value).slice(0, 32)}`);
+  }
+  return `{${values.join(',')}}`;
+}
+
 export interface TenantIndexStatistics {
   readonly chunkCount: number;
   readonly totalLength: number;
@@ -79,7 +94,7 @@ export class BrainRepository {
       const params: unknown[] = [document.tenantId, document.id];
       const texts = await this.cipher.sealAll(manager, batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })));
       const rows = batch.map((chunk, index) => {
-        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, chunk.termHashes);
+        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, integerArrayLiteral(chunk.termHashes));
         const at = params.length - 5;
         return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[])`;
       });
@@ -100,7 +115,7 @@ export class BrainRepository {
       await manager.query(
         `INSERT INTO brain.postings (tenant_id, term_hash, chunk_seq, tf, length)
          SELECT $1::uuid, t, s, f, l FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::int[]) AS p(t, s, f, l)`,
-        [document.tenantId, terms, seqs, frequencies, lengths],
+        [document.tenantId, integerArrayLiteral(terms), integerArrayLiteral(seqs), integerArrayLiteral(frequencies), integerArrayLiteral(lengths)],
       );
       terms = [];
       seqs = [];
@@ -127,7 +142,7 @@ export class BrainRepository {
       `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
        SELECT $1::uuid, t, d FROM unnest($2::bigint[], $3::int[]) AS s(t, d)
        ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
-      [document.tenantId, hashes, hashes.map((hash) => documentFrequencies.get(hash))],
+      [document.tenantId, integerArrayLiteral(hashes), integerArrayLiteral(hashes.map((hash) => documentFrequencies.get(hash) ?? 0))],
     );
     const totalLength = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
     const updated: unknown[] = await manager.query(
