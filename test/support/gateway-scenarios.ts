@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken, postDeclaringLength, waitForMission } from './api-client';
+import { call, clientCredentialsToken, postDeclaringLength, waitForMission, politeCall } from './api-client';
 import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
@@ -223,6 +223,41 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     });
 
     describe('missions', () => {
+      it('refuses a body nested too deep or holding a NUL with a 400 problem on every route, the identity provider a NUL id with a 401', async () => {
+        // Sent as text: a value this deep is more than JSON.stringify (of the test, or of a server) can walk.
+        const deep = (levels: number): string => `${'{"a":'.repeat(levels)}1${'}'.repeat(levels)}`;
+        const hostile: Array<{ path: string; token: string; rawBody: string }> = [
+          { path: '/api/missions', token: tenantA.token, rawBody: `{"title":"Deep","objective":"o","input":${deep(5_000)}}` },
+          { path: '/api/missions', token: tenantA.token, rawBody: JSON.stringify({ title: 'Nul\u0000title', objective: 'o' }) },
+          { path: '/api/missions', token: tenantA.token, rawBody: JSON.stringify({ title: 'Nul key', objective: 'o', metadata: { 'a\u0000b': 'c' } }) },
+          { path: '/mcp', token: tenantA.token, rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_mission","arguments":{"title":"t","objective":"o","input":${deep(5_000)}}}}` },
+          { path: '/admin/tenants', token: adminToken, rawBody: JSON.stringify({ name: 'Nul\u0000Corp', tier: 'starter' }) },
+        ];
+        for (const { path, token, rawBody } of hostile) {
+          const response = await call(deployment.gatewayUrl, 'POST', path, { token, rawBody, headers: path === '/mcp' ? { accept: 'application/json, text/event-stream' } : {} });
+          expect({ path, status: response.status, code: response.body?.code, field: response.body?.errors?.[0]?.field }).toEqual({ path, status: 400, code: 'validation_failed', field: 'body' });
+        }
+        const token = await fetch(`${deployment.issuer}/token`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+          body: 'grant_type=client_credentials&client_id=%00&client_secret=x',
+        });
+        expect({ status: token.status, error: ((await token.json()) as { error?: string }).error }).toEqual({ status: 401, error: 'invalid_client' });
+      });
+
+      it('answers an edited list cursor the database could not take with a 400 problem on every list', async () => {
+        const id = '00000000-0000-4000-8000-000000000000';
+        const cursors = ['0000-01-01T00:00:00Z', '2026-01-01T00:00:00-23:59', '2026-01-01T00:00:00.000000001Z'].map((at) =>
+          Buffer.from(JSON.stringify({ v: 1, at, id }), 'utf8').toString('base64url'),
+        );
+        for (const path of ['/api/missions', '/api/hit', '/api/brain/documents']) {
+          for (const cursor of cursors) {
+            const response = await politeCall(deployment.gatewayUrl, 'GET', `${path}?cursor=${cursor}`, { token: tenantA.token });
+            expect({ path, cursor, status: response.status, code: response.body.code }).toEqual({ path, cursor, status: 400, code: 'validation_failed' });
+          }
+        }
+      });
+
       it('accepts a mission with 202 and a Location, runs the default Brain step and succeeds', async () => {
         const submitted = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
           token: tenantA.token,

@@ -21,7 +21,19 @@ export interface CursorPosition {
   readonly id: string;
 }
 
-const CursorSchema = z.strictObject({ v: z.literal(1), at: z.iso.datetime({ offset: true }), id: z.uuid() });
+/**
+ * A cursor's timestamp as this API writes it (`Date.prototype.toISOString`: UTC, milliseconds),
+ * of a year PostgreSQL stores: an edited one with year 0 or an offset PostgreSQL refuses would
+ * otherwise reach the database and fail there.
+ */
+const CURSOR_TIMESTAMP = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,3})?Z$/;
+
+function isCursorTimestamp(value: string): boolean {
+  const year = Number(CURSOR_TIMESTAMP.exec(value)?.[1] ?? 0);
+  return year >= 1 && Number.isFinite(Date.parse(value));
+}
+
+const CursorSchema = z.strictObject({ v: z.literal(1), at: z.iso.datetime().refine(isCursorTimestamp), id: z.uuid() });
 
 /**
  * Cursors are opaque to clients (base64url JSON) and safe to tamper with: a decoded cursor is

@@ -28,6 +28,39 @@ export function parseOrThrow<S extends z.ZodType>(schema: S, value: unknown, wha
   throw new DomainError(ErrorCode.ValidationFailed, `${what} is invalid`, fieldErrors(result.error));
 }
 
+/** How deep a JSON body may nest (an object or array inside another counts one level). */
+export const MAX_JSON_DEPTH = 64;
+
+const NUL_REFUSED = 'text must not contain the NUL character (U+0000)';
+
+/**
+ * Why a parsed JSON body cannot be accepted, or undefined: nested deeper than MAX_JSON_DEPTH
+ * (every later walk, serialisation included, would recurse that deep), or a key or string that
+ * holds U+0000 (PostgreSQL stores no NUL in text). Walks with its own stack: no depth a client
+ * sends can overflow it.
+ */
+export function jsonBodyRefusal(value: unknown): FieldError | undefined {
+  const pending: Array<{ value: unknown; depth: number }> = [{ value, depth: 1 }];
+  for (let next = pending.pop(); next !== undefined; next = pending.pop()) {
+    const current = next.value;
+    if (typeof current === 'string') {
+      if (current.includes('\u0000')) return { field: 'body', message: NUL_REFUSED };
+      continue;
+    }
+    if (typeof current !== 'object' || current === null) continue;
+    if (next.depth > MAX_JSON_DEPTH) return { field: 'body', message: `must not nest deeper than ${MAX_JSON_DEPTH} levels` };
+    if (Array.isArray(current)) {
+      for (const item of current) pending.push({ value: item, depth: next.depth + 1 });
+      continue;
+    }
+    for (const [key, item] of Object.entries(current)) {
+      if (key.includes('\u0000')) return { field: 'body', message: NUL_REFUSED };
+      pending.push({ value: item, depth: next.depth + 1 });
+    }
+  }
+  return undefined;
+}
+
 /** Size of a value once serialised as JSON, in bytes. */
 export function jsonByteLength(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');

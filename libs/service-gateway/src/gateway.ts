@@ -16,7 +16,7 @@ import { enterRequestContext } from './auth/request-context.hook';
 import { TokenVerifier } from './auth/token-verifier';
 import { chargeTenant } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
-import { DomainError, ErrorCode, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
+import { DomainError, ErrorCode, jsonBodyRefusal, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
 import { problemTypeBase } from './http/problem.filter';
 import { sendProblem } from './http/problem.responder';
 import { MCP_PATH } from './mcp/mcp.endpoint';
@@ -156,7 +156,13 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   // what is missing), as many HTTP clients send one with every POST.
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
-    parseJson(request, body as string, (error, value) => (error ? done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined) : done(null, value)));
+    parseJson(request, body as string, (error, value) => {
+      if (error) return done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined);
+      // Too deep to walk safely, or text PostgreSQL cannot store: refused here, before anything recurses into it.
+      const refusal = jsonBodyRefusal(value);
+      if (refusal) return done(new DomainError(ErrorCode.ValidationFailed, 'The body cannot be accepted', [refusal]), undefined);
+      return done(null, value);
+    });
   });
   serveOpenApi(app, createOpenApiDocument(app, { publicUrl: options.publicUrl, issuer: options.issuer, version: API_VERSION }));
   await app.init();

@@ -14,6 +14,8 @@ export class ClientDirectory {
 
   async find(clientId: string): Promise<OidcClientMetadata | undefined> {
     if (clientId === this.admin.client_id) return this.admin;
+    // No client id holds a NUL, and PostgreSQL refuses one in text: such an id is simply unknown (401), not a 500.
+    if (clientId.includes('\u0000')) return undefined;
     const client = await this.clients.findById(clientId);
     return client ? tenantClientMetadata(client) : undefined;
   }

@@ -50,7 +50,7 @@ export function createPostgresAdapter(dataSource: DataSource, clients: ClientDir
 
     async find(id: string): Promise<AdapterPayload | undefined> {
       if (this.model === 'Client') return clients.find(id) as Promise<AdapterPayload | undefined>;
-      if (id.length === 0 || id.length > 1_000) return undefined;
+      if (id.length === 0 || id.length > 1_000 || id.includes('\u0000')) return undefined;
       const rows: Array<{ payload: AdapterPayload }> = await dataSource.query(
         `SELECT payload FROM identity.oidc_artefacts WHERE model = $1 AND key = $2 AND (expires_at IS NULL OR expires_at > clock_timestamp())`,
         [this.model, artefactKey(this.model, id)],
@@ -86,6 +86,7 @@ export function createPostgresAdapter(dataSource: DataSource, clients: ClientDir
 
     /** Lookups by uid or user code: the row's own id is not known, so the payload comes back with the one it was saved under. */
     private async findWhere(column: 'uid' | 'user_code', value: string): Promise<AdapterPayload | undefined> {
+      if (value.includes('\u0000')) return undefined;
       const rows: Array<{ payload: AdapterPayload }> = await dataSource.query(
         `SELECT payload FROM identity.oidc_artefacts WHERE model = $1 AND ${column} = $2 AND (expires_at IS NULL OR expires_at > clock_timestamp()) LIMIT 1`,
         [this.model, value],

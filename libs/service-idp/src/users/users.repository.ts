@@ -19,7 +19,7 @@ export class UsersRepository {
   }
 
   async findByUsername(tenantId: string, username: string): Promise<UserEntity | null> {
-    if (!isUuid(tenantId) || username.length === 0 || username.length > 100) return null;
+    if (!isUuid(tenantId) || username.length === 0 || username.length > 100 || username.includes('\u0000')) return null;
     return this.dataSource.getRepository(UserEntity).findOne({ where: { tenantId, username: username.toLowerCase() } });
   }
 }
