@@ -139,8 +139,14 @@ describe('Sign-in of a tenant user in a real browser', () => {
       expect(claimsOf(accessToken)).toMatchObject({ iss: stack.issuer, aud: stack.gatewayUrl, sub: userId, client_id: client.clientId, tenant_id: tenantId });
       expect(claimsOf(accessToken).scope.split(' ').sort()).toEqual(['missions:read', 'missions:write']);
 
-      // The token calls the API as the user, within the user's scopes only.
-      const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: accessToken, body: { title: 'From the browser', objective: 'Signed in' } });
+      // The token calls the API as the user, within the user's scopes only: a mission whose steps
+      // read the Brain needs brain:read, which this user lacks; an approval-only one is theirs to submit.
+      const reading = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: accessToken, body: { title: 'Reads the Brain', objective: 'Signed in' } });
+      expect({ status: reading.status, code: reading.body.code }).toEqual({ status: 403, code: 'insufficient_scope' });
+      const submitted = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+        token: accessToken,
+        body: { title: 'From the browser', objective: 'Signed in', steps: [{ type: 'approval', title: 'Sign off' }] },
+      });
       expect(submitted.status).toBe(202);
       expect((await call(stack.gatewayUrl, 'GET', `/api/missions/${submitted.body.id}`, { token: accessToken })).status).toBe(200);
       expect((await call(stack.gatewayUrl, 'GET', '/api/hit', { token: accessToken })).status).toBe(403);

@@ -123,6 +123,37 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     });
 
     describe('authentication', () => {
+      it('refuses a client whose secret is guessed with 429 and Retry-After, without slowing others or locking out its own known secret', async () => {
+        const created = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: 'Guessed', tier: 'starter' } });
+        expect(created.status).toBe(201);
+        const { clientId, clientSecret } = created.body.client as { clientId: string; clientSecret: string };
+        await clientCredentialsToken(deployment.issuer, clientId, clientSecret);
+        const tokenRequest = (secret: string) =>
+          fetch(`${deployment.issuer}/token`, {
+            method: 'POST',
+            headers: { authorization: `Basic ${Buffer.from(`${clientId}:${secret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+            body: 'grant_type=client_credentials',
+          });
+        const statuses: number[] = [];
+        let refused: Response | undefined;
+        for (let guess = 0; guess < 12; guess++) {
+          const response = await tokenRequest(`wrong-${guess}`);
+          statuses.push(response.status);
+          if (response.status === 429) refused = response;
+          await response.arrayBuffer();
+        }
+        // A burst of six failures (30 a minute), then refused without another verification.
+        expect(statuses.slice(0, 6)).toEqual([401, 401, 401, 401, 401, 401]);
+        expect(statuses.slice(6).every((status) => status === 429)).toBe(true);
+        expect(Number(refused?.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        // The client's own secret, verified before the guessing, still gets tokens; another tenant's new client too, at once.
+        expect((await tokenRequest(clientSecret)).status).toBe(200);
+        const started = performance.now();
+        const bystander = await call(deployment.gatewayUrl, 'POST', `/admin/tenants/${tenantB.id}/clients`, { token: adminToken, body: {} });
+        expect((await clientCredentialsToken(deployment.issuer, bystander.body.clientId, bystander.body.clientSecret)).access_token).toBeTruthy();
+        expect(performance.now() - started).toBeLessThan(2_000);
+      });
+
       it('publishes protected-resource metadata that leads to the issuer', async () => {
         const response = await call(deployment.gatewayUrl, 'GET', '/.well-known/oauth-protected-resource');
         expect(response.status).toBe(200);

@@ -144,7 +144,9 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
         .flatMap((policy) => (policy.spec.egress ?? []).flatMap((rule) => rule.to.map((to) => `${to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns'}:${rule.ports.map((p) => p.port).join('/')}`)))
         .sort();
     expect(reaches('gateway')).toEqual(['dns:53/53', 'idp:3001', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'redis:6379']);
-    for (const app of ['idp', 'mission-service', 'brain-service', 'hit-service']) expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
+    // The idp keeps the budgets of failed authentications in Redis.
+    expect(reaches('idp')).toEqual(['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432', 'redis:6379']);
+    for (const app of ['mission-service', 'brain-service', 'hit-service']) expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
   });
 });
 

@@ -1,7 +1,7 @@
 import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
-import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, resolvePayloadKeys, runMigrationsOnly, serverTls } from '@mission/runtime';
+import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, runMigrationsOnly, serverTls } from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
@@ -25,6 +25,8 @@ async function main(): Promise<void> {
     logger: contextLogger(logger),
     metrics,
     testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
+    redisUrl: config.REDIS_URL,
+    redisTlsCa: await redisTlsCa(config),
   });
   try {
     await bus.start();

@@ -75,6 +75,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       logger: contextLogger(logger.child({ component: 'idp' })),
       metrics,
       testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
+      redisUrl: config.REDIS_URL,
+      redisTlsCa: await redisTlsCa(config),
     });
     stops.push(() => idp.stop());
     const missions = await startMissionService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, logger: contextLogger(logger.child({ component: 'mission-service' })) });

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { BusSettings, KafkaTlsSettings, PayloadKeySettings, ServerTlsSettings } from '@mission/runtime';
+import { BusSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Base64url of exactly 32 bytes: the AES-256-GCM key that encrypts the signing keys at rest. */
 export const KeyEncryptionKeySchema = z
@@ -25,6 +25,9 @@ export const IdpConfigSchema = z.object({
   IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema,
   IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
   LOG_LEVEL: env.logLevel(),
+  /** Shares the budgets of failed authentications between idp replicas; in memory without it. */
+  REDIS_URL: env.url(['redis', 'rediss']).optional(),
+  ...RedisTlsSettings,
   ...PayloadKeySettings,
   ...ServerTlsSettings,
   ...KafkaTlsSettings,

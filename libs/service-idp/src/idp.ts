@@ -19,6 +19,8 @@ import { tenantRequestHandlers } from './tenants/tenants.handlers';
 import { TenantsRepository } from './tenants/tenants.repository';
 import { TenantsService } from './tenants/tenants.service';
 import { UsersRepository } from './users/users.repository';
+import { AuthenticationThrottle } from './oidc/authentication-throttle';
+import { createRateLimiter, type RateLimiter } from '@mission/rate-limit';
 
 export const IDP_GROUP = 'idp';
 
@@ -66,6 +68,9 @@ export interface IdpOptions {
   readonly testPublishedKeys?: readonly PublishedPublicKey[];
   /** HTTPS with this certificate chain and key (PEM); required when the issuer is https://. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /** Redis for the budgets of failed authentications, shared by every idp replica (REDIS_URL); in memory without it. */
+  readonly redisUrl?: string;
+  readonly redisTlsCa?: string;
 }
 
 export interface IdpHandle {
@@ -108,6 +113,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
 
   const dataSource: DataSource = await openIdentityDatabase(options.databaseUrl);
   let keyTimer: NodeJS.Timeout | undefined;
+  let authenticationLimiter: RateLimiter | undefined;
   try {
     const keyStore = new SigningKeyStore(dataSource, kek, { ...DEFAULT_ROTATION_POLICY, publishDelayMs: options.keyPublishDelayMs ?? DEFAULT_ROTATION_POLICY.publishDelayMs });
     // Keys of the plain file an earlier version kept are imported once, then the file goes.
@@ -124,6 +130,9 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     const { createOidcProvider } = require('./oidc/provider') as typeof import('./oidc/provider');
     const users = new UsersRepository(dataSource);
     const adminClient = { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) };
+    authenticationLimiter = createRateLimiter({ redisUrl: options.redisUrl, redisTlsCa: options.redisTlsCa, logger: { info: (message, context) => logger.info(message, context), warn: (message, context) => logger.warn(message, context) } });
+    await authenticationLimiter.start();
+    const throttle = new AuthenticationThrottle(authenticationLimiter);
     // oidc-provider takes its key set at construction: a changed set gets a new provider (all state
     // it needs is in the database adapter, so requests in flight finish on the old one).
     const buildProvider = (keySet: SigningKeySet) =>
@@ -137,6 +146,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
         dataSource,
         adminClient,
         onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
+        throttle,
         extraPublishedKeys: options.testPublishedKeys,
       });
     const kidsOf = (keySet: SigningKeySet): string => keySet.keys.map((key) => key.kid).join(' ');
@@ -221,6 +231,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
           clearInterval(sweeper);
           clearTimeout(keyTimer);
           await closeServer(server, SHUTDOWN_GRACE_MS);
+          await authenticationLimiter?.close();
           await dataSource.destroy();
         })();
         return stopping;
@@ -228,6 +239,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     };
   } catch (error) {
     clearTimeout(keyTimer);
+    await authenticationLimiter?.close();
     await dataSource.destroy();
     throw error;
   }

@@ -73,6 +73,10 @@ declare module 'oidc-provider' {
     set(field: string, value: string): void;
     readonly method: string;
     readonly path: string;
+    /** The client's address (the socket's, or the proxy's X-Forwarded-For when trusted). */
+    readonly ip: string;
+    /** Per-request state shared by middleware. */
+    readonly state: Record<string, unknown>;
     status: number;
     type: string;
     body: unknown;
@@ -145,6 +149,8 @@ declare module 'oidc-provider' {
 
   export class Provider {
     constructor(issuer: string, configuration?: Configuration);
+    /** The Koa context of the request being served (the library's own AsyncLocalStorage), if any. */
+    static readonly ctx: KoaContextWithOIDC | undefined;
     readonly issuer: string;
     readonly Client: ClientStatic;
     readonly Grant: GrantStatic;

@@ -7,6 +7,7 @@ import { verifyClientSecret } from '../clients/client-credentials';
 import { SIGNING_ALGORITHM, SigningKey } from '../keys/idp-keys';
 import { ClientDirectory } from './client-directory';
 import type { UsersRepository } from '../users/users.repository';
+import { AuthenticationThrottle, ThrottleDecision, VerifiedSecrets } from './authentication-throttle';
 import { interactionRoutes } from './interactions';
 import { createPostgresAdapter } from './postgres-adapter';
 import { ACCESS_TOKEN_TTL_SECONDS, decideScopes, REFRESH_TOKEN_TTL_SECONDS, gatewayResourceServer, pinExpiry, SUPPORTED_SCOPES, tenantClaims } from './token-policy';
@@ -25,11 +26,16 @@ export interface OidcProviderOptions {
   readonly dataSource: DataSource;
   readonly adminClient: { readonly clientId: string; readonly secretHash: string };
   readonly onServerError: (error: unknown) => void;
+  /** Budgets of secret and password verifications (see AuthenticationThrottle). */
+  readonly throttle: AuthenticationThrottle;
   /** Public keys published in the JWKS besides the provider's own (tests only: see test-published-keys). */
   readonly extraPublishedKeys?: ReadonlyArray<Record<string, unknown>>;
 }
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+
+/** Where the secret check leaves a refusal for want of budget, for the response to say so. */
+const THROTTLED = 'authenticationThrottled';
 
 function scopesOf(client: Client): string[] {
   return (client.scope ?? '').split(' ').filter(Boolean);
@@ -119,9 +125,37 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
   // Secrets are stored as scrypt hashes, so the provider's plain comparison is replaced by a hash
   // check. The maintainers keep this method public for exactly this (it is awaited on every
   // client_secret_basic / client_secret_post authentication: token, revocation).
-  provider.Client.prototype.compareClientSecret = function compareClientSecret(this: Client, presented: string) {
-    return verifyClientSecret(presented, this.clientSecret);
+  //
+  // A secret verified lately is accepted again without scrypt. Otherwise a client or source that
+  // failed too often lately is refused without scrypt, and a failure is counted (429 with
+  // Retry-After below once a budget is spent).
+  const verified = new VerifiedSecrets();
+  provider.Client.prototype.compareClientSecret = async function compareClientSecret(this: Client, presented: string) {
+    const stored = this.clientSecret;
+    if (!stored) return false;
+    if (verified.has(this.clientId, stored, presented)) return true;
+    const ctx = Provider.ctx;
+    const admitted = options.throttle.check('client', this.clientId, ctx?.ip);
+    if (!admitted.allowed) {
+      if (ctx) ctx.state[THROTTLED] = admitted;
+      return false;
+    }
+    if (await verifyClientSecret(presented, stored)) {
+      verified.remember(this.clientId, stored, presented);
+      return true;
+    }
+    const after = await options.throttle.failed('client', this.clientId, ctx?.ip);
+    if (!after.allowed && ctx) ctx.state[THROTTLED] = after;
+    return false;
   };
+  provider.use(async (ctx, next) => {
+    await next();
+    const throttled = ctx.state[THROTTLED] as ThrottleDecision | undefined;
+    if (!throttled || ctx.status !== 401) return;
+    ctx.status = 429;
+    ctx.set('Retry-After', String(throttled.retryAfterSeconds));
+    ctx.body = { error: 'invalid_client', error_description: `too many authentication attempts; retry after ${throttled.retryAfterSeconds} s` };
+  });
 
   // The built-in grant gives a client that names no scope a token without any; here it gets all of
   // its scopes, and a scope it does not hold is refused. Authentication, token format, signing and
@@ -144,7 +178,7 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     ['scope', 'resource'],
   );
 
-  provider.use(interactionRoutes({ provider, clients: directory, users: options.users, audience }));
+  provider.use(interactionRoutes({ provider, clients: directory, users: options.users, audience, throttle: options.throttle }));
 
   const extraKeys = options.extraPublishedKeys ?? [];
   if (extraKeys.length > 0) {
