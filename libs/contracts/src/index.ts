@@ -7,3 +7,4 @@ export * from './brain';
 export * from './missions';
 export * from './pagination';
 export * from './hits';
+export * from './batching';

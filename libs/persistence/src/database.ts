@@ -1,5 +1,6 @@
 import { escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
+import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
 
 export interface ServiceDatabaseOptions {
@@ -165,25 +166,12 @@ interface QueuedRead {
  * then run one by one, so each caller gets its own rows or its own error.
  */
 class ReadBatcher {
-  private queued: QueuedRead[] = [];
-  private scheduled = false;
+  private readonly batcher = new TurnBatcher<QueuedRead>(MAX_READS_PER_MESSAGE, (batch) => void this.send(batch));
 
   constructor(private readonly pool: Pool) {}
 
   read(text: string): Promise<unknown[]> {
-    return new Promise((resolve, reject) => {
-      this.queued.push({ text, resolve, reject });
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => this.flush());
-    });
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    const queued = this.queued;
-    this.queued = [];
-    for (let start = 0; start < queued.length; start += MAX_READS_PER_MESSAGE) void this.send(queued.slice(start, start + MAX_READS_PER_MESSAGE));
+    return new Promise((resolve, reject) => this.batcher.add({ text, resolve, reject }));
   }
 
   private async send(batch: QueuedRead[]): Promise<void> {

@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import { TurnBatcher } from '@mission/contracts';
 import { BucketParameters } from './policy';
 import { TakeOutcome } from './token-bucket';
 
@@ -61,8 +62,7 @@ const MAX_TAKES_PER_PIPELINE = 128;
  */
 export class RedisBucketStore {
   private readonly redis: ScriptedRedis;
-  private queued: QueuedTake[] = [];
-  private scheduled = false;
+  private readonly batcher = new TurnBatcher<QueuedTake>(MAX_TAKES_PER_PIPELINE, (batch) => this.send(batch));
 
   constructor(redis: Redis) {
     if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
@@ -70,19 +70,7 @@ export class RedisBucketStore {
   }
 
   take(key: string, bucket: BucketParameters): Promise<TakeOutcome> {
-    return new Promise<TakeOutcome>((resolve, reject) => {
-      this.queued.push({ key, bucket, resolve, reject });
-      if (this.scheduled) return;
-      this.scheduled = true;
-      setImmediate(() => this.flush());
-    });
-  }
-
-  private flush(): void {
-    this.scheduled = false;
-    const queued = this.queued;
-    this.queued = [];
-    for (let start = 0; start < queued.length; start += MAX_TAKES_PER_PIPELINE) this.send(queued.slice(start, start + MAX_TAKES_PER_PIPELINE));
+    return new Promise<TakeOutcome>((resolve, reject) => this.batcher.add({ key, bucket, resolve, reject }));
   }
 
   private send(batch: QueuedTake[]): void {
