@@ -26,6 +26,7 @@ async function main(): Promise<void> {
     metrics,
     testPublishedKeys: parseTestPublishedKeys(config.IDP_TEST_PUBLISHED_KEYS, process.env.NODE_ENV),
     redisUrl: config.REDIS_URL,
+    trustProxy: config.TRUST_PROXY,
     redisTlsCa: await redisTlsCa(config),
   });
   try {

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { TurnBatcher } from './batching';
 
 describe('TurnBatcher', () => {
@@ -11,6 +12,16 @@ describe('TurnBatcher', () => {
     batcher.add(8);
     await new Promise((resolve) => setImmediate(resolve));
     expect(batches).toEqual([[1, 2, 3], [4, 5, 6], [7], [8]]);
+  });
+
+  it('hands batches on in its own context, not in that of the caller that came first', async () => {
+    const storage = new AsyncLocalStorage<string>();
+    const seen: Array<string | undefined> = [];
+    const batcher = new TurnBatcher<number>(10, () => seen.push(storage.getStore()));
+    storage.run('first caller', () => batcher.add(1));
+    storage.run('second caller', () => batcher.add(2));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(seen).toEqual([undefined]);
   });
 
   it('refuses a batch size that is not a positive integer', () => {

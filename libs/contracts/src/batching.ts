@@ -1,12 +1,16 @@
+import { AsyncResource } from 'node:async_hooks';
+
 /**
  * Gathers what is asked for during one turn of the event loop (every socket that was ready has
  * been read by then) and hands it on in batches of at most `maxPerBatch`, from setImmediate: one
  * round trip per batch to a database or Redis instead of one per request, and at low load no wait
- * beyond the current turn.
+ * beyond the current turn. Batches are handed on in the context the batcher was made in (at
+ * start-up: no tenant, no trace), never in that of whichever request happened to come first.
  */
 export class TurnBatcher<T> {
   private queued: T[] = [];
   private scheduled = false;
+  private readonly context = new AsyncResource('TurnBatcher');
 
   constructor(
     private readonly maxPerBatch: number,
@@ -19,7 +23,7 @@ export class TurnBatcher<T> {
     this.queued.push(item);
     if (this.scheduled) return;
     this.scheduled = true;
-    setImmediate(() => this.flush());
+    setImmediate(() => this.context.runInAsyncScope(() => this.flush()));
   }
 
   private flush(): void {

@@ -1,4 +1,4 @@
-import { escapeLiteral, type Pool, type QueryResult } from 'pg';
+import { DatabaseError, escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
@@ -176,20 +176,30 @@ class ReadBatcher {
 
   private async send(batch: QueuedRead[]): Promise<void> {
     if (batch.length === 1) return this.sendOne(batch[0]);
-    let results: QueryResult[];
+    let results: unknown;
     try {
-      results = (await this.pool.query(batch.map((read) => read.text).join(';\n'))) as unknown as QueryResult[];
-    } catch {
-      await Promise.all(batch.map((read) => this.sendOne(read)));
+      results = await this.pool.query(batch.map((read) => read.text).join(';\n'));
+    } catch (error) {
+      // A statement PostgreSQL refused aborted the others: each runs again on its own. Anything
+      // else (no connection, a timeout) would fail them all again: each gets the error now.
+      if (error instanceof DatabaseError) await Promise.all(batch.map((read) => this.sendOne(read)));
+      else batch.forEach((read) => read.reject(error));
       return;
     }
-    batch.forEach((read, index) => read.resolve(results[2 * index + 1].rows));
+    // Two results per read (its setting and its statement), or the answer cannot be attributed.
+    if (!Array.isArray(results) || results.length !== 2 * batch.length) {
+      const error = new Error(`PostgreSQL answered ${batch.length} batched reads with ${Array.isArray(results) ? results.length : 1} results instead of ${2 * batch.length}`);
+      batch.forEach((read) => read.reject(error));
+      return;
+    }
+    batch.forEach((read, index) => read.resolve((results as QueryResult[])[2 * index + 1].rows));
   }
 
   private async sendOne(read: QueuedRead): Promise<void> {
     try {
-      const results = (await this.pool.query(read.text)) as unknown as QueryResult[];
-      read.resolve(results[1].rows);
+      const results = (await this.pool.query(read.text)) as unknown;
+      if (!Array.isArray(results) || results.length !== 2) throw new Error(`PostgreSQL answered a tenant read with ${Array.isArray(results) ? results.length : 1} results instead of 2`);
+      read.resolve((results as QueryResult[])[1].rows);
     } catch (error) {
       read.reject(error);
     }

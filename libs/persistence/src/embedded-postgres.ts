@@ -1,7 +1,7 @@
 import { ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
-import { chmod, chown, cp, mkdir, mkdtemp, readFile, realpath, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { chmod, chown, cp, mkdir, mkdtemp, readFile, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import os from 'node:os';
@@ -118,20 +118,30 @@ async function ensureSharedRoot(): Promise<void> {
   await chmod(path.join(SHARED_ROOT, 'clusters'), 0o711);
 }
 
+/** What `postgres.location` may name: a cluster directory root made under /var/lib/mission-service. */
+const RELOCATED_CLUSTER = /^\/var\/lib\/mission-service\/clusters\/[0-9a-f]{24}$/;
+
 /**
  * Where the cluster of `dataDir` lives: `<dataDir>/postgres`, unless PostgreSQL's account cannot
  * reach the data directory (root in a private directory). Then it lives under
- * /var/lib/mission-service/clusters, named after the data directory's real path, and
- * `<dataDir>/postgres.location` says where: the same data directory finds the same cluster again.
+ * /var/lib/mission-service/clusters, in a directory of a random name that
+ * `<dataDir>/postgres.location` records: the same data directory finds the same cluster again,
+ * and a data directory made afresh (with new credentials) gets a new cluster.
  */
 async function clusterDirectoryFor(dataDir: string, account: RunAs | undefined, log: (message: string) => void): Promise<string> {
+  const locationFile = path.join(dataDir, LOCATION_FILE);
+  if (existsSync(locationFile)) {
+    const recorded = (await readFile(locationFile, 'utf8')).trim();
+    // Root creates and hands over what the file names: nothing but a directory of its own kind.
+    if (!RELOCATED_CLUSTER.test(recorded)) throw new Error(`${locationFile} does not name a cluster under /var/lib/mission-service/clusters; remove it`);
+    return recorded;
+  }
   const inside = path.join(dataDir, 'postgres');
   if (!account || existsSync(path.join(inside, 'PG_VERSION')) || accountPasses(account, dataDir, '-x')) return inside;
-  const name = createHash('sha256').update(await realpath(dataDir)).digest('hex').slice(0, 24);
-  const elsewhere = path.join(SHARED_ROOT, 'clusters', name);
+  const elsewhere = path.join(SHARED_ROOT, 'clusters', randomBytes(12).toString('hex'));
   await ensureSharedRoot();
-  await writeFile(path.join(dataDir, LOCATION_FILE), `${elsewhere}\n`, { mode: 0o644 });
-  if (!existsSync(path.join(elsewhere, 'PG_VERSION'))) log(`PostgreSQL runs as the postgres user, which cannot enter ${dataDir}: its cluster is kept in ${elsewhere}`);
+  await writeFile(locationFile, `${elsewhere}\n`, { mode: 0o644 });
+  log(`PostgreSQL runs as the postgres user, which cannot enter ${dataDir}: its cluster is kept in ${elsewhere}`);
   return elsewhere;
 }
 
@@ -154,7 +164,8 @@ function spawnAs(account: RunAs | undefined, program: string, args: readonly str
 /** Creates the cluster (initdb), with the password in a file only PostgreSQL's account can read, removed afterwards. */
 async function initialiseCluster(options: ClusterOptions): Promise<void> {
   await mkdir(options.directory, { recursive: true, mode: 0o700 });
-  const secrets = await mkdtemp(path.join(os.tmpdir(), 'mission-initdb-'));
+  // Beside the cluster, which PostgreSQL's account reaches (a private TMPDIR might not be).
+  const secrets = await mkdtemp(path.join(path.dirname(options.directory), '.initdb-'));
   try {
     const passwordFile = path.join(secrets, 'password');
     await writeFile(passwordFile, `${options.password}\n`, { mode: 0o600 });
@@ -296,8 +307,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (message: stri
   if (isRoot()) await chmod(dataDir, 0o755);
   const credentials = await loadOrCreateCredentials(dataDir);
   const account = isRoot() ? postgresAccount() : undefined;
-  const recorded = existsSync(path.join(dataDir, LOCATION_FILE)) ? (await readFile(path.join(dataDir, LOCATION_FILE), 'utf8')).trim() : undefined;
-  const directory = recorded ?? (await clusterDirectoryFor(dataDir, account, log));
+  const directory = await clusterDirectoryFor(dataDir, account, log);
   // A Unix socket in the cluster's own directory when its path fits (sockaddr_un holds 107 bytes):
   // no port to collide with another process's, nothing on the network, and a cheaper round trip
   // than TCP on loopback. Otherwise a free loopback port.

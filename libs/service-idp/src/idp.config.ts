@@ -25,6 +25,8 @@ export const IdpConfigSchema = z.object({
   IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema,
   IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
   LOG_LEVEL: env.logLevel(),
+  /** Behind a proxy: count failed authentications by the caller's address in X-Forwarded-For. */
+  TRUST_PROXY: z.stringbool().default(false),
   /** Shares the budgets of failed authentications between idp replicas; in memory without it. */
   REDIS_URL: env.url(['redis', 'rediss']).optional(),
   ...RedisTlsSettings,

@@ -68,6 +68,8 @@ export interface IdpOptions {
   readonly testPublishedKeys?: readonly PublishedPublicKey[];
   /** HTTPS with this certificate chain and key (PEM); required when the issuer is https://. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /** Trust X-Forwarded-For from a proxy in front (TRUST_PROXY): the address failed authentications are counted by. */
+  readonly trustProxy?: boolean;
   /** Redis for the budgets of failed authentications, shared by every idp replica (REDIS_URL); in memory without it. */
   readonly redisUrl?: string;
   readonly redisTlsCa?: string;
@@ -147,6 +149,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
         adminClient,
         onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),
         throttle,
+        trustProxy: options.trustProxy,
         extraPublishedKeys: options.testPublishedKeys,
       });
     const kidsOf = (keySet: SigningKeySet): string => keySet.keys.map((key) => key.kid).join(' ');

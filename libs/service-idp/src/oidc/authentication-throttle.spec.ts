@@ -47,7 +47,7 @@ describe('AuthenticationThrottle', () => {
 });
 
 describe('VerifiedSecrets', () => {
-  it('remembers a verified secret for a while, per client and stored hash, and never holds the secret', () => {
+  it('remembers a verified secret while it is used, per client and stored hash, and never holds the secret', () => {
     let now = 0;
     const verified = new VerifiedSecrets(60_000, 10, () => now);
     verified.remember('client-a', 'hash-1', 's3cret-value');
@@ -57,7 +57,12 @@ describe('VerifiedSecrets', () => {
     // A rotated secret has another stored hash: the old one is not remembered for it.
     expect(verified.has('client-a', 'hash-2', 's3cret-value')).toBe(false);
     expect(JSON.stringify([...(verified as unknown as { verified: Map<string, number> }).verified.keys()])).not.toContain('s3cret');
-    now = 60_001;
+    // Each use extends it; unused for its whole life, it is gone.
+    now = 50_000;
+    expect(verified.has('client-a', 'hash-1', 's3cret-value')).toBe(true);
+    now = 100_000;
+    expect(verified.has('client-a', 'hash-1', 's3cret-value')).toBe(true);
+    now = 160_001;
     expect(verified.has('client-a', 'hash-1', 's3cret-value')).toBe(false);
   });
 });

@@ -86,15 +86,18 @@ export class AuthenticationThrottle {
 
 /**
  * Client secrets verified lately, so that a well-behaved client does not pay scrypt on every
- * token request. Keyed by an HMAC (under a key of this process) of the client id, its stored
- * hash and the presented secret: never the secret, and a rotated secret is a new key.
+ * token request, and keeps getting tokens while someone guesses at its client id (the throttle
+ * refuses unverified attempts then). Each use extends the entry: a client that authenticated in
+ * the last hour on this replica is never throttled. Keyed by an HMAC (under a key of this
+ * process) of the client id, its stored hash and the presented secret: never the secret; a
+ * rotated secret has another stored hash, a deleted client is never looked up.
  */
 export class VerifiedSecrets {
   private readonly key = randomBytes(32);
   private readonly verified = new Map<string, number>();
 
   constructor(
-    private readonly ttlMs = 60_000,
+    private readonly ttlMs = 60 * 60_000,
     private readonly maxEntries = 10_000,
     private readonly now: () => number = Date.now,
   ) {}
@@ -103,9 +106,12 @@ export class VerifiedSecrets {
     const key = this.keyOf(clientId, storedHash, presented);
     const until = this.verified.get(key);
     if (until === undefined) return false;
-    if (until > this.now()) return true;
-    this.verified.delete(key);
-    return false;
+    if (until <= this.now()) {
+      this.verified.delete(key);
+      return false;
+    }
+    this.verified.set(key, this.now() + this.ttlMs);
+    return true;
   }
 
   remember(clientId: string, storedHash: string, presented: string): void {

@@ -151,6 +151,8 @@ declare module 'oidc-provider' {
     constructor(issuer: string, configuration?: Configuration);
     /** The Koa context of the request being served (the library's own AsyncLocalStorage), if any. */
     static readonly ctx: KoaContextWithOIDC | undefined;
+    /** Koa's `proxy`: trust X-Forwarded-For/-Proto/-Host from a proxy in front (ctx.ip, secure cookies). */
+    proxy: boolean;
     readonly issuer: string;
     readonly Client: ClientStatic;
     readonly Grant: GrantStatic;

@@ -26,8 +26,10 @@ export interface OidcProviderOptions {
   readonly dataSource: DataSource;
   readonly adminClient: { readonly clientId: string; readonly secretHash: string };
   readonly onServerError: (error: unknown) => void;
-  /** Budgets of secret and password verifications (see AuthenticationThrottle). */
+  /** Budgets of failed authentications (see AuthenticationThrottle). */
   readonly throttle: AuthenticationThrottle;
+  /** Behind a proxy that sets X-Forwarded-For: the caller's address is read from it (the throttle's source budget). */
+  readonly trustProxy?: boolean;
   /** Public keys published in the JWKS besides the provider's own (tests only: see test-published-keys). */
   readonly extraPublishedKeys?: ReadonlyArray<Record<string, unknown>>;
 }
@@ -121,6 +123,9 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
       },
     },
   });
+
+  // Behind a load balancer every caller would have its address: the source budget would be one for all.
+  if (options.trustProxy) provider.proxy = true;
 
   // Secrets are stored as scrypt hashes, so the provider's plain comparison is replaced by a hash
   // check. The maintainers keep this method public for exactly this (it is awaited on every

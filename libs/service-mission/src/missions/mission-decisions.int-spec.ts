@@ -44,6 +44,7 @@ describe('decisions for a mission that no longer waits for them', () => {
   async function waiting(tenantId: string): Promise<{ id: string; hitId: string }> {
     const submitted = await request<MissionView>(tenantId, MessageTypes.missionSubmit, {
       mission: { title: 'Sign-off', objective: 'O', steps: [{ type: 'brain.query', query: 'before' }, { type: 'approval', title: 'Go?' }, { type: 'brain.query', query: 'after' }] },
+      scopes: ['missions:write', 'brain:read'],
     });
     const parked = await waitFor(tenantId, submitted.id, ['awaiting_approval']);
     expect(parked.steps.map((step) => step.status)).toEqual(['succeeded', 'running', 'pending']);

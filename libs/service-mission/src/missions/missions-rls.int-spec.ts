@@ -29,8 +29,8 @@ describe('mission tables under row-level security', () => {
     dataSource = await openMissionDatabase(database.url);
     repository = new MissionsRepository(dataSource, new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.generate())));
     service = new MissionsService(dataSource, repository, () => undefined);
-    missionA = await runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a' }));
-    missionB = await runWithTenant({ tenantId: tenantB }, () => service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b' }));
+    missionA = await runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a', scopes: ['missions:write', 'brain:read'] }));
+    missionB = await runWithTenant({ tenantId: tenantB }, () => service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b', scopes: ['missions:write', 'brain:read'] }));
   });
 
   afterAll(async () => {

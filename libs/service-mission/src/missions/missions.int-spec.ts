@@ -25,6 +25,8 @@ import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const KEYS = new LocalKeyProvider(KeyEncryptionKey.generate());
+/** What the gateway sends for a caller holding every tenant scope. */
+const ALL_SCOPES = ['missions:read', 'missions:write', 'brain:read', 'brain:write', 'hits:read', 'hits:approve'];
 
 interface LogEntry {
   readonly level: string;
@@ -122,7 +124,7 @@ describe('missions on PostgreSQL with an in-process bus', () => {
 
   function submit(tenantId: string, body: unknown, idempotencyKey?: string): Promise<MissionView> {
     return runWithTenant({ tenantId }, () =>
-      client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body, ...(idempotencyKey ? { idempotencyKey } : {}) }),
+      client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, { mission: body, scopes: ALL_SCOPES, ...(idempotencyKey ? { idempotencyKey } : {}) }),
     );
   }
 
@@ -302,6 +304,9 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const command = (scopes: string[]) => ({ mission: { title: 'Scoped', objective: 'What may I read?' }, scopes });
       const refused = await domainErrorOf(runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write']))));
       expect(refused).toMatchObject({ code: ErrorCode.InsufficientScope, message: expect.stringContaining('brain:read') });
+      // A command that names no scopes holds none.
+      const bare = await domainErrorOf(runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, { mission: { title: 'Bare', objective: 'o' } })));
+      expect(bare).toMatchObject({ code: ErrorCode.InsufficientScope });
       expect((await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId])).rows[0].n).toBe(0);
       const allowed = await runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write', 'brain:read'])));
       expect((await waitForMission(tenantId, allowed.id)).status).toBe('succeeded');

@@ -63,11 +63,12 @@ export class MissionsService {
    * request under that key is refused (422), and one racing the original is told to retry (409).
    */
   async submit(command: unknown): Promise<MissionView> {
-    const { mission: body, idempotencyKey, scopes } = parseOrThrow(SubmitMissionCommandSchema, command, 'Command');
+    // A command without scopes (another producer, a gateway of an earlier version) holds none.
+    const { mission: body, idempotencyKey, scopes = [] } = parseOrThrow(SubmitMissionCommandSchema, command, 'Command');
     const request = parseOrThrow(SubmitMissionSchema, body, 'Mission');
     const { tenantId } = currentTenant();
     // The gateway refused this already; a command from elsewhere on the bus is held to the same rule.
-    const missing = scopes === undefined ? [] : scopesMissionNeeds(request).filter((scope) => !scopes.includes(scope));
+    const missing = scopesMissionNeeds(request).filter((scope) => !scopes.includes(scope));
     if (missing.length > 0) throw new DomainError(ErrorCode.InsufficientScope, `This mission's steps need the scope ${missing.join(' ')}`);
     const stored = await tenantTransaction(this.dataSource, async (manager) => {
       if (!idempotencyKey) return this.create(manager, tenantId, request, scopes);
@@ -137,7 +138,7 @@ export class MissionsService {
     return missionView(mission);
   }
 
-  private async create(manager: EntityManager, tenantId: string, request: SubmitMissionRequest, scopes: readonly string[] | undefined): Promise<MissionEntity> {
+  private async create(manager: EntityManager, tenantId: string, request: SubmitMissionRequest, scopes: readonly string[]): Promise<MissionEntity> {
     const now = new Date();
     const steps: StoredStep[] = (request.steps ?? [{ type: 'brain.query' as const }]).map((step, index) => ({ ...step, index, status: 'pending' }));
     const mission = Object.assign(new MissionEntity(), {
@@ -148,8 +149,8 @@ export class MissionsService {
       input: request.input ?? null,
       steps,
       metadata: request.metadata ?? {},
-      // What its steps may do, for the runner to check (none recorded: submitted before scopes travelled with the command).
-      grantedScopes: scopes === undefined ? null : [...scopes],
+      // What its steps may do, for the runner to check (missions stored before this was recorded have null).
+      grantedScopes: [...scopes],
       status: 'queued' as const,
       result: null,
       error: null,
