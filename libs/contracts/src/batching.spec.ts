@@ -22,6 +22,12 @@ describe('TurnBatcher', () => {
     storage.run('second caller', () => batcher.add(2));
     await new Promise((resolve) => setImmediate(resolve));
     expect(seen).toEqual([undefined]);
+    const traced: Array<string | undefined> = [];
+    const underFirst = new TurnBatcher<number>(10, () => traced.push(storage.getStore()), { firstCallerContext: true });
+    storage.run('first caller', () => underFirst.add(1));
+    storage.run('second caller', () => underFirst.add(2));
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(traced).toEqual(['first caller']);
   });
 
   it('refuses a batch size that is not a positive integer', () => {

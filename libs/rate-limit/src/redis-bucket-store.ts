@@ -62,7 +62,9 @@ const MAX_TAKES_PER_PIPELINE = 128;
  */
 export class RedisBucketStore {
   private readonly redis: ScriptedRedis;
-  private readonly batcher = new TurnBatcher<QueuedTake>(MAX_TAKES_PER_PIPELINE, (batch) => this.send(batch));
+  // Traced under the first request of the turn: the pipeline carries command names and hashed
+  // keys only, and a trace of a request should show its rate-limit check.
+  private readonly batcher = new TurnBatcher<QueuedTake>(MAX_TAKES_PER_PIPELINE, (batch) => this.send(batch), { firstCallerContext: true });
 
   constructor(redis: Redis) {
     if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
