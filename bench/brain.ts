@@ -23,6 +23,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 import { seededRandom } from '../test/support/seeded-random';
+import { percentiles, Percentiles } from './support/stats';
 
 const log = (message: string): void => {
   process.stderr.write(`[bench:brain] ${message}\n`);
@@ -101,20 +102,6 @@ class Corpus {
   query(): string {
     return Array.from({ length: 2 + Math.floor(this.random() * 3) }, () => this.word()).join(' ');
   }
-}
-
-interface Latency {
-  readonly p50: number;
-  readonly p90: number;
-  readonly p99: number;
-  readonly mean: number;
-  readonly max: number;
-}
-
-function summarise(samples: readonly number[]): Latency {
-  const sorted = [...samples].sort((a, b) => a - b);
-  const at = (q: number): number => Math.round((sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0) * 100) / 100;
-  return { p50: at(0.5), p90: at(0.9), p99: at(0.99), mean: Math.round((sorted.reduce((a, b) => a + b, 0) / sorted.length) * 100) / 100, max: at(1) };
 }
 
 /** Runs `work` with `limit` calls in flight until `done()` holds. */
@@ -200,12 +187,12 @@ async function main(): Promise<void> {
       vacuumed: vacuum,
       vacuumSeconds: Math.round(vacuumSeconds * 10) / 10,
       ingestion: { seconds: Math.round(ingestSeconds * 10) / 10, megabytesPerSecond: Math.round((bytes / 1e6 / ingestSeconds) * 100) / 100, chunksPerSecond: Math.round(chunks / ingestSeconds), concurrency },
-      queryLatencyMs: { queries: queryCount, k: 10, http: summarise(httpSamples), ranking: summarise(rankingSamples), target: { p50: 15 } },
+      queryLatencyMs: { queries: queryCount, k: 10, http: percentiles(httpSamples), ranking: percentiles(rankingSamples), target: { p50: 15 } },
     };
     if (process.argv.includes('--json')) {
       process.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
     } else {
-      const row = (name: string, l: Latency): string => `| ${name} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.mean} | ${l.max} |`;
+      const row = (name: string, l: Percentiles): string => `| ${name} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.mean} | ${l.max} |`;
       process.stdout.write(
         [
           `Brain benchmark ${report.date}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
