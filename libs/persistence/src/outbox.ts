@@ -168,16 +168,25 @@ export class OutboxRelay {
            WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE`,
           [batchSize],
         );
-        // Opened side by side; published up to the first row that cannot be opened, all in one go.
-        const opened = await Promise.allSettled(rows.map((row) => this.payloadOf(manager, row)));
-        const failedAt = opened.findIndex((outcome) => outcome.status === 'rejected');
-        const readable = failedAt < 0 ? rows : rows.slice(0, failedAt);
-        const unreadable = failedAt < 0 ? undefined : (opened[failedAt] as PromiseRejectedResult).reason;
+        // Opened one after another (a data key not cached yet is read on the transaction's one
+        // connection, which takes one query at a time); published up to the first row that cannot
+        // be opened, all in one go.
+        const payloads: unknown[] = [];
+        let unreadable: unknown;
+        for (const row of rows) {
+          try {
+            payloads.push(await this.payloadOf(manager, row));
+          } catch (error) {
+            unreadable = error ?? new Error(`Outbox row ${row.id} cannot be opened`);
+            break;
+          }
+        }
+        const readable = rows.slice(0, payloads.length);
         if (readable.length > 0) {
           await this.publisher.publishAll(
             readable.map((row, index) => ({
               topic: row.topic,
-              message: { id: row.id, type: row.type, key: row.key, payload: (opened[index] as PromiseFulfilledResult<unknown>).value, headers: row.headers },
+              message: { id: row.id, type: row.type, key: row.key, payload: payloads[index], headers: row.headers },
             })),
           );
           // Stop at an unreadable row, but keep what went before published: it is not sent again on every pass.

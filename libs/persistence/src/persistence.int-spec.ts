@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryRunner } from 'typeorm';
 import { InProcessBroker, InProcessBus, IncomingMessage, isDependencyUnavailable } from '@mission/messaging';
 import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { dataKeysTableSql, RecordCipher } from './data-keys';
 import { openServiceDatabase, tenantTransaction } from './database';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
 import { markProcessed, processedMessagesTableSql } from './processed-messages';
@@ -404,6 +406,61 @@ describe('persistence on PostgreSQL', () => {
       await expect(relay.backlog()).resolves.toBe(2);
       await relayPass(new RecordingPublisher());
       await expect(relay.backlog()).resolves.toBe(0);
+    });
+
+    it('opens sealed events of several tenants in one pass, and publishes up to the first one it cannot open', async () => {
+      for (const statement of dataKeysTableSql(SCHEMA)) await dataSource.query(statement.replace(/^CREATE (TABLE|INDEX|UNIQUE INDEX) /, 'CREATE $1 IF NOT EXISTS '));
+      const keys = new LocalKeyProvider(KeyEncryptionKey.generate());
+      const cipher = new RecordCipher(SCHEMA, keys);
+      const sealedEvent = (tenantId: string, type: string): Promise<string> =>
+        runWithTenant({ tenantId }, () => dataSource.transaction((manager) => enqueueOutbox(manager, SCHEMA, event(type, { type, secret: tenantId }), cipher)));
+      // Four tenants' keys, none cached by the relay's cipher (a fresh one, as in a freshly started replica): each is read during the pass.
+      const [tenantC, tenantD, tenantE] = [randomUUID(), randomUUID(), randomUUID()];
+      const first = await sealedEvent(tenantC, 'first');
+      const second = await sealedEvent(tenantD, 'second');
+      const between = await sealedEvent(tenantE, 'between');
+      const third = await sealedEvent(randomUUID(), 'third');
+      const fourth = await sealedEvent(tenantC, 'fourth');
+      const stored = async (id: string): Promise<string> => (await dataSource.query(`SELECT payload FROM "${SCHEMA}".outbox WHERE id = $1`, [id]))[0].payload;
+      expect(JSON.stringify(await stored(first))).not.toContain(tenantC);
+      // The third row gets the fourth's ciphertext: sealed for another record, it cannot be opened as this one.
+      await dataSource.query(`UPDATE "${SCHEMA}".outbox SET payload = to_jsonb($2::text) WHERE id = $1`, [third, await stored(fourth)]);
+      // Counts queries overlapping on one connection (pg deprecates them, and pg 9 refuses them).
+      let overlapping = 0;
+      let runners = 0;
+      const createQueryRunner = dataSource.createQueryRunner.bind(dataSource);
+      const spy = jest.spyOn(dataSource, 'createQueryRunner').mockImplementation((mode) => {
+        const runner = createQueryRunner(mode);
+        runners += 1;
+        const query = runner.query.bind(runner);
+        let inFlight = 0;
+        runner.query = (async (...args: Parameters<typeof query>) => {
+          if (inFlight > 0) overlapping += 1;
+          inFlight += 1;
+          try {
+            return await query(...args);
+          } finally {
+            inFlight -= 1;
+          }
+        }) as typeof runner.query;
+        return runner;
+      });
+      const errors: unknown[] = [];
+      const publisher = new RecordingPublisher();
+      try {
+        await relayPass(publisher, { cipher: new RecordCipher(SCHEMA, keys), onError: (error) => errors.push(error) });
+      } finally {
+        spy.mockRestore();
+      }
+      expect(publisher.published.map((message) => [message.id, message.payload])).toEqual([
+        [first, { type: 'first', secret: tenantC }],
+        [second, { type: 'second', secret: tenantD }],
+        [between, { type: 'between', secret: tenantE }],
+      ]);
+      expect(errors).toHaveLength(1);
+      expect((await unpublishedIds()).sort()).toEqual([third, fourth].sort());
+      expect(runners).toBeGreaterThan(0);
+      expect(overlapping).toBe(0);
     });
 
     it('delivers a relayed event through a real bus with the row id as message id and the stored tenant restored', async () => {

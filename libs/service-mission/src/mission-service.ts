@@ -17,6 +17,7 @@ import { DEFAULT_RUNNER_TIMINGS, RunnerTimings, StepRequests } from './missions/
 import { missionRequestHandlers } from './missions/missions.handlers';
 import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions/missions.repository';
 import { IDEMPOTENCY_TTL_HOURS, MissionsService } from './missions/missions.service';
+import { FinalMissionCache, type FinalMissionCacheOptions } from './missions/final-missions.cache';
 
 export const MISSION_SERVICE_GROUP = 'mission-service';
 export const MISSION_RUNNER_GROUP = 'mission-runner';
@@ -38,6 +39,8 @@ export interface MissionServiceOptions {
   readonly runnerTimings?: Partial<RunnerTimings>;
   /** How often overdue steps are looked for (default 1 s). */
   readonly dueCheckIntervalMs?: number;
+  /** Bounds of the in-memory cache of final missions (FINAL_MISSION_CACHE_DEFAULTS; `maxBytes: 0` turns it off). */
+  readonly finalMissionCache?: FinalMissionCacheOptions;
 }
 
 export interface MissionServiceHandle {
@@ -69,7 +72,7 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   });
   const repository = new MissionsRepository(dataSource, cipher);
   const steps = new StepRequests(cipher, { ...DEFAULT_RUNNER_TIMINGS, ...options.runnerTimings });
-  const missions = new MissionsService(dataSource, repository, () => relay.kick(), steps);
+  const missions = new MissionsService(dataSource, repository, () => relay.kick(), steps, new FinalMissionCache(options.finalMissionCache));
   const runner = new MissionRunner(dataSource, repository, steps, options.logger, () => relay.kick());
   const housekeeper = new Housekeeper(dataSource, [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)], {
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),

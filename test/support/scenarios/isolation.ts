@@ -267,6 +267,23 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       expect((await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token })).status).toBe(200);
     });
 
+    it('never answers another tenant with a final mission the owner’s reads keep in memory', async () => {
+      const { tenantA, tenantB } = context;
+      const { missionId } = await missionAwaitingApproval(tenantA);
+      expect((await call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: tenantA.token })).status).toBe(200);
+      // Final now: the owner's reads are answered from mission-service's cache after the first.
+      for (let read = 0; read < 3; read += 1) {
+        const own = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenantA.token });
+        expect(own.status).toBe(200);
+        expect(own.body).toMatchObject({ id: missionId, status: 'cancelled', title: 'Private to A' });
+      }
+      const foreign = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenantB.token });
+      const missing = await call(gateway(), 'GET', `/api/missions/${randomUUID()}`, { token: tenantB.token });
+      expectProblem(foreign, 404, 'not_found');
+      expect({ detail: foreign.body.detail, title: foreign.body.title }).toEqual({ detail: missing.body.detail, title: missing.body.title });
+      expect(JSON.stringify(foreign.body)).not.toContain('Private to A');
+    });
+
     it('never lists another tenant’s items', async () => {
       const { tenantA, tenantB } = context;
       const { missionId, hitId } = await missionAwaitingApproval(tenantA);

@@ -24,6 +24,7 @@ import { currentTenant } from '@mission/tenant-context';
 import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { missionView } from './mission.view';
+import { FinalMissionCache } from './final-missions.cache';
 import { StepRequests } from './mission.steps';
 import { MissionsRepository } from './missions.repository';
 
@@ -53,6 +54,8 @@ export class MissionsService {
     private readonly afterCommit: () => void,
     /** Without it (tests of the API alone), the runner sends the first step's request on mission.queued. */
     private readonly steps?: StepRequests,
+    /** Final missions served from memory: they never change again. */
+    private readonly finalMissions: FinalMissionCache = new FinalMissionCache(),
   ) {
     this.reader = tenantReader(dataSource);
   }
@@ -97,9 +100,13 @@ export class MissionsService {
 
   async get(id: string): Promise<MissionView> {
     const { tenantId } = currentTenant();
+    const cached = this.finalMissions.get(tenantId, id);
+    if (cached) return cached;
     const mission = await this.missions.read(this.reader, tenantId, id);
     if (!mission) throw DomainError.notFound('Mission');
-    return missionView(mission);
+    const view = missionView(mission);
+    this.finalMissions.offer(tenantId, view);
+    return view;
   }
 
   /** Newest first, optionally filtered by status. */

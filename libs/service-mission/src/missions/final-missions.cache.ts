@@ -1,0 +1,62 @@
+import { LRUCache } from 'lru-cache';
+import { FINAL_MISSION_STATUSES, type MissionView } from '@mission/contracts';
+
+/** What the cache may hold by default: about 16 MiB of missions as JSON, at most 10,000 of them. */
+export const FINAL_MISSION_CACHE_DEFAULTS = { maxBytes: 16 * 1024 * 1024, maxEntries: 10_000 } as const;
+
+export interface FinalMissionCacheOptions {
+  /** Upper bound of the cached missions' size (their JSON in UTF-16 code units, about bytes); 0 turns the cache off. */
+  readonly maxBytes?: number;
+  readonly maxEntries?: number;
+}
+
+/**
+ * Missions in a final status, kept in memory for the reads that poll them (a final mission never
+ * changes again: no transition leaves a final status, and nothing rewrites its content). Keyed by
+ * tenant and id, and an entry answers only the tenant it was read for, so one tenant never sees
+ * another's mission. Bounded by entries and by size, least recently read evicted first. Each
+ * replica keeps its own; they cannot disagree, since what they hold cannot change.
+ */
+export class FinalMissionCache {
+  private readonly cache?: LRUCache<string, { readonly tenantId: string; readonly view: MissionView }>;
+
+  constructor(options: FinalMissionCacheOptions = {}) {
+    const maxBytes = options.maxBytes ?? FINAL_MISSION_CACHE_DEFAULTS.maxBytes;
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`The final-mission cache size must be a whole number of bytes, not ${maxBytes}`);
+    if (maxBytes === 0) return;
+    this.cache = new LRUCache({
+      max: options.maxEntries ?? FINAL_MISSION_CACHE_DEFAULTS.maxEntries,
+      maxSize: maxBytes,
+      // A mission larger than the whole budget is simply not kept.
+      maxEntrySize: maxBytes,
+      sizeCalculation: (entry) => Math.max(1, JSON.stringify(entry.view).length),
+    });
+  }
+
+  get(tenantId: string, id: string): MissionView | undefined {
+    const entry = this.cache?.get(key(tenantId, id));
+    return entry && entry.tenantId === tenantId ? entry.view : undefined;
+  }
+
+  /** Keeps the mission if it is final; any other status is never cached. */
+  offer(tenantId: string, view: MissionView): void {
+    if (!this.cache || !FINAL_MISSION_STATUSES.includes(view.status)) return;
+    this.cache.set(key(tenantId, view.id), { tenantId, view: deepFreeze(view) });
+  }
+
+  get size(): number {
+    return this.cache?.size ?? 0;
+  }
+}
+
+// Ids are UUIDs and tenant ids never contain a NUL: the pair cannot collide with another.
+const key = (tenantId: string, id: string): string => `${tenantId}\u0000${id}`;
+
+/** One view answers many reads: nothing may change it after it is cached. */
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
