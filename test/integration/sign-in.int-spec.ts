@@ -200,6 +200,29 @@ describe('Sign-in of a tenant user in a real browser', () => {
     }
   }, 120_000);
 
+  it('lets one of two concurrent uses of a refresh token through at most, and revokes the family for the other', async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    try {
+      for (let round = 0; round < 3; round += 1) {
+        const { verifier, challenge } = pkce();
+        const code = await authorize(page, challenge, round === 0);
+        const issued = await token({ grant_type: 'authorization_code', code, redirect_uri: redirectUri, code_verifier: verifier });
+        expect(issued.status).toBe(200);
+        const refreshToken = issued.body.refresh_token ?? '';
+        const answers = await Promise.all([0, 1].map(() => token({ grant_type: 'refresh_token', refresh_token: refreshToken })));
+        const winners = answers.filter((answer) => answer.status === 200);
+        expect(winners.length).toBeLessThanOrEqual(1);
+        for (const answer of answers.filter((candidate) => candidate.status !== 200)) expect(answer).toMatchObject({ status: 400, body: { error: 'invalid_grant' } });
+        // The reuse revoked the grant: whatever the winner got is dead, and the family with it.
+        for (const winner of winners) expect((await token({ grant_type: 'refresh_token', refresh_token: winner.body.refresh_token ?? '' })).body.error).toBe('invalid_grant');
+        expect((await token({ grant_type: 'refresh_token', refresh_token: refreshToken })).body.error).toBe('invalid_grant');
+      }
+    } finally {
+      await context.close();
+    }
+  }, 120_000);
+
   it('revokes a refresh token on request', async () => {
     const context = await browser.newContext();
     const page = await context.newPage();

@@ -14,6 +14,22 @@ export function artefactKey(model: string, id: string): string {
  */
 const CREDENTIAL_MODELS = new Set(['AuthorizationCode', 'RefreshToken', 'AccessToken', 'ClientCredentials', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PushedAuthorizationRequest']);
 
+/**
+ * A code or refresh token presented again after it was consumed (or by the loser of a race for
+ * it): oidc-provider answers it as the OAuth error it names (`expose`), 400 `invalid_grant`.
+ */
+export class CredentialReusedError extends Error {
+  readonly expose = true;
+  readonly statusCode = 400;
+  readonly error_description: string;
+
+  constructor(model: string) {
+    super('invalid_grant');
+    this.name = 'CredentialReusedError';
+    this.error_description = model === 'AuthorizationCode' ? 'authorization code already consumed' : `${model === 'RefreshToken' ? 'refresh token' : model} already used`;
+  }
+}
+
 /** Rows deleted per sweepExpired() call. */
 const SWEEP_BATCH = 1_000;
 
@@ -24,6 +40,11 @@ const SWEEP_BATCH = 1_000;
  * come from the ClientDirectory and are read-only here.
  */
 export function createPostgresAdapter(dataSource: DataSource, clients: ClientDirectory): AdapterConstructor {
+  /** Every artefact of a grant (its tokens and codes, of every model) and the grant itself. */
+  const revokeGrant = async (grantId: string): Promise<void> => {
+    await dataSource.query(`DELETE FROM identity.oidc_artefacts WHERE grant_id = $1 OR (model = 'Grant' AND key = $2)`, [grantId, artefactKey('Grant', grantId)]);
+  };
+
   return class PostgresOidcAdapter implements Adapter {
     constructor(private readonly model: string) {}
 
@@ -66,13 +87,27 @@ export function createPostgresAdapter(dataSource: DataSource, clients: ClientDir
       return this.findWhere('user_code', userCode);
     }
 
+    /**
+     * Consumes a code or refresh token once: the row is marked only if it was not consumed yet, in
+     * one statement, so of two requests racing with the same credential exactly one wins. The
+     * other is a reuse: every artefact of its grant, and the grant, are revoked (the winner's new
+     * tokens with them), and it is answered `invalid_grant`.
+     */
     async consume(id: string): Promise<void> {
       this.refuseClientWrites();
-      await dataSource.query(
-        `UPDATE identity.oidc_artefacts SET payload = payload || jsonb_build_object('consumed', floor(extract(epoch FROM clock_timestamp()))::bigint)
-         WHERE model = $1 AND key = $2`,
-        [this.model, artefactKey(this.model, id)],
+      const key = artefactKey(this.model, id);
+      const [{ claimed }]: Array<{ claimed: number }> = await dataSource.query(
+        `WITH claimed AS (
+           UPDATE identity.oidc_artefacts SET payload = payload || jsonb_build_object('consumed', floor(extract(epoch FROM clock_timestamp()))::bigint)
+           WHERE model = $1 AND key = $2 AND payload->'consumed' IS NULL AND (expires_at IS NULL OR expires_at > clock_timestamp())
+           RETURNING 1)
+         SELECT count(*)::int AS claimed FROM claimed`,
+        [this.model, key],
       );
+      if (claimed === 1) return;
+      const [row]: Array<{ grant_id: string | null }> = await dataSource.query(`SELECT grant_id FROM identity.oidc_artefacts WHERE model = $1 AND key = $2`, [this.model, key]);
+      if (row?.grant_id) await revokeGrant(row.grant_id);
+      throw new CredentialReusedError(this.model);
     }
 
     async destroy(id: string): Promise<void> {
