@@ -106,4 +106,18 @@ describe('Metrics and traces in the distributed deployment', () => {
     // Probes and scrapes are not traced.
     expect(collector.spans.some((span) => String(span.attributes['url.path'] ?? span.attributes['http.target'] ?? '').startsWith('/health'))).toBe(false);
   }, 60_000);
+
+  it('records query parameter names but never their values in spans (a Brain search is tenant content)', async () => {
+    const admin = await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret);
+    const tenant = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: admin.access_token, body: { name: 'Searching', tier: 'business' } });
+    const token = (await clientCredentialsToken(stack.issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
+    const traceId = '1bf7651916cd43dd8448eb211c80319d';
+    const secret = 'confidentialmergerplans';
+    const searched = await call(stack.gatewayUrl, 'GET', `/api/brain/query?q=${secret}&k=3`, { token, headers: { traceparent: `00-${traceId}-b7ad6b7169203331-01` } });
+    expect(searched.status).toBe(200);
+    const spans = await collector.waitForTrace(traceId, (found) => found.some((span) => span.service === 'gateway' && span.kind === SERVER));
+    const server = spans.find((span) => span.service === 'gateway' && span.kind === SERVER);
+    expect(server?.attributes).toMatchObject({ 'url.path': '/api/brain/query', 'url.query': 'q=REDACTED&k=REDACTED' });
+    expect(JSON.stringify(spans)).not.toContain(secret);
+  }, 60_000);
 });

@@ -6,3 +6,4 @@ export * from './metrics';
 export * from './payload-keys';
 export * from './tls-settings';
 export * from './platform-bus';
+export * from './redaction';

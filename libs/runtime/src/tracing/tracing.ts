@@ -1,5 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { useOpenTelemetrySpans } from '@mission/tenant-context';
+import { redactQueryString } from '../redaction';
 
 /**
  * OpenTelemetry traces, off unless the standard variables ask for them: an exporter named in
@@ -23,6 +24,26 @@ const UNTRACED_PATHS = new Set(['/health/live', '/health/ready', '/metrics']);
 
 export function isUntracedRequest(request: Pick<IncomingMessage, 'url'>): boolean {
   return UNTRACED_PATHS.has((request.url ?? '/').split('?')[0] ?? '/');
+}
+
+/**
+ * `url.query` of an incoming request's span with every value redacted: applied over the
+ * instrumentation's own attributes, so no query value is recorded.
+ */
+export function redactedIncomingAttributes(request: { url?: string }): Record<string, string> {
+  const target = request.url ?? '';
+  const mark = target.indexOf('?');
+  return mark < 0 ? {} : { 'url.query': redactQueryString(target.slice(mark + 1)) };
+}
+
+/** `url.full` of an outgoing request's span with every query value redacted. */
+export function redactedOutgoingAttributes(options: { protocol?: string | null; hostname?: string | null; host?: string | null; port?: number | string | null; path?: string | null }): Record<string, string> {
+  const target = options.path ?? '';
+  const mark = target.indexOf('?');
+  if (mark < 0) return {};
+  const host = options.hostname ?? options.host ?? 'localhost';
+  const port = options.port ? `:${options.port}` : '';
+  return { 'url.full': `${options.protocol ?? 'http:'}//${host}${port}${target.slice(0, mark)}?${redactQueryString(target.slice(mark + 1))}` };
 }
 
 interface TracingSdk {
@@ -54,7 +75,8 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
     metricReaders: [],
     logRecordProcessors: [],
     instrumentations: [
-      new HttpInstrumentation({ ignoreIncomingRequestHook: isUntracedRequest }),
+      // Query values carry tenant content (a Brain search's `q`, cursors): spans keep the names only.
+      new HttpInstrumentation({ ignoreIncomingRequestHook: isUntracedRequest, startIncomingSpanHook: redactedIncomingAttributes, startOutgoingSpanHook: redactedOutgoingAttributes }),
       // Statement text only (no bound values: they carry tenant payloads), and only inside a
       // trace: the outbox relay's polling would otherwise be a root trace every few hundred ms.
       new PgInstrumentation({ enhancedDatabaseReporting: false, requireParentSpan: true }),
