@@ -1,4 +1,4 @@
-import { describeGatewayScenarios } from '../support/gateway-scenarios';
+import { describeGatewayScenarios, SCENARIO_REQUEST_TIMEOUT_SECONDS } from '../support/gateway-scenarios';
 import { startDistributedStack } from '../support/distributed-stack';
 
 /**
@@ -8,9 +8,12 @@ import { startDistributedStack } from '../support/distributed-stack';
 describeGatewayScenarios('separate processes on Kafka and PostgreSQL', async () => {
   const brokers = process.env.KAFKA_BROKERS;
   if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
-  const stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  const stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
+    GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS),
+  });
   return {
     gatewayUrl: stack.gatewayUrl,
+    requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: stack.issuer,
     admin: stack.admin,
     teardown: async () => {

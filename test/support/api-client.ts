@@ -1,5 +1,6 @@
 /** A thin HTTP client for driving the public API in tests, the way a client would. */
 import { request as httpRequest } from 'node:http';
+import net from 'node:net';
 
 export interface ApiResponse<T = any> {
   readonly status: number;
@@ -158,4 +159,46 @@ export async function eventually<T>(probe: () => Promise<T | undefined>, what: s
     if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
     await sleep(100);
   }
+}
+
+/** What a server answered on a raw connection, and whether it closed the connection after. */
+export interface RawExchange {
+  readonly statusLine: string;
+  readonly headers: Record<string, string>;
+  readonly body: string;
+  readonly closedByServer: boolean;
+}
+
+/**
+ * Writes bytes to a fresh connection as they are (requests no HTTP client would send) and reads
+ * the one response, until the server closes the connection or `timeoutMs` passes.
+ */
+export function rawExchange(baseUrl: string, request: string, timeoutMs = 20_000): Promise<RawExchange> {
+  const { hostname, port } = new URL(baseUrl);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname);
+    const chunks: Buffer[] = [];
+    let closedByServer = false;
+    const timer = setTimeout(() => socket.destroy(), timeoutMs);
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('end', () => (closedByServer = true));
+    socket.on('error', (error) => {
+      clearTimeout(timer);
+      reject(error);
+    });
+    socket.on('close', () => {
+      clearTimeout(timer);
+      const text = Buffer.concat(chunks).toString('utf8');
+      const split = text.indexOf('\r\n\r\n');
+      const [statusLine = '', ...lines] = (split < 0 ? text : text.slice(0, split)).split('\r\n');
+      const headers = Object.fromEntries(
+        lines.map((line) => {
+          const colon = line.indexOf(':');
+          return [line.slice(0, colon).trim().toLowerCase(), line.slice(colon + 1).trim()];
+        }),
+      );
+      resolve({ statusLine, headers, body: split < 0 ? '' : text.slice(split + 4), closedByServer });
+    });
+    socket.write(request);
+  });
 }

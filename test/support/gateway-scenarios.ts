@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken, postDeclaringLength, waitForMission, politeCall } from './api-client';
+import { call, clientCredentialsToken, postDeclaringLength, rawExchange, waitForMission, politeCall } from './api-client';
 import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
@@ -11,8 +11,13 @@ import { describeOpenApiScenarios } from './scenarios/openapi';
 import { describeOperatorScenarios } from './scenarios/operator';
 import { describeRateLimitScenarios } from './scenarios/rate-limits';
 
+/** The gateway's request timeout in the scenarios' deployments (GATEWAY_REQUEST_TIMEOUT_SECONDS): short, so the slow-sender test is quick. */
+export const SCENARIO_REQUEST_TIMEOUT_SECONDS = 4;
+
 export interface Deployment {
   readonly gatewayUrl: string;
+  /** GATEWAY_REQUEST_TIMEOUT_SECONDS of the deployment's gateway. */
+  readonly requestTimeoutSeconds: number;
   readonly issuer: string;
   readonly admin: { readonly clientId: string; readonly clientSecret: string };
   teardown(): Promise<void>;
@@ -275,6 +280,45 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         });
         expect({ status: token.status, error: ((await token.json()) as { error?: string }).error }).toEqual({ status: 401, error: 'invalid_client' });
       });
+
+      it('answers headers past the limit with a 431 problem and Connection: close, and takes a long Brain query in a body', async () => {
+        // 3,000 CJK characters: a legal query (up to 10,000 characters), 27 KB once percent-encoded in a URL.
+        const longQuery = '電磁波の誘電率'.repeat(430).slice(0, 3_000);
+        const target = `/api/brain/query?q=${encodeURIComponent(longQuery)}&k=3`;
+        const raw = await rawExchange(deployment.gatewayUrl, `GET ${target} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${tenantA.token}\r\n\r\n`);
+        expect(raw.statusLine).toBe('HTTP/1.1 431 Request header fields too large');
+        expect(raw.headers).toMatchObject({ 'content-type': 'application/problem+json', connection: 'close', 'x-request-id': expect.any(String) });
+        expect(JSON.parse(raw.body)).toMatchObject({ status: 431, code: 'headers_too_large', requestId: raw.headers['x-request-id'], detail: expect.stringContaining('POST /api/brain/query') });
+        expect(raw.closedByServer).toBe(true);
+        // A brain:read client sends the same query in a body.
+        const reader = await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'brain:read');
+        const answered = await call(deployment.gatewayUrl, 'POST', '/api/brain/query', { token: reader.access_token, body: { q: longQuery, k: 3 } });
+        expect(answered.status).toBe(200);
+        expect(answered.body).toMatchObject({ query: longQuery, results: expect.any(Array) });
+        expectProblem(await call(deployment.gatewayUrl, 'POST', '/api/brain/query', { token: reader.access_token, body: { q: '   ' } }), 400, 'validation_failed');
+        expectProblem(await call(deployment.gatewayUrl, 'POST', '/api/brain/query', { token: reader.access_token, body: { q: 'x', k: 51 } }), 400, 'validation_failed');
+        expectProblem(await call(deployment.gatewayUrl, 'POST', '/api/brain/query', { token: reader.access_token, body: { q: 'x', extra: true } }), 400, 'validation_failed');
+        // The scope is the GET's: a token without brain:read is refused.
+        const writer = await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'missions:write');
+        expectProblem(await call(deployment.gatewayUrl, 'POST', '/api/brain/query', { token: writer.access_token, body: { q: 'x' } }), 403, 'insufficient_scope');
+      });
+
+      it('cuts off a request whose body never arrives in full with a 408 problem, and answers bytes that are not HTTP with a 400 problem', async () => {
+        const started = Date.now();
+        const slow = await rawExchange(
+          deployment.gatewayUrl,
+          `POST /api/missions HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${tenantA.token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"title":`,
+        );
+        const waited = (Date.now() - started) / 1000;
+        expect(slow.statusLine).toBe('HTTP/1.1 408 Request timeout');
+        expect(JSON.parse(slow.body)).toMatchObject({ status: 408, code: 'request_timeout' });
+        expect(slow.headers.connection).toBe('close');
+        expect(waited).toBeGreaterThanOrEqual(deployment.requestTimeoutSeconds - 0.5);
+        const garbage = await rawExchange(deployment.gatewayUrl, 'GET /api/missions HTTP/1.1\r\nHost gateway without a colon\r\n\r\n');
+        expect(garbage.statusLine).toBe('HTTP/1.1 400 Malformed request');
+        expect(JSON.parse(garbage.body)).toMatchObject({ status: 400, code: 'malformed_request', requestId: garbage.headers['x-request-id'] });
+        expect(garbage.closedByServer).toBe(true);
+      }, 30_000);
 
       it('answers an edited list cursor the database could not take with a 400 problem on every list', async () => {
         const id = '00000000-0000-4000-8000-000000000000';

@@ -22,6 +22,7 @@ async function main(): Promise<void> {
     tls,
     rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
     mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
+    requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
     metrics,
   });
   await app.listen(config.PORT, config.HOST);

@@ -17,6 +17,7 @@ const StandaloneConfigSchema = z
     BRAIN_INDEX_KEY: IndexSecretSchema.optional(),
     REDIS_URL: env.url(['redis', 'rediss']).optional(),
     GATEWAY_REPLICAS: env.positiveInt(1),
+    GATEWAY_REQUEST_TIMEOUT_SECONDS: env.positiveInt(60).pipe(z.number().max(3_600)),
     RATE_LIMITS: z.enum(['on', 'off']).default('on'),
     MCP_ALLOWED_ORIGINS: env.origins().default([]),
     IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema.optional(),

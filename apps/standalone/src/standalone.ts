@@ -99,6 +99,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       tls,
       rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
       mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
+      requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
       metrics,
       readiness: async () => ({
         database: await missions.ready(),

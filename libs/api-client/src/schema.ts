@@ -164,7 +164,11 @@ export interface paths {
          */
         get: operations["queryBrain"];
         put?: never;
-        post?: never;
+        /**
+         * The best passages for a query sent in the body, best first (BM25)
+         * @description The same search as `GET /api/brain/query`, for queries whose URL would pass the 16 KiB limit of a request line and its headers (a query of up to 10,000 characters in any script fits a body). Searches nothing else and changes nothing.
+         */
+        post: operations["queryBrainWithBody"];
         delete?: never;
         options?: never;
         head?: never;
@@ -410,6 +414,11 @@ export interface components {
             /** @description pass as `cursor` for the next page; null on the last */
             nextCursor: string | null;
         };
+        BrainQueryBody: {
+            /** @default 5 */
+            k: number;
+            q: string;
+        };
         BrainQueryResult: {
             query: string;
             results: {
@@ -648,7 +657,7 @@ export interface components {
         /** @description RFC 9457 problem details */
         Problem: {
             /** @enum {string} */
-            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "rate_limited" | "dependency_unavailable" | "internal_error";
+            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "dependency_unavailable" | "internal_error";
             detail: string;
             /** @description one per invalid field (400) */
             errors?: {
@@ -1828,6 +1837,127 @@ export interface operations {
                     RateLimit: components["headers"]["RateLimit"];
                     "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The tenant's rate limit is used up: retry after `Retry-After` seconds */
+            429: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (message bus, database) is unavailable: retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    queryBrainWithBody: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "q": "microwave dielectrics",
+                 *       "k": 3
+                 *     }
+                 */
+                "application/json": components["schemas"]["BrainQueryBody"];
+            };
+        };
+        responses: {
+            /** @description Ranked passages */
+            200: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BrainQueryResult"];
+                };
+            };
+            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            400: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, malformed, expired or wrongly signed token, or the wrong issuer or audience */
+            401: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the scope the operation needs (`WWW-Authenticate` names it), or the browser origin is not allowed */
+            403: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body too large (1 MiB; document ingestion 10 MiB) */
+            413: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Body is not `application/json` */
+            415: {
+                headers: {
+                    RateLimit: components["headers"]["RateLimit"];
+                    "RateLimit-Policy": components["headers"]["RateLimit-Policy"];
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };

@@ -11,6 +11,12 @@ export const ErrorCode = {
   PayloadTooLarge: 'payload_too_large',
   UnsupportedMediaType: 'unsupported_media_type',
   MalformedJson: 'malformed_json',
+  /** Not HTTP the server can read (a bad request line, a malformed header). */
+  MalformedRequest: 'malformed_request',
+  /** The request line and headers together pass the server's limit. */
+  HeadersTooLarge: 'headers_too_large',
+  /** The request (its headers and body) did not arrive in time. */
+  RequestTimeout: 'request_timeout',
   RateLimited: 'rate_limited',
   DependencyUnavailable: 'dependency_unavailable',
   Internal: 'internal_error',

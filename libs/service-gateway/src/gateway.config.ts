@@ -13,6 +13,7 @@ export const GatewayConfigSchema = z.object({
   TRUST_PROXY: z.stringbool().default(false),
   REDIS_URL: env.url(['redis', 'rediss']).optional(),
   GATEWAY_REPLICAS: env.positiveInt(1),
+  GATEWAY_REQUEST_TIMEOUT_SECONDS: env.positiveInt(60).pipe(z.number().max(3_600)),
   RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   MCP_ALLOWED_ORIGINS: env.origins().default([]),
   LOG_LEVEL: env.logLevel(),

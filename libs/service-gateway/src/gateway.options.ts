@@ -31,6 +31,8 @@ export interface GatewayOptions {
   };
   /** Browser origins allowed to call `/mcp` besides the public URL's own (DNS-rebinding protection). */
   readonly mcpAllowedOrigins?: readonly string[];
+  /** Time a client has to send a whole request, headers and body (default REQUEST_TIMEOUT_MS, 60 s); a slower one gets 408. */
+  readonly requestTimeoutMs?: number;
   /** The registry `/metrics` serves (the process's, with its other metrics); a fresh one when absent. */
   readonly metrics?: Registry;
   /** Extra readiness checks of the process the gateway runs in (e.g. the embedded services). */

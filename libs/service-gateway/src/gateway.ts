@@ -18,6 +18,7 @@ import { chargeTenant } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { DomainError, ErrorCode, jsonBodyRefusal, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
 import { problemTypeBase } from './http/problem.filter';
+import { clientErrorHandler, HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from './http/client-error';
 import { sendProblem } from './http/problem.responder';
 import { MCP_PATH } from './mcp/mcp.endpoint';
 
@@ -70,19 +71,27 @@ export const HSTS = 'max-age=31536000; includeSubDomains';
  * without it, nothing older than TLS 1.2.
  */
 function httpsServerOptions(tls: NonNullable<GatewayOptions['tls']>): Record<string, unknown> {
-  return { http2: true, https: { allowHTTP1: true, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' } };
+  return { http2: true, https: { allowHTTP1: true, cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2', maxHeaderSize: MAX_HEADER_BYTES } };
 }
 
 /** Builds the gateway (NestJS on Fastify); the caller listens and closes it. */
 export async function createGateway(options: GatewayOptions): Promise<NestFastifyApplication> {
+  const requestTimeout = options.requestTimeoutMs ?? REQUEST_TIMEOUT_MS;
+  // Node looks for requests past their time every connectionsCheckingInterval (30 s by default).
+  const connectionsCheckingInterval = Math.min(30_000, Math.max(250, Math.floor(requestTimeout / 4)));
   const adapter = new FastifyAdapter({
-    ...(options.tls ? httpsServerOptions(options.tls) : {}),
+    ...(options.tls ? httpsServerOptions(options.tls) : { http: { maxHeaderSize: MAX_HEADER_BYTES, connectionsCheckingInterval } }),
     bodyLimit: MAX_BODY_BYTES,
     genReqId: requestIdOf,
     requestIdHeader: false,
     trustProxy: options.trustProxy ?? false,
     logger: false,
     return503OnClosing: true,
+    // Slow senders (a body cut short of its length, headers trickling in) are cut off with a 408
+    // problem instead of holding a connection for ever; Node's own header limit stays (16 KiB),
+    // and what its parser refuses is answered as problem details too, with Connection: close.
+    requestTimeout,
+    clientErrorHandler: clientErrorHandler(problemTypeBase(options), requestTimeout, options.tls ? { 'Strict-Transport-Security': HSTS } : {}),
     // Ids are opaque to clients: a long one is as much "not found" as any other malformed id, not a
     // 414 (Fastify's default limit is 100 characters). Request lines stay bounded by Node's header limit.
     routerOptions: { maxParamLength: MAX_PATH_PARAMETER_LENGTH },
@@ -102,6 +111,8 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  // The request line and headers within HEADERS_TIMEOUT_MS (Node's default is the whole request timeout).
+  if ('headersTimeout' in fastify.server) fastify.server.headersTimeout = Math.min(HEADERS_TIMEOUT_MS, requestTimeout);
   // A route that declares `@RouteConfig({ bodyLimit })` gets its own body limit (document ingestion).
   fastify.addHook('onRoute', (route) => {
     const bodyLimit = (route.config as { bodyLimit?: unknown } | undefined)?.bodyLimit;

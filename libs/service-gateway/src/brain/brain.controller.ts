@@ -85,4 +85,21 @@ export class BrainController {
   query(@Query() query: Record<string, unknown>): Promise<BrainQueryResult> {
     return this.brain.query(query);
   }
+
+  /** The same search with the query in the body: for queries too long for a URL. */
+  @Post('query')
+  @HttpCode(200)
+  @Operation({
+    operationId: 'queryBrainWithBody',
+    tag: 'Brain',
+    summary: 'The best passages for a query sent in the body, best first (BM25)',
+    description:
+      'The same search as `GET /api/brain/query`, for queries whose URL would pass the 16 KiB limit of a request line and its headers (a query of up to 10,000 characters in any script fits a body). Searches nothing else and changes nothing.',
+    access: { scopes: [Scopes.brainRead] },
+    body: { schema: 'BrainQueryBody', required: true, example: { q: 'microwave dielectrics', k: 3 } },
+    success: { status: 200, description: 'Ranked passages', schema: 'BrainQueryResult' },
+  })
+  queryWithBody(@Body() body: unknown): Promise<BrainQueryResult> {
+    return this.brain.query(body, 'Body');
+  }
 }

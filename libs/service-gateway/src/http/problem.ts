@@ -22,15 +22,18 @@ interface ProblemKind {
 export const PROBLEM_KINDS: Readonly<Record<ErrorCode, ProblemKind>> = {
   [ErrorCode.ValidationFailed]: { status: 400, title: 'Validation failed', slug: 'validation-failed' },
   [ErrorCode.MalformedJson]: { status: 400, title: 'Malformed JSON', slug: 'malformed-json' },
+  [ErrorCode.MalformedRequest]: { status: 400, title: 'Malformed request', slug: 'malformed-request' },
   [ErrorCode.Unauthorized]: { status: 401, title: 'Unauthorized', slug: 'unauthorized' },
   [ErrorCode.InsufficientScope]: { status: 403, title: 'Insufficient scope', slug: 'insufficient-scope' },
   [ErrorCode.Forbidden]: { status: 403, title: 'Forbidden', slug: 'forbidden' },
   [ErrorCode.NotFound]: { status: 404, title: 'Not found', slug: 'not-found' },
+  [ErrorCode.RequestTimeout]: { status: 408, title: 'Request timeout', slug: 'request-timeout' },
   [ErrorCode.Conflict]: { status: 409, title: 'Conflict', slug: 'conflict' },
   [ErrorCode.PayloadTooLarge]: { status: 413, title: 'Payload too large', slug: 'payload-too-large' },
   [ErrorCode.UnsupportedMediaType]: { status: 415, title: 'Unsupported media type', slug: 'unsupported-media-type' },
   [ErrorCode.IdempotencyKeyReused]: { status: 422, title: 'Idempotency key reused', slug: 'idempotency-key-reused' },
   [ErrorCode.RateLimited]: { status: 429, title: 'Too many requests', slug: 'quota-exceeded' },
+  [ErrorCode.HeadersTooLarge]: { status: 431, title: 'Request header fields too large', slug: 'headers-too-large' },
   [ErrorCode.Internal]: { status: 500, title: 'Internal server error', slug: 'internal-error' },
   [ErrorCode.DependencyUnavailable]: { status: 503, title: 'Service unavailable', slug: 'service-unavailable' },
 };

@@ -59,6 +59,7 @@ describe('OpenAPI document', () => {
         'GET /api/missions/{id}',
         'POST /api/missions/{id}/cancel',
         'POST /api/brain/documents',
+        'POST /api/brain/query',
         'GET /api/brain/documents',
         'GET /api/brain/documents/{id}',
         'DELETE /api/brain/documents/{id}',
@@ -86,7 +87,7 @@ describe('OpenAPI document', () => {
 
   it('gives every tenant operation its scope, the RateLimit headers and the 401, 403, 429 and 503 problems', () => {
     const tenant = operations().filter(([path]) => path.startsWith('/api') || path === '/mcp');
-    expect(tenant.length).toBe(14);
+    expect(tenant.length).toBe(15);
     for (const [path, method, operation] of tenant) {
       const where = `${method.toUpperCase()} ${path}`;
       expect({ where, scopes: operation.security[0]?.oauth2?.every((scope) => (TENANT_SCOPES as readonly string[]).includes(scope)) }).toEqual({ where, scopes: true });

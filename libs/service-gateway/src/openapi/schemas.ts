@@ -147,6 +147,7 @@ export const RESPONSE_SCHEMAS = {
 const requests = {
   SubmitMission: SubmitMissionSchema,
   IngestDocument: IngestDocumentSchema,
+  BrainQueryBody: BrainQuerySchema,
   HitDecision: DecideHitBodySchema,
   CreateTenant: CreateTenantSchema,
   UpdateTenant: UpdateTenantSchema,

@@ -39,8 +39,8 @@ export class BrainOperations {
     await this.bus.request(Topics.brainRequests, MessageTypes.brainDocumentDelete, { id });
   }
 
-  /** Passages best first. */
-  query(query: unknown): Promise<BrainQueryResult> {
-    return this.bus.request<BrainQueryResult>(Topics.brainRequests, MessageTypes.brainQuery, parseOrThrow(BrainQuerySchema, query, 'Query'));
+  /** Passages best first; `from` names where the query came (its parameters, or a request body) in errors. */
+  query(query: unknown, from: 'Query' | 'Body' = 'Query'): Promise<BrainQueryResult> {
+    return this.bus.request<BrainQueryResult>(Topics.brainRequests, MessageTypes.brainQuery, parseOrThrow(BrainQuerySchema, query, from));
   }
 }
