@@ -30,15 +30,19 @@ function readDocuments(file: string): K8sObject[] {
 
 const isObject = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
+/** Lists that a strategic merge patch merges item by item on their `name` (as the Kubernetes schemas declare). */
+const NAME_KEYED_LISTS = new Set(['containers', 'initContainers', 'env', 'volumes', 'volumeMounts']);
+
 /** Strategic merge as far as k8s/ needs it. */
 export function strategicMerge(target: unknown, patch: unknown, key = ''): unknown {
-  if (Array.isArray(patch) && Array.isArray(target) && key === 'containers') {
+  if (Array.isArray(patch) && Array.isArray(target) && NAME_KEYED_LISTS.has(key)) {
     const merged = target.map((item) => {
       const match = patch.find((candidate) => isObject(candidate) && isObject(item) && candidate.name === item.name);
       return match ? strategicMerge(item, match) : item;
     });
-    for (const item of patch) if (!target.some((existing) => isObject(existing) && isObject(item) && existing.name === item.name)) merged.push(item);
-    return merged;
+    // Items the target lacks go first, in the patch's order, as kubectl kustomize puts them.
+    const added = patch.filter((item) => !target.some((existing) => isObject(existing) && isObject(item) && existing.name === item.name));
+    return [...added, ...merged];
   }
   if (isObject(target) && isObject(patch)) {
     const out: Record<string, unknown> = { ...target };

@@ -161,6 +161,37 @@ describe('the overlays', () => {
   });
 });
 
+describe('the gateway’s fallback limit and the idp’s keys', () => {
+  const configOf = (objects: Map<string, K8sObject>) => (objects.get('ConfigMap/mission-platform') as unknown as { data: Record<string, string> }).data;
+
+  it.each(OVERLAYS)('%s: divides a tenant’s limit by the most gateways the autoscaler may run while Redis is unreachable', (overlay) => {
+    const objects = byKey(render(overlay));
+    const hpa = objects.get('HorizontalPodAutoscaler/gateway')?.spec as { maxReplicas: number };
+    expect(Number(configOf(objects).GATEWAY_REPLICAS)).toBe(hpa.maxReplicas);
+  });
+
+  it('prod: the gateway fetches the signing keys over HTTPS from the idp, trusting the platform CA', () => {
+    const prod = byKey(render('prod'));
+    expect(configOf(prod).IDP_JWKS_URI).toMatch(/^https:\/\/idp:3001\//);
+    type Container = { env: Array<{ name: string; value?: string }>; volumeMounts: Array<{ name: string; mountPath: string }>; readinessProbe: { httpGet: { scheme?: string } }; livenessProbe: { httpGet: { scheme?: string } }; startupProbe: { httpGet: { scheme?: string } } };
+    const pod = (app: string) => (prod.get(`Deployment/${app}`)?.spec as { template: { spec: { containers: Container[]; volumes: Array<{ name: string; secret?: { secretName: string } }> } } }).template.spec;
+    const envOf = (container: Container) => Object.fromEntries(container.env.map((entry) => [entry.name, entry.value]));
+    const idp = pod('idp');
+    const [idpContainer] = idp.containers as [Container];
+    expect(envOf(idpContainer)).toMatchObject({ TLS_CERT: '/etc/mission/idp-tls/tls.crt', TLS_KEY: '/etc/mission/idp-tls/tls.key' });
+    expect(idp.volumes.find((volume) => volume.name === 'idp-tls')?.secret?.secretName).toBe('idp-tls');
+    expect(idpContainer.volumeMounts.map((mount) => mount.mountPath)).toEqual(expect.arrayContaining(['/etc/mission/idp-tls', '/etc/mission/ca']));
+    for (const probe of [idpContainer.startupProbe, idpContainer.livenessProbe, idpContainer.readinessProbe]) expect(probe.httpGet.scheme).toBe('HTTPS');
+    // The patch merged into the base's lists rather than replacing them.
+    expect(envOf(idpContainer).DATABASE_URL).toBeUndefined();
+    expect(idpContainer.env.some((entry) => entry.name === 'DATABASE_URL')).toBe(true);
+    const [gateway] = pod('gateway').containers as [Container];
+    expect(envOf(gateway).NODE_EXTRA_CA_CERTS).toBe('/etc/mission/ca/ca.crt');
+    expect(gateway.volumeMounts.some((mount) => mount.mountPath === '/etc/mission/ca')).toBe(true);
+    expect(gateway.env.some((entry) => entry.name === 'IDP_JWKS_URI')).toBe(true);
+  });
+});
+
 describe('TLS to Kafka, PostgreSQL and Redis', () => {
   type Pod = {
     containers: Array<{ env?: Array<{ name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string; optional?: boolean } } }>; volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>;
@@ -207,9 +238,12 @@ describe('TLS to Kafka, PostgreSQL and Redis', () => {
 });
 
 describe('the fallback renderer', () => {
-  it('merges containers by name and replaces other lists', () => {
+  it('merges containers, env, volumes and mounts by name (new items first, as kubectl does) and replaces other lists', () => {
     expect(strategicMerge({ containers: [{ name: 'a', image: 'x', args: [1] }, { name: 'b' }] }, { containers: [{ name: 'a', args: [2] }] })).toEqual({
       containers: [{ name: 'a', image: 'x', args: [2] }, { name: 'b' }],
+    });
+    expect(strategicMerge({ env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }] }, { env: [{ name: 'B', value: '3' }, { name: 'C', value: '4' }] })).toEqual({
+      env: [{ name: 'C', value: '4' }, { name: 'A', value: '1' }, { name: 'B', value: '3' }],
     });
   });
 
