@@ -91,7 +91,8 @@ describe('Sign-in of a tenant user in a real browser', () => {
     await new Promise<void>((resolve) => callbackServer.listen(0, '127.0.0.1', resolve));
     redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`;
     browser = await launchChromium();
-    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    // As behind an ingress that terminates TLS: the apps trust its X-Forwarded-* headers.
+    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', { TRUST_PROXY: 'true' });
     const discovery = (await (await fetch(`${stack.issuer}/.well-known/openid-configuration`)).json()) as Record<string, string>;
     tokenEndpoint = discovery.token_endpoint ?? '';
     revocationEndpoint = discovery.revocation_endpoint ?? '';
@@ -222,6 +223,20 @@ describe('Sign-in of a tenant user in a real browser', () => {
       await context.close();
     }
   }, 120_000);
+
+  it('marks its cookies Secure behind a TLS-terminating proxy (X-Forwarded-Proto: https), and not on plain HTTP', async () => {
+    const cookiesOf = async (headers: Record<string, string>): Promise<string[]> => {
+      const response = await fetch(authorizeUrl(pkce().challenge, 'cookies'), { headers, redirect: 'manual' });
+      expect(response.status).toBe(303);
+      return response.headers.getSetCookie();
+    };
+    const proxied = await cookiesOf({ 'x-forwarded-proto': 'https' });
+    expect(proxied.length).toBeGreaterThan(0);
+    for (const cookie of proxied) expect(cookie.toLowerCase()).toMatch(/;\s*secure(;|$)/);
+    const plain = await cookiesOf({});
+    expect(plain.length).toBeGreaterThan(0);
+    for (const cookie of plain) expect(cookie.toLowerCase()).not.toMatch(/;\s*secure(;|$)/);
+  });
 
   it('revokes a refresh token on request', async () => {
     const context = await browser.newContext();

@@ -218,6 +218,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
       onError: (error) => logger.error('HTTP request failed', { error: String(error) }),
       metrics: options.metrics,
       tls: options.tls,
+      hsts: new URL(options.issuer).protocol === 'https:',
     });
     const address = await listen(server, options.port, options.host);
     const url = urlOf(options.host, address.port, options.tls ? 'https' : 'http');

@@ -35,6 +35,23 @@ describe('idp HTTP server', () => {
     await closeServer(server, 1_000);
   });
 
+  it('sends HSTS on every response when asked (an https issuer), and none otherwise', async () => {
+    expect((await fetch(`${base}/token`)).headers.get('strict-transport-security')).toBeNull();
+    const secured = createIdpServer({ hsts: true, handle: async (_req, res) => void res.end('provider'), ready: () => readiness(), onError: (error) => errors.push(error) });
+    const address = await listen(secured, 0, '127.0.0.1');
+    try {
+      for (const path of ['/token', '/health/live', '/.well-known/openid-configuration']) {
+        expect((await fetch(`http://127.0.0.1:${address.port}${path}`)).headers.get('strict-transport-security')).toBe('max-age=31536000; includeSubDomains');
+      }
+    } finally {
+      await closeServer(secured, 1_000);
+    }
+  });
+
+  it('gives a client a bounded time to send its request', () => {
+    expect({ request: server.requestTimeout, headers: server.headersTimeout }).toEqual({ request: 60_000, headers: 20_000 });
+  });
+
   it('answers liveness itself, without the provider', async () => {
     const response = await fetch(`${base}/health/live`);
     expect(response.status).toBe(200);

@@ -18,7 +18,18 @@ export interface IdpServerOptions {
   readonly metrics?: Registry;
   /** HTTPS (TLS 1.2 or later) with this certificate chain and key, PEM; plain HTTP when absent. */
   readonly tls?: { readonly cert: string; readonly key: string };
+  /**
+   * Strict-Transport-Security on every response: when the issuer is https, whether TLS ends here
+   * or at a proxy in front (browsers ignore the header over plain HTTP).
+   */
+  readonly hsts?: boolean;
 }
+
+/** HSTS, as the gateway sends it: a year, subdomains included (RFC 6797). */
+export const IDP_HSTS = 'max-age=31536000; includeSubDomains';
+/** Time a client has to send a whole request (a slower one is cut off), and its headers. */
+const REQUEST_TIMEOUT_MS = 60_000;
+const HEADERS_TIMEOUT_MS = 20_000;
 
 const HEALTH_PATHS = new Set(['/health/live', '/health/ready']);
 
@@ -62,6 +73,7 @@ export function createIdpServer(options: IdpServerOptions): http.Server {
   const requests = options.metrics ? httpServerMetrics(options.metrics) : undefined;
   const listener: http.RequestListener = (req, res) => {
     const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (options.hsts) res.setHeader('strict-transport-security', IDP_HSTS);
     if (requests) {
       const started = process.hrtime.bigint();
       res.once('finish', () => {
@@ -102,9 +114,10 @@ export function createIdpServer(options: IdpServerOptions): http.Server {
       else res.destroy();
     });
   };
-  if (!options.tls) return http.createServer(listener);
+  const limits = { requestTimeout: REQUEST_TIMEOUT_MS, headersTimeout: HEADERS_TIMEOUT_MS, connectionsCheckingInterval: 5_000 };
+  if (!options.tls) return http.createServer(limits, listener);
   // An https.Server serves the same API as an http.Server (listen, close, connections).
-  return https.createServer({ cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, listener) as unknown as http.Server;
+  return https.createServer({ ...limits, cert: options.tls.cert, key: options.tls.key, minVersion: 'TLSv1.2' }, listener) as unknown as http.Server;
 }
 
 export async function listen(server: http.Server, port: number, host: string): Promise<AddressInfo> {
