@@ -1,7 +1,7 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import { commandToCall, resolveEnvironment, UsageError } from './admin-cli';
+import { commandToCall, perform, resolveEnvironment, UsageError } from './admin-cli';
 
 describe('admin CLI', () => {
   it('maps each command to its operator API call', () => {
@@ -27,6 +27,44 @@ describe('admin CLI', () => {
     expect(() => commandToCall(['keys', 'rotate', 'extra'])).toThrow('Unexpected argument for keys rotate: extra');
   });
 
+  it('never takes a password from the command line, and says how to give it', () => {
+    expect(() => commandToCall(['users', 'create', 't', '--username', 'ann', '--password', 'hunter2hunter2'])).toThrow(/--password-stdin/);
+  });
+
+  describe('talks only to the configured issuer', () => {
+    const environment = { gatewayUrl: 'http://gateway.test', issuer: 'https://login.test', clientId: 'op', clientSecret: 'the-secret' };
+    /** A fetch that answers discovery with `metadata`, and records every request after it. */
+    function fakeFetch(metadata: Record<string, unknown>): { fetchImpl: typeof fetch; sent: Array<{ url: string; authorization?: string }> } {
+      const sent: Array<{ url: string; authorization?: string }> = [];
+      const fetchImpl = (async (input: string | URL, init?: RequestInit) => {
+        const url = String(input);
+        if (url.endsWith('/.well-known/openid-configuration')) return new Response(JSON.stringify(metadata), { status: 200 });
+        sent.push({ url, authorization: (init?.headers as Record<string, string> | undefined)?.authorization });
+        if (url.includes('/token')) return new Response(JSON.stringify({ access_token: 'at' }), { status: 200 });
+        return new Response('{"ok":true}', { status: 200 });
+      }) as typeof fetch;
+      return { fetchImpl, sent };
+    }
+
+    it('sends the secret to the token endpoint of the issuer it was configured with', async () => {
+      const { fetchImpl, sent } = fakeFetch({ issuer: 'https://login.test', token_endpoint: 'https://login.test/token' });
+      await expect(perform({ method: 'GET', path: '/admin/tenants/t1' }, environment, fetchImpl)).resolves.toMatchObject({ ok: true, status: 200 });
+      expect(sent.map((request) => request.url)).toEqual(['https://login.test/token', 'http://gateway.test/admin/tenants/t1']);
+    });
+
+    it.each([
+      ['another issuer', { issuer: 'https://evil.test', token_endpoint: 'https://login.test/token' }],
+      ['no issuer', { token_endpoint: 'https://login.test/token' }],
+      ['a token endpoint on another host', { issuer: 'https://login.test', token_endpoint: 'https://evil.test/token' }],
+      ['a token endpoint over plain HTTP', { issuer: 'https://login.test', token_endpoint: 'http://login.test/token' }],
+      ['a token endpoint that is not a URL', { issuer: 'https://login.test', token_endpoint: 'not a url' }],
+    ])('refuses metadata naming %s, before sending anything', async (_case, metadata) => {
+      const { fetchImpl, sent } = fakeFetch(metadata);
+      await expect(perform({ method: 'GET', path: '/admin/tenants/t1' }, environment, fetchImpl)).rejects.toThrow();
+      expect(sent).toEqual([]);
+    });
+  });
+
   it('leaves a non-numeric rpm for the server to refuse with a field error', () => {
     expect(commandToCall(['tenants', 'update', 't1', '--rpm', 'lots']).body).toEqual({ rpm: 'lots' });
   });
@@ -43,6 +81,9 @@ describe('admin CLI', () => {
     [['tenants', 'create', '--colour', 'red']],
     [['tenants', 'create', '--name']],
     [['users', 'create', 't', '--password', 'p', '--password-stdin']],
+    [['users', 'create', 't', '--username', 'ann', '--password', 'p']],
+    [['users', 'create', 't', '--username', 'ann', '--password=p']],
+    [['users', 'create', 't', '--username', 'ann']],
   ])('refuses %j as a usage error', (args) => {
     expect(() => commandToCall(args)).toThrow(UsageError);
   });

@@ -23,7 +23,9 @@ export const USAGE = `Usage: npm run -s admin -- <command>
   tenants get <tenantId>
   tenants update <tenantId> [--tier <tier>] [--rpm <n>]
   clients create <tenantId> [--scopes <scope,scope,...>] [--redirect-uri <uri>]...
-  users create <tenantId> --username <name> (--password <password> | --password-stdin) [--scopes <scope,...>]
+  users create <tenantId> --username <name> --password-stdin [--scopes <scope,...>]
+                    the password is read from standard input (never from the command line,
+                    which other users of the machine and the shell's history can read)
   keys rotate       publish a new signing key; it signs after the idp's publish delay
 
 Prints the API's JSON answer; an error's problem details go to stderr (exit 1), usage errors exit 2.
@@ -121,15 +123,14 @@ export function commandToCall(args: readonly string[]): AdminCall {
     }
     case 'users create': {
       expectPositional(1);
-      const options = take(parsed, ['username', 'password', 'password-stdin', 'scopes']);
-      const password = single(options, 'password');
-      const fromStdin = options.has('password-stdin');
-      if (password !== undefined && fromStdin) throw new UsageError('Give --password or --password-stdin, not both');
+      if (parsed.options.has('password')) throw new UsageError('A password is never given on the command line (other users of the machine can read it): pipe it in with --password-stdin');
+      const options = take(parsed, ['username', 'password-stdin', 'scopes']);
+      if (!options.has('password-stdin')) throw new UsageError('users create needs --password-stdin (the password on standard input)');
       return {
         method: 'POST',
         path: `${tenantPath(id, command)}/users`,
-        body: defined({ username: single(options, 'username'), password, scopes: list(single(options, 'scopes')) }),
-        passwordFromStdin: fromStdin,
+        body: defined({ username: single(options, 'username'), scopes: list(single(options, 'scopes')) }),
+        passwordFromStdin: true,
       };
     }
     case 'keys rotate':
@@ -176,8 +177,22 @@ export interface AdminResult {
 export async function perform(call: AdminCall, environment: AdminEnvironment, fetchImpl: typeof fetch = fetch): Promise<AdminResult> {
   const discovery = await fetchImpl(`${environment.issuer}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(10_000) });
   if (!discovery.ok) throw new Error(`The identity provider at ${environment.issuer} answered ${discovery.status} to discovery`);
-  const { token_endpoint: tokenEndpoint } = (await discovery.json()) as { token_endpoint?: string };
+  const { issuer, token_endpoint: tokenEndpoint } = (await discovery.json()) as { issuer?: unknown; token_endpoint?: unknown };
+  // The operator secret goes only to the issuer that was configured (RFC 8414 §3.3): metadata that
+  // names another issuer, or a token endpoint elsewhere, is refused before anything is sent.
+  if (typeof issuer !== 'string' || issuer.replace(/\/$/, '') !== environment.issuer) {
+    throw new Error(`The identity provider at ${environment.issuer} names another issuer (${String(issuer)}): refusing to send it the operator secret`);
+  }
   if (typeof tokenEndpoint !== 'string') throw new Error('The identity provider publishes no token endpoint');
+  let endpoint: URL;
+  try {
+    endpoint = new URL(tokenEndpoint);
+  } catch {
+    throw new Error(`The identity provider publishes a token endpoint that is not a URL: ${tokenEndpoint}`);
+  }
+  if (endpoint.origin !== new URL(environment.issuer).origin) {
+    throw new Error(`The identity provider's token endpoint ${tokenEndpoint} is not on the issuer ${environment.issuer}: refusing to send it the operator secret`);
+  }
   const basic = Buffer.from(`${encodeURIComponent(environment.clientId)}:${encodeURIComponent(environment.clientSecret)}`).toString('base64');
   const tokenResponse = await fetchImpl(tokenEndpoint, {
     method: 'POST',
