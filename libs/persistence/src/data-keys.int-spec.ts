@@ -13,7 +13,8 @@ const SCHEMA = 'data_keys_it';
 describe('RecordCipher on PostgreSQL', () => {
   let database: TestDatabase;
   let dataSource: DataSource;
-  const cipher = new RecordCipher(SCHEMA, new LocalKeyProvider(KeyEncryptionKey.generate()));
+  const keys = new LocalKeyProvider(KeyEncryptionKey.generate());
+  const cipher = new RecordCipher(SCHEMA, keys);
   const [tenantA, tenantB] = [randomUUID(), randomUUID()];
   const record = { table: 'notes', id: 'n-1' };
   const seal = (tenantId: string, value: unknown, rollback = false) =>
@@ -91,6 +92,29 @@ describe('RecordCipher on PostgreSQL', () => {
     expect(kept.split('.')[1]).not.toBe(rolledBack[0].split('.')[1]);
     expect(await keysOf(tenant)).toBe(1);
     await expect(open(tenant, kept)).resolves.toEqual({ kept: true });
+  });
+
+  it('retires a tenant’s data key once it is older than its age: the next write makes a new one, and old records still open', async () => {
+    const tenant = randomUUID();
+    const other = randomUUID();
+    const rotating = new RecordCipher(SCHEMA, keys, 10_000, 60 * 60_000);
+    const sealWith = (tenantId: string, value: unknown) => runWithTenant({ tenantId }, () => tenantTransaction(dataSource, (manager) => rotating.seal(manager, record, value)));
+    const openWith = (tenantId: string, sealed: string) => runWithTenant({ tenantId }, () => rotating.open(dataSource, record, sealed));
+    const old = await sealWith(tenant, { n: 'old' });
+    const othersOld = await sealWith(other, { n: 'other' });
+    expect((await sealWith(tenant, { n: 'same key' })).split('.')[1]).toBe(old.split('.')[1]);
+    // Two hours pass for the tenant's key (its clock is the database's); the other tenant's key stays young.
+    await dataSource.query(`UPDATE "${SCHEMA}".data_keys SET created_at = created_at - interval '2 hours' WHERE tenant_id = $1`, [tenant]);
+    const fresh = new RecordCipher(SCHEMA, keys, 10_000, 60 * 60_000);
+    const renewed = await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'new' })));
+    expect(renewed.split('.')[1]).not.toBe(old.split('.')[1]);
+    expect(await keysOf(tenant)).toBe(2);
+    expect((await runWithTenant({ tenantId: other }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'other again' })))).split('.')[1]).toBe(othersOld.split('.')[1]);
+    await expect(openWith(tenant, old)).resolves.toEqual({ n: 'old' });
+    await expect(openWith(tenant, renewed)).resolves.toEqual({ n: 'new' });
+    // The next writes use the new key, not a third one.
+    expect((await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'again' })))).split('.')[1]).toBe(renewed.split('.')[1]);
+    expect(await keysOf(tenant)).toBe(2);
   });
 
   it('leaves no key behind when the transaction that made it rolls back', async () => {

@@ -50,14 +50,23 @@ export interface SealedRecord {
 /** How long a tenant's newest data key is used for writes without looking again. */
 const NEWEST_KEY_TTL_MS = 60_000;
 
+/**
+ * How long a data key seals new records before the tenant's next write makes another (30 days).
+ * Older keys keep opening what they sealed. AES-GCM with random 96-bit IVs stays within its bound
+ * of 2^32 encryptions per key for any tenant writing fewer than about 1,600 records a second.
+ */
+export const DATA_KEY_MAX_AGE_MS = 30 * 24 * 3600 * 1000;
+
 interface DataKey {
   readonly id: string;
   readonly key: Buffer;
 }
 
 /**
- * Encrypts a service's tenant payloads at rest (envelope encryption, AES-256-GCM): one data key per
- * tenant in `<schema>.data_keys`, made on the tenant's first write, wrapped by the KEK. The tenant
+ * Encrypts a service's tenant payloads at rest (envelope encryption, AES-256-GCM): data keys per
+ * tenant in `<schema>.data_keys`, the first made on the tenant's first write and a fresh one once
+ * the newest is older than `maxKeyAgeMs` (30 days), each wrapped by the KEK; a record names the
+ * key that sealed it, so older keys keep opening what they sealed. The tenant
  * comes from the context (a query outside a tenant throws) and, with the schema, table and record
  * id, is bound into every ciphertext: one copied to another tenant's row fails to open, loudly.
  * Unwrapped keys are cached by id (they never change; a KEK rotation only re-wraps them).
@@ -68,7 +77,7 @@ export class RecordCipher {
    * Each tenant's newest data key as last read from the database (committed, so never one a
    * rolled-back transaction made), for a minute: writes need no lookup per record.
    */
-  private readonly newest = new Map<string, { readonly id: string; readonly kekId: string; readonly wrapped: string; readonly until: number }>();
+  private readonly newest = new Map<string, { readonly id: string; readonly kekId: string; readonly wrapped: string; readonly until: number; readonly retiresAt: number }>();
   /**
    * Keys made inside a transaction not yet committed, by that transaction's manager: used again
    * by its later writes, never remembered past it (it may roll back), and never confused with a
@@ -80,6 +89,8 @@ export class RecordCipher {
     private readonly schema: string,
     private readonly provider: KeyProvider,
     private readonly cacheSize = 10_000,
+    /** A data key older than this seals nothing new: the tenant's next write makes a fresh one. */
+    private readonly maxKeyAgeMs = DATA_KEY_MAX_AGE_MS,
   ) {}
 
   /** Seals `value` (as JSON) for the current tenant's record, within the caller's transaction. */
@@ -130,16 +141,20 @@ export class RecordCipher {
     const made = this.madeIn.get(manager)?.get(tenantId);
     if (made) return made;
     const known = this.newest.get(tenantId);
-    if (known && known.until > Date.now()) return { id: known.id, key: await this.unwrap(known.id, tenantId, known.kekId, known.wrapped) };
-    const [row]: Array<{ id: string; kek_id: string; wrapped: string }> = await manager.query(
-      `SELECT id, kek_id, wrapped FROM "${this.schema}".data_keys WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
+    const now = Date.now();
+    if (known && known.until > now && known.retiresAt > now) return { id: known.id, key: await this.unwrap(known.id, tenantId, known.kekId, known.wrapped) };
+    const [row]: Array<{ id: string; kek_id: string; wrapped: string; age_ms: number }> = await manager.query(
+      `SELECT id, kek_id, wrapped, (extract(epoch FROM clock_timestamp() - created_at) * 1000)::float8 AS age_ms
+       FROM "${this.schema}".data_keys WHERE tenant_id = $1 ORDER BY created_at DESC LIMIT 1`,
       [tenantId],
     );
-    if (row) {
+    // The newest key while it is young enough; past its age (measured by the database's clock) a new one is made below.
+    if (row && row.age_ms < this.maxKeyAgeMs) {
       if (this.newest.size >= this.cacheSize) this.newest.delete(this.newest.keys().next().value as string);
-      this.newest.set(tenantId, { id: row.id, kekId: row.kek_id, wrapped: row.wrapped, until: Date.now() + NEWEST_KEY_TTL_MS });
+      this.newest.set(tenantId, { id: row.id, kekId: row.kek_id, wrapped: row.wrapped, until: now + NEWEST_KEY_TTL_MS, retiresAt: now + (this.maxKeyAgeMs - row.age_ms) });
       return { id: row.id, key: await this.unwrap(row.id, tenantId, row.kek_id, row.wrapped) };
     }
+    this.newest.delete(tenantId);
     const id = randomUUID();
     const key = generateDataKey();
     const wrapped = await this.provider.wrap(key, this.wrapContext(tenantId, id));
