@@ -24,6 +24,8 @@ import { MCP_PATH } from './mcp/mcp.endpoint';
 
 /** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
 export const MAX_BODY_BYTES = 1024 * 1024;
+/** A refused body up to this size is read and discarded so its client gets the 413 (see the onSend hook). */
+const DRAINED_BODY_BYTES = 64 * 1024 * 1024;
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
 
@@ -165,6 +167,16 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   fastify.removeAllContentTypeParsers();
   // An empty body declared JSON is no body (routes whose body is optional accept it; the others say
   // what is missing), as many HTTP clients send one with every POST.
+  // A body refused for its size before it was read (413) is answered on a connection that stays
+  // open while the rest of it arrives and is discarded: closed at once, the client (still
+  // uploading) would see a reset instead of the 413. Up to DRAINED_BODY_BYTES, and within the
+  // request timeout; a larger declared body still gets the 413 with Connection: close.
+  fastify.addHook('onSend', async (request, reply, payload) => {
+    if (reply.statusCode !== 413 || request.raw.complete) return payload;
+    const declared = Number(request.headers['content-length']);
+    if (Number.isNaN(declared) || declared <= DRAINED_BODY_BYTES) reply.removeHeader('connection');
+    return payload;
+  });
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
     parseJson(request, body as string, (error, value) => {

@@ -143,6 +143,26 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       expectProblem(await postDeclaringLength(gateway(), '/api/missions', owner.token, MIB + 1), 413, 'payload_too_large');
     }, 120_000);
 
+    it('lets a client that uploads a body over the limit in full read its 413, never a reset connection', async () => {
+      // Refused by its declared length before it is read: the server must take the rest of it
+      // rather than close the connection under the client's upload.
+      const body = JSON.stringify({ title: 'Too big to read', content: 'z'.repeat(11 * MIB + 1) });
+      const overMissionLimit = JSON.stringify({ title: 'x', objective: 'y'.repeat(MIB + 1) });
+      const failures: string[] = [];
+      for (let attempt = 0; attempt < 30; attempt++) {
+        for (const [path, payload] of [['/api/brain/documents', body], ['/api/missions', overMissionLimit]] as const) {
+          try {
+            const response = await fetch(`${gateway()}${path}`, { method: 'POST', headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' }, body: payload });
+            const problem = (await response.json()) as { code?: string };
+            if (response.status !== 413 || problem.code !== 'payload_too_large') failures.push(`${path}: ${response.status} ${problem.code}`);
+          } catch (error) {
+            failures.push(`${path}: ${String((error as { cause?: unknown }).cause ?? error)}`);
+          }
+        }
+      }
+      expect(failures).toEqual([]);
+    }, 120_000);
+
     it('validates documents: missing title, empty content, unknown fields', async () => {
       const response = await ingest(owner, { content: '  ', colour: 'red' });
       expectProblem(response, 400, 'validation_failed');
