@@ -151,9 +151,10 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
 
   it('fails loudly, with nothing of the payload, when a ciphertext is moved to another tenant’s row', async () => {
     const [a, b] = tenants;
-    const victim = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: b.token, body: { title: 'B’s own', objective: 'B’s objective' } });
+    // Waiting for approval, not final: read from the database every time (final missions are served from memory).
+    const victim = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: b.token, body: { title: 'B’s own', objective: 'B’s objective', steps: [{ type: 'approval', title: 'B decides' }] } });
     expect(victim.status).toBe(202);
-    await waitForMission(stack.gatewayUrl, b.token, victim.body.id);
+    await eventually(async () => ((await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token })).body.status === 'awaiting_approval' ? true : undefined), 'B’s mission to wait');
     // An operator with database access copies A's sealed mission over B's row.
     await db.query(`UPDATE mission.missions SET sealed = (SELECT sealed FROM mission.missions WHERE id = $1) WHERE id = $2`, [missionId, victim.body.id]);
     const read = await call(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token });
