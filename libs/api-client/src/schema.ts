@@ -69,8 +69,8 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Change a tenant's tier or rpm
-         * @description The new limit applies to the next requests (within 5 s) without new tokens.
+         * Change a tenant's tier, rpm or (enterprise) storage quota
+         * @description The new limits apply to the next requests (within 5 s) without new tokens.
          */
         patch: operations["updateTenant"];
         trace?: never;
@@ -89,6 +89,23 @@ export interface paths {
          * @description Redirect URIs let the client sign users in (authorization_code with PKCE).
          */
         post: operations["createClient"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/admin/tenants/{id}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** What a tenant stores in the Brain, against its storage quota */
+        get: operations["getTenantUsage"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -462,12 +479,23 @@ export interface components {
             name: string;
             /** @description requests per minute */
             rpm: number;
+            /** @description what the tenant may store in the Brain */
+            storage: {
+                /** @description bytes of their content (UTF-8) */
+                bytes: number;
+                /** @description documents in the Brain */
+                documents: number;
+            };
             /** @enum {string} */
             tier: "starter" | "business" | "professional" | "enterprise";
         };
         CreateTenant: {
             name: string;
             rpm?: number;
+            storage?: {
+                bytes?: number;
+                documents?: number;
+            };
             /** @enum {string} */
             tier: "starter" | "business" | "professional" | "enterprise";
         };
@@ -657,7 +685,7 @@ export interface components {
         /** @description RFC 9457 problem details */
         Problem: {
             /** @enum {string} */
-            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "dependency_unavailable" | "internal_error";
+            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "quota_exceeded" | "dependency_unavailable" | "internal_error";
             detail: string;
             /** @description one per invalid field (400) */
             errors?: {
@@ -714,11 +742,34 @@ export interface components {
             name: string;
             /** @description requests per minute */
             rpm: number;
+            /** @description what the tenant may store in the Brain */
+            storage: {
+                /** @description bytes of their content (UTF-8) */
+                bytes: number;
+                /** @description documents in the Brain */
+                documents: number;
+            };
             /** @enum {string} */
             tier: "starter" | "business" | "professional" | "enterprise";
         };
+        TenantUsage: {
+            bytes: {
+                limit: number;
+                used: number;
+            };
+            documents: {
+                limit: number;
+                used: number;
+            };
+            /** Format: uuid */
+            tenantId: string;
+        };
         UpdateTenant: {
             rpm?: number;
+            storage?: {
+                bytes?: number;
+                documents?: number;
+            };
             /** @enum {string} */
             tier?: "starter" | "business" | "professional" | "enterprise";
         };
@@ -1221,6 +1272,83 @@ export interface operations {
             };
             /** @description Body is not `application/json` */
             415: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description A dependency (message bus, database) is unavailable: retry after `Retry-After` seconds */
+            503: {
+                headers: {
+                    "Retry-After": components["headers"]["Retry-After"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    getTenantUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the tenant id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Documents and bytes of content, used and allowed */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TenantUsage"];
+                };
+            };
+            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            400: {
+                headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Missing, malformed, expired or wrongly signed token, or the wrong issuer or audience */
+            401: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description The token lacks the scope the operation needs (`WWW-Authenticate` names it), or the browser origin is not allowed */
+            403: {
+                headers: {
+                    "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description No such resource, or one of another tenant (indistinguishable) */
+            404: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;

@@ -46,6 +46,15 @@ export const IngestDocumentSchema = z.strictObject({
 });
 export type IngestDocumentRequest = z.output<typeof IngestDocumentSchema>;
 
+/**
+ * Payload of `brain.document.ingest`: the document as the client sent it, and the tenant's
+ * storage quota as the gateway read it from the identity provider (brain-service enforces it).
+ */
+export const IngestDocumentCommandSchema = z.strictObject({
+  document: z.unknown(),
+  quota: z.strictObject({ documents: z.int().min(0), bytes: z.int().min(0) }),
+});
+
 /** Validates a document; content above the size limit is `payload_too_large` (413), not a validation failure. */
 export function parseIngestDocument(body: unknown): IngestDocumentRequest {
   const content = typeof body === 'object' && body !== null ? (body as { content?: unknown }).content : undefined;

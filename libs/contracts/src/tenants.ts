@@ -13,11 +13,47 @@ export const TIER_RPM: Readonly<Record<Exclude<Tier, 'enterprise'>, number>> = {
 
 export const MAX_ENTERPRISE_RPM = 1_000_000;
 
+/** What a tenant may store in the Brain: documents, and bytes of their content (UTF-8). */
+export interface StorageQuota {
+  readonly documents: number;
+  readonly bytes: number;
+}
+
+const MIB = 1024 * 1024;
+const GIB = 1024 * MIB;
+
+/** Each tier's storage quota; an enterprise tenant's is this unless the operator set its own. */
+export const TIER_STORAGE: Readonly<Record<Tier, StorageQuota>> = {
+  starter: { documents: 1_000, bytes: 100 * MIB },
+  business: { documents: 10_000, bytes: GIB },
+  professional: { documents: 100_000, bytes: 10 * GIB },
+  enterprise: { documents: 1_000_000, bytes: 100 * GIB },
+};
+
+/** The largest storage quota the operator may give an enterprise tenant. */
+export const MAX_STORAGE_QUOTA: StorageQuota = { documents: 100_000_000, bytes: 100 * 1024 * GIB };
+
+/** An enterprise tenant's own storage quota (either part may be left at the tier's). */
+const StorageQuotaSchema = z
+  .strictObject({
+    documents: z.int().min(0).max(MAX_STORAGE_QUOTA.documents).optional(),
+    bytes: z.int().min(0).max(MAX_STORAGE_QUOTA.bytes).optional(),
+  })
+  .refine((value) => value.documents !== undefined || value.bytes !== undefined, { message: 'give documents, bytes or both' });
+
+/** The storage quota of a tenant: its tier's, or for an enterprise tenant what the operator set. */
+export function storageFor(tier: Tier, custom: { readonly documents?: number | null; readonly bytes?: number | null } = {}): StorageQuota {
+  const defaults = TIER_STORAGE[tier];
+  if (tier !== 'enterprise') return defaults;
+  return { documents: custom.documents ?? defaults.documents, bytes: custom.bytes ?? defaults.bytes };
+}
+
 export const CreateTenantSchema = z
   .strictObject({
     name: z.string().trim().min(1).max(200),
     tier: z.enum(TIERS),
     rpm: z.int().min(1).max(MAX_ENTERPRISE_RPM).optional(),
+    storage: StorageQuotaSchema.optional(),
   })
   .superRefine((value, ctx) => {
     if (value.tier === 'enterprise' && value.rpm === undefined) {
@@ -25,6 +61,9 @@ export const CreateTenantSchema = z
     }
     if (value.tier !== 'enterprise' && value.rpm !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['rpm'], message: 'rpm can only be set for the enterprise tier' });
+    }
+    if (value.tier !== 'enterprise' && value.storage !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['storage'], message: 'storage can only be set for the enterprise tier' });
     }
   });
 export type CreateTenantRequest = z.output<typeof CreateTenantSchema>;
@@ -37,11 +76,15 @@ export const UpdateTenantSchema = z
   .strictObject({
     tier: z.enum(TIERS).optional(),
     rpm: z.int().min(1).max(MAX_ENTERPRISE_RPM).optional(),
+    storage: StorageQuotaSchema.optional(),
   })
-  .refine((value) => value.tier !== undefined || value.rpm !== undefined, { message: 'give tier, rpm or both' })
+  .refine((value) => value.tier !== undefined || value.rpm !== undefined || value.storage !== undefined, { message: 'give tier, rpm, storage or several' })
   .superRefine((value, ctx) => {
     if (value.tier !== undefined && value.tier !== 'enterprise' && value.rpm !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['rpm'], message: 'rpm can only be set for the enterprise tier' });
+    }
+    if (value.tier !== undefined && value.tier !== 'enterprise' && value.storage !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['storage'], message: 'storage can only be set for the enterprise tier' });
     }
   });
 export type UpdateTenantRequest = z.output<typeof UpdateTenantSchema>;
@@ -128,7 +171,16 @@ export interface TenantView {
   readonly name: string;
   readonly tier: Tier;
   readonly rpm: number;
+  /** What the tenant may store in the Brain. */
+  readonly storage: StorageQuota;
   readonly createdAt: string;
+}
+
+/** Answer of `GET /admin/tenants/:id/usage`: what the tenant stores in the Brain against its quota. */
+export interface TenantUsageView {
+  readonly tenantId: string;
+  readonly documents: { readonly used: number; readonly limit: number };
+  readonly bytes: { readonly used: number; readonly limit: number };
 }
 
 export interface CreatedTenantView extends TenantView {

@@ -54,6 +54,7 @@ export const MessageTypes = {
   brainDocumentList: 'brain.document.list',
   brainDocumentGet: 'brain.document.get',
   brainDocumentDelete: 'brain.document.delete',
+  brainUsageGet: 'brain.usage.get',
   hitCreate: 'hit.create',
   hitGet: 'hit.get',
   hitListPending: 'hit.list_pending',

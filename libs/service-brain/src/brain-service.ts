@@ -12,6 +12,7 @@ import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
 import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-enable-row-level-security';
 import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-brain-content';
+import { TenantContentBytes1766793600000 } from './migrations/1766793600000-tenant-content-bytes';
 import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt-autovacuum';
 
 export const BRAIN_SERVICE_GROUP = 'brain-service';
@@ -43,7 +44,7 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
     url: databaseUrl,
     schema: BRAIN_SCHEMA,
     entities: [],
-    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000, SealBrainContent1764892800000, PromptAutovacuum1766707200000],
+    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000, SealBrainContent1764892800000, PromptAutovacuum1766707200000, TenantContentBytes1766793600000],
     applicationName: 'brain-service',
     serviceRole: serviceRoleName(BRAIN_SCHEMA),
   });

@@ -124,6 +124,7 @@ export function describeOperatorScenarios(context: ScenarioContext): void {
         ['PATCH', `/admin/tenants/${tenantA.id}`, { tier: 'enterprise', rpm: 1_000_000 }],
         ['POST', `/admin/tenants/${tenantA.id}/clients`, {}],
         ['POST', `/admin/tenants/${tenantA.id}/users`, { username: 'mallory', password: 'long enough password' }],
+        ['GET', `/admin/tenants/${tenantA.id}/usage`, undefined],
       ] as const) {
         expectProblem(await call(gateway(), method, url, { token: tenantA.token, body }), 403, 'insufficient_scope');
       }

@@ -10,5 +10,6 @@ export function brainRequestHandlers(brain: BrainService): Record<string, Reques
     [MessageTypes.brainDocumentList]: (message) => brain.list(message.payload),
     [MessageTypes.brainDocumentGet]: (message) => brain.get(parseOrThrow(ResourceIdSchema, message.payload).id),
     [MessageTypes.brainDocumentDelete]: (message) => brain.delete(parseOrThrow(ResourceIdSchema, message.payload).id),
+    [MessageTypes.brainUsageGet]: () => brain.usage(),
   };
 }

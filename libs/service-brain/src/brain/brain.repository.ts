@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { CursorPosition, isUuid } from '@mission/contracts';
+import { CursorPosition, DomainError, ErrorCode, isUuid, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
 
 export interface DocumentRow {
@@ -82,7 +82,13 @@ export class BrainRepository {
   /** Seals document content and chunk texts on the way in, opens them on the way out: the database holds neither in clear. */
   constructor(private readonly cipher: RecordCipher) {}
 
-  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string): Promise<void> {
+  /**
+   * Stores a document with its passages and index entries, and adds them to the tenant's
+   * statistics. With a quota, refuses (QuotaExceeded, the transaction rolls back) when the tenant
+   * would hold more documents or bytes than it allows: checked under the tenant's statistics lock,
+   * so concurrent ingestions cannot pass it together.
+   */
+  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<void> {
     const content: DocumentContent = { title: document.title, source: document.source, metadata: document.metadata };
     await manager.query(
       `INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -137,6 +143,7 @@ export class BrainRepository {
     await flush();
 
     await this.lockTenantStatistics(manager, document.tenantId);
+    if (quota) await this.assertWithinQuota(manager, document.tenantId, document.contentBytes, quota);
     const hashes = [...documentFrequencies.keys()];
     await manager.query(
       `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
@@ -146,16 +153,17 @@ export class BrainRepository {
     );
     const totalLength = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
     const updated: unknown[] = await manager.query(
-      `INSERT INTO brain.tenant_stats (tenant_id, document_count, chunk_count, total_length, key_check, updated_at)
-       VALUES ($1, 1, $2, $3, $4, clock_timestamp())
+      `INSERT INTO brain.tenant_stats (tenant_id, document_count, chunk_count, total_length, content_bytes, key_check, updated_at)
+       VALUES ($1, 1, $2, $3, $5, $4, clock_timestamp())
        ON CONFLICT (tenant_id) DO UPDATE SET
          document_count = brain.tenant_stats.document_count + 1,
          chunk_count = brain.tenant_stats.chunk_count + EXCLUDED.chunk_count,
          total_length = brain.tenant_stats.total_length + EXCLUDED.total_length,
+         content_bytes = brain.tenant_stats.content_bytes + EXCLUDED.content_bytes,
          updated_at = EXCLUDED.updated_at
        WHERE brain.tenant_stats.key_check = EXCLUDED.key_check
        RETURNING 1`,
-      [document.tenantId, chunks.length, totalLength, keyCheck],
+      [document.tenantId, chunks.length, totalLength, keyCheck, document.contentBytes],
     );
     if (updated.length !== 1) throw new IndexKeyMismatchError(document.tenantId);
   }
@@ -163,7 +171,7 @@ export class BrainRepository {
   /** Deletes a document with its chunks and postings, and takes them out of the statistics. False when there is no such document. */
   async deleteDocument(manager: EntityManager, tenantId: string, id: string): Promise<boolean> {
     if (!isUuid(id)) return false;
-    const found: unknown[] = await manager.query(`SELECT 1 FROM brain.documents WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
+    const found: Array<{ content_bytes: number }> = await manager.query(`SELECT content_bytes FROM brain.documents WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
     if (found.length === 0) return false;
     const chunksOfDocument = `SELECT seq, unnest(term_hashes) AS term_hash FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2`;
     await manager.query(
@@ -182,9 +190,10 @@ export class BrainRepository {
     await manager.query(`UPDATE brain.term_stats s SET df = s.df - g.n FROM (${frequencies}) g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash`, [tenantId, id]);
     await manager.query(`DELETE FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
     await manager.query(
-      `UPDATE brain.tenant_stats SET document_count = document_count - 1, chunk_count = chunk_count - $2, total_length = total_length - $3, updated_at = clock_timestamp()
+      `UPDATE brain.tenant_stats SET document_count = document_count - 1, chunk_count = chunk_count - $2, total_length = total_length - $3,
+         content_bytes = greatest(content_bytes - $4, 0), updated_at = clock_timestamp()
        WHERE tenant_id = $1`,
-      [tenantId, Number(totals?.chunks ?? 0), Number(totals?.length ?? 0)],
+      [tenantId, Number(totals?.chunks ?? 0), Number(totals?.length ?? 0), Number(found[0]?.content_bytes ?? 0)],
     );
     return true;
   }
@@ -294,6 +303,22 @@ export class BrainRepository {
       ? await this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.id }, sealed)
       : { title: title ?? '', source, metadata: metadata ?? {} };
     return { ...clear, ...content };
+  }
+
+  /** What the tenant stores: its documents and the bytes of their content. */
+  async usage(manager: EntityManager, tenantId: string): Promise<{ documents: number; bytes: number }> {
+    const [row]: Array<{ documents: string; bytes: string }> = await manager.query(`SELECT document_count AS documents, content_bytes AS bytes FROM brain.tenant_stats WHERE tenant_id = $1`, [tenantId]);
+    return { documents: Number(row?.documents ?? 0), bytes: Number(row?.bytes ?? 0) };
+  }
+
+  private async assertWithinQuota(manager: EntityManager, tenantId: string, addedBytes: number, quota: StorageQuota): Promise<void> {
+    const used = await this.usage(manager, tenantId);
+    if (used.documents + 1 > quota.documents) {
+      throw new DomainError(ErrorCode.QuotaExceeded, `The tenant's storage quota allows ${quota.documents} documents, and it holds ${used.documents}; delete documents or ask for a larger quota`);
+    }
+    if (used.bytes + addedBytes > quota.bytes) {
+      throw new DomainError(ErrorCode.QuotaExceeded, `The tenant's storage quota allows ${quota.bytes} bytes of content, it holds ${used.bytes} and this document has ${addedBytes}; delete documents or ask for a larger quota`);
+    }
   }
 
   private async lockTenantStatistics(manager: EntityManager, tenantId: string): Promise<void> {

@@ -9,11 +9,13 @@ import {
   decodeCursor,
   DomainError,
   encodeCursor,
+  IngestDocumentCommandSchema,
   IngestedDocumentView,
   Page,
   PageQuerySchema,
   parseIngestDocument,
   parseOrThrow,
+  TIER_STORAGE,
 } from '@mission/contracts';
 import { tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
@@ -77,8 +79,13 @@ export class BrainService {
     private readonly settings: BrainServiceSettings = { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING },
   ) {}
 
+  /**
+   * A document with the tenant's quota (IngestDocumentCommandSchema). A bare document (a gateway
+   * of an earlier version) is held to the smallest tier's quota: never to none.
+   */
   async ingest(payload: unknown): Promise<IngestedDocumentView> {
-    const request = parseIngestDocument(payload);
+    const command = payload !== null && typeof payload === 'object' && 'quota' in payload ? parseOrThrow(IngestDocumentCommandSchema, payload, 'Command') : { document: payload, quota: TIER_STORAGE.starter };
+    const request = parseIngestDocument(command.document);
     const { tenantId } = currentTenant();
     const hasher = await this.hasherFor(tenantId);
     const texts = chunkText(request.content, this.settings.chunking);
@@ -102,8 +109,14 @@ export class BrainService {
       chunkCount: chunks.length,
       createdAt: new Date(),
     };
-    await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck()));
+    await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
     return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
+  }
+
+  /** What the current tenant stores: documents and bytes of content. */
+  usage(): Promise<{ documents: number; bytes: number }> {
+    const { tenantId } = currentTenant();
+    return tenantTransaction(this.dataSource, (manager) => this.repository.usage(manager, tenantId));
   }
 
   async get(id: string): Promise<BrainDocumentView> {

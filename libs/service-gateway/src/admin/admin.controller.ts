@@ -7,6 +7,7 @@ import {
   CreateUserSchema,
   MessageTypes,
   parseOrThrow,
+  TenantUsageView,
   TenantView,
   Topics,
   UpdateTenantSchema,
@@ -14,6 +15,7 @@ import {
 } from '@mission/contracts';
 import { hashSecret } from '@mission/crypto';
 import type { MessageBus } from '@mission/messaging';
+import { runWithTenant } from '@mission/tenant-context';
 import { Operator } from '../auth/auth.decorators';
 import { Operation } from '../openapi/operation';
 import { BUS } from '../gateway.options';
@@ -52,12 +54,29 @@ export class AdminController {
     return this.bus.request<TenantView>(Topics.identityRequests, MessageTypes.tenantGet, { id });
   }
 
+  @Get(':id/usage')
+  @Operation({
+    operationId: 'getTenantUsage',
+    tag: 'Operator',
+    summary: 'What a tenant stores in the Brain, against its storage quota',
+    access: 'operator',
+    pathId: 'the tenant id',
+    success: { status: 200, description: 'Documents and bytes of content, used and allowed', schema: 'TenantUsage' },
+    problems: [404],
+  })
+  async usage(@Param('id') id: string): Promise<TenantUsageView> {
+    const tenant = await this.bus.request<TenantView>(Topics.identityRequests, MessageTypes.tenantGet, { id });
+    // Asked as the tenant: brain-service reads its statistics under the tenant's row-level security.
+    const used = await runWithTenant({ tenantId: tenant.id }, () => this.bus.request<{ documents: number; bytes: number }>(Topics.brainRequests, MessageTypes.brainUsageGet, {}));
+    return { tenantId: tenant.id, documents: { used: used.documents, limit: tenant.storage.documents }, bytes: { used: used.bytes, limit: tenant.storage.bytes } };
+  }
+
   @Patch(':id')
   @Operation({
     operationId: 'updateTenant',
     tag: 'Operator',
-    summary: "Change a tenant's tier or rpm",
-    description: 'The new limit applies to the next requests (within 5 s) without new tokens.',
+    summary: "Change a tenant's tier, rpm or (enterprise) storage quota",
+    description: 'The new limits apply to the next requests (within 5 s) without new tokens.',
     access: 'operator',
     pathId: 'the tenant id',
     body: { schema: 'UpdateTenant', required: true, example: { tier: 'enterprise', rpm: 5000 } },

@@ -71,6 +71,7 @@ describe('OpenAPI document', () => {
         'POST /mcp',
         'POST /admin/tenants',
         'GET /admin/tenants/{id}',
+        'GET /admin/tenants/{id}/usage',
         'PATCH /admin/tenants/{id}',
         'POST /admin/tenants/{id}/clients',
         'POST /admin/tenants/{id}/users',

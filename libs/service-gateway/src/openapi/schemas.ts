@@ -22,6 +22,7 @@ import {
   STEP_STATUSES,
   SubmitMissionSchema,
   TENANT_SCOPES,
+  TenantUsageView,
   TenantView,
   TIERS,
   UpdateTenantSchema,
@@ -88,7 +89,17 @@ const BrainQueryResultSchema = z.object({
   ),
 });
 
-const TenantViewSchema = z.object({ id: uuid, name: z.string(), tier: z.enum(TIERS), rpm: z.int().min(1).describe('requests per minute'), createdAt: timestamp });
+const StorageQuotaViewSchema = z.object({ documents: z.int().min(0).describe('documents in the Brain'), bytes: z.int().min(0).describe('bytes of their content (UTF-8)') });
+const TenantViewSchema = z.object({
+  id: uuid,
+  name: z.string(),
+  tier: z.enum(TIERS),
+  rpm: z.int().min(1).describe('requests per minute'),
+  storage: StorageQuotaViewSchema.describe('what the tenant may store in the Brain'),
+  createdAt: timestamp,
+});
+const UsageSchema = z.object({ used: z.int().min(0), limit: z.int().min(0) });
+const TenantUsageViewSchema = z.object({ tenantId: uuid, documents: UsageSchema, bytes: UsageSchema });
 
 const ClientCredentialsViewSchema = z.object({
   clientId: z.string(),
@@ -135,6 +146,7 @@ export const RESPONSE_SCHEMAS = {
   BrainQueryResult: described<typeof BrainQueryResultSchema, BrainQueryResult>(BrainQueryResultSchema, true),
   Tenant: described<typeof TenantViewSchema, TenantView>(TenantViewSchema, true),
   CreatedTenant: described<typeof CreatedTenantViewSchema, CreatedTenantView>(CreatedTenantViewSchema, true),
+  TenantUsage: described<typeof TenantUsageViewSchema, TenantUsageView>(TenantUsageViewSchema, true),
   ClientCredentials: described<typeof ClientCredentialsViewSchema, ClientCredentialsView>(ClientCredentialsViewSchema, true),
   User: described<typeof UserViewSchema, UserView>(UserViewSchema, true),
   SigningKeyRotation: described<typeof SigningKeyRotationViewSchema, SigningKeyRotationView>(SigningKeyRotationViewSchema, true),

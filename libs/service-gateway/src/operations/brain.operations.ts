@@ -3,6 +3,7 @@ import {
   BrainDocumentView,
   BrainQueryResult,
   BrainQuerySchema,
+  DomainError,
   IngestedDocumentView,
   MessageTypes,
   Page,
@@ -12,7 +13,9 @@ import {
   Topics,
 } from '@mission/contracts';
 import type { MessageBus } from '@mission/messaging';
+import { currentTenant } from '@mission/tenant-context';
 import { BUS } from '../gateway.options';
+import { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
 
 /** Indexing a 10 MiB document takes seconds, far beyond the bus's default request timeout. */
 export const INGEST_TIMEOUT_MS = 120_000;
@@ -20,10 +23,17 @@ export const INGEST_TIMEOUT_MS = 120_000;
 /** The caller's tenant's knowledge store, answered by brain-service. REST routes and MCP tools both call these. */
 @Injectable()
 export class BrainOperations {
-  constructor(@Inject(BUS) private readonly bus: MessageBus) {}
+  constructor(
+    @Inject(BUS) private readonly bus: MessageBus,
+    private readonly tenants: TenantRateLimiter,
+  ) {}
 
-  ingest(body: unknown): Promise<IngestedDocumentView> {
-    return this.bus.request<IngestedDocumentView>(Topics.brainRequests, MessageTypes.brainDocumentIngest, parseIngestDocument(body), { timeoutMs: INGEST_TIMEOUT_MS });
+  /** Stored within the tenant's storage quota, which brain-service checks as it stores (403 quota_exceeded beyond it). */
+  async ingest(body: unknown): Promise<IngestedDocumentView> {
+    const document = parseIngestDocument(body);
+    const quota = await this.tenants.storageQuotaOf(currentTenant().tenantId);
+    if (!quota) throw DomainError.notFound('Tenant');
+    return this.bus.request<IngestedDocumentView>(Topics.brainRequests, MessageTypes.brainDocumentIngest, { document, quota }, { timeoutMs: INGEST_TIMEOUT_MS });
   }
 
   /** Newest first. */

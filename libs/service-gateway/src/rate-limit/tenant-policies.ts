@@ -1,4 +1,4 @@
-import { DomainError, ErrorCode, TenantView } from '@mission/contracts';
+import { DomainError, ErrorCode, type StorageQuota, TenantView } from '@mission/contracts';
 import type { RateLimitPolicy } from '@mission/rate-limit';
 
 export interface TenantPoliciesOptions {
@@ -23,13 +23,15 @@ export interface PolicyLookupWarning {
 interface Entry {
   /** null: the identity provider does not know the tenant. */
   readonly policy: RateLimitPolicy | null;
+  /** What the tenant may store in the Brain (null with the policy). */
+  readonly storage: StorageQuota | null;
   readonly fetchedAt: number;
   readonly failedAt?: number;
 }
 
 /**
- * Each tenant's rate-limit policy (tier and requests per minute), as the identity provider has
- * it, cached so that a change applies within `maxAgeMs` (5 s) without new tokens, yet requests
+ * Each tenant's rate-limit policy (tier and requests per minute) and storage quota, as the
+ * identity provider has them, cached so that a change applies within `maxAgeMs` (5 s) without new tokens, yet requests
  * do not wait on the bus: entries are refreshed in the background from `refreshAfterMs` on, and
  * concurrent lookups of one tenant share one bus request. Only a tenant's first request, or the
  * first after a pause longer than `maxAgeMs`, waits.
@@ -59,23 +61,32 @@ export class TenantPolicies {
 
   /** The tenant's policy; null when the identity provider does not know the tenant. */
   async policyOf(tenantId: string): Promise<RateLimitPolicy | null> {
+    return (await this.entryOf(tenantId)).policy;
+  }
+
+  /** The tenant's storage quota, as fresh as its policy; null when the identity provider does not know the tenant. */
+  async storageOf(tenantId: string): Promise<StorageQuota | null> {
+    return (await this.entryOf(tenantId)).storage;
+  }
+
+  private async entryOf(tenantId: string): Promise<Entry> {
     const entry = this.entries.get(tenantId);
     const now = this.now();
     if (entry) {
       const age = now - entry.fetchedAt;
       if (age < this.maxAgeMs) {
         if (age >= this.refreshAfterMs) this.refreshInBackground(tenantId);
-        return entry.policy;
+        return entry;
       }
-      if (entry.failedAt !== undefined && now - entry.failedAt < this.retryAfterFailureMs && age < this.staleIfErrorMs) return entry.policy;
+      if (entry.failedAt !== undefined && now - entry.failedAt < this.retryAfterFailureMs && age < this.staleIfErrorMs) return entry;
     }
     try {
-      return (await this.fetch(tenantId)).policy;
+      return await this.fetch(tenantId);
     } catch (error) {
       if (!entry || now - entry.fetchedAt >= this.staleIfErrorMs) throw error;
       if (this.entries.get(tenantId) === entry) this.entries.set(tenantId, { ...entry, failedAt: this.now() });
       this.onStale({ tenantId, error, ageMs: now - entry.fetchedAt });
-      return entry.policy;
+      return entry;
     }
   }
 
@@ -95,9 +106,9 @@ export class TenantPolicies {
     if (pending) return pending;
     const lookup = this.lookup(tenantId)
       .then(
-        (tenant): Entry => ({ policy: { name: tenant.tier, limit: tenant.rpm }, fetchedAt: this.now() }),
+        (tenant): Entry => ({ policy: { name: tenant.tier, limit: tenant.rpm }, storage: tenant.storage, fetchedAt: this.now() }),
         (error: unknown): Entry => {
-          if (error instanceof DomainError && error.code === ErrorCode.NotFound) return { policy: null, fetchedAt: this.now() };
+          if (error instanceof DomainError && error.code === ErrorCode.NotFound) return { policy: null, storage: null, fetchedAt: this.now() };
           throw error;
         },
       )

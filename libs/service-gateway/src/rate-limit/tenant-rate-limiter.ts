@@ -1,6 +1,6 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { MessageTypes, TenantView, Topics } from '@mission/contracts';
+import { MessageTypes, type StorageQuota, TenantView, Topics } from '@mission/contracts';
 import type { MessageBus } from '@mission/messaging';
 import { createRateLimiter, RateLimitDecision, RateLimiter } from '@mission/rate-limit';
 import { contextLogger } from '@mission/runtime';
@@ -80,6 +80,11 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
   async onModuleDestroy(): Promise<void> {
     this.policies.close();
     await this.limiter.close();
+  }
+
+  /** The tenant's storage quota in the Brain, as fresh as its limit; null when the tenant does not exist. */
+  storageQuotaOf(tenantId: string): Promise<StorageQuota | null> {
+    return this.policies.storageOf(tenantId);
   }
 
   /** Takes one request from the tenant's budget; undefined when the tenant does not exist. */

@@ -39,7 +39,7 @@ describe('tenants on PostgreSQL', () => {
     const again = await openIdentityDatabase(database.url);
     try {
       const applied = await again.query(`SELECT name FROM identity.migrations ORDER BY id`);
-      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }, { name: 'CreateSigningKeys1764806400000' }]);
+      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }, { name: 'CreateSigningKeys1764806400000' }, { name: 'TenantStorageQuota1766793600000' }]);
     } finally {
       await again.destroy();
     }
@@ -52,6 +52,7 @@ describe('tenants on PostgreSQL', () => {
       name: 'Acme',
       tier: 'business',
       rpm: 500,
+      storage: { documents: 10_000, bytes: 1024 * 1024 * 1024 },
       createdAt: expect.any(String),
       client: { clientId: expect.stringMatching(/^cl_[0-9a-f]{32}$/), clientSecret: expect.any(String), scopes: [...TENANT_SCOPES] },
     });
@@ -60,6 +61,7 @@ describe('tenants on PostgreSQL', () => {
       name: 'Acme',
       tier: 'business',
       rpm: 500,
+      storage: { documents: 10_000, bytes: 1024 * 1024 * 1024 },
       createdAt: created.createdAt,
     });
   });

@@ -22,7 +22,7 @@ export class TenantsRepository {
     return manager.findOne(TenantEntity, { where: { id }, lock: { mode: 'pessimistic_write' } });
   }
 
-  async updateLimits(manager: EntityManager, tenant: Pick<TenantEntity, 'id' | 'tier' | 'rpm'>): Promise<void> {
-    await manager.update(TenantEntity, { id: tenant.id }, { tier: tenant.tier, rpm: tenant.rpm });
+  async updateLimits(manager: EntityManager, tenant: Pick<TenantEntity, 'id' | 'tier' | 'rpm' | 'storageDocuments' | 'storageBytes'>): Promise<void> {
+    await manager.update(TenantEntity, { id: tenant.id }, { tier: tenant.tier, rpm: tenant.rpm, storageDocuments: tenant.storageDocuments, storageBytes: tenant.storageBytes });
   }
 }

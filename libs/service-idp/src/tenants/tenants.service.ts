@@ -10,6 +10,7 @@ import {
   ErrorCode,
   isUuid,
   rpmFor,
+  storageFor,
   TENANT_SCOPES,
   TenantScope,
   TenantView,
@@ -31,6 +32,7 @@ export function toTenantView(tenant: TenantEntity): TenantView {
     name: tenant.name,
     tier: tenant.tier,
     rpm: rpmFor(tenant.tier, tenant.rpm),
+    storage: storageFor(tenant.tier, { documents: tenant.storageDocuments, bytes: tenant.storageBytes }),
     createdAt: tenant.createdAt.toISOString(),
   };
 }
@@ -64,6 +66,8 @@ export class TenantsService {
       name: request.name,
       tier: request.tier,
       rpm: request.tier === 'enterprise' ? (request.rpm ?? null) : null,
+      storageDocuments: request.tier === 'enterprise' ? (request.storage?.documents ?? null) : null,
+      storageBytes: request.tier === 'enterprise' ? (request.storage?.bytes ?? null) : null,
       createdAt,
     };
     const { entity, view } = await this.newClient(tenant.id, {}, createdAt);
@@ -94,7 +98,13 @@ export class TenantsService {
       if (tier !== 'enterprise' && patch.rpm !== undefined) throw rpmError('rpm can only be set for the enterprise tier');
       const rpm = tier === 'enterprise' ? (patch.rpm ?? tenant.rpm) : null;
       if (tier === 'enterprise' && rpm === null) throw rpmError('rpm is required for the enterprise tier');
-      const next: TenantEntity = { ...tenant, tier, rpm };
+      if (tier !== 'enterprise' && patch.storage !== undefined) {
+        throw new DomainError(ErrorCode.ValidationFailed, 'Tenant is invalid', [{ field: 'storage', message: 'storage can only be set for the enterprise tier' }]);
+      }
+      // An enterprise tenant keeps its own quota unless the patch changes it; another tier has its tier's.
+      const storageDocuments = tier === 'enterprise' ? (patch.storage?.documents ?? tenant.storageDocuments) : null;
+      const storageBytes = tier === 'enterprise' ? (patch.storage?.bytes ?? tenant.storageBytes) : null;
+      const next: TenantEntity = { ...tenant, tier, rpm, storageDocuments, storageBytes };
       await this.tenants.updateLimits(manager, next);
       return next;
     });
