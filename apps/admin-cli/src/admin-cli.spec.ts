@@ -11,6 +11,12 @@ describe('admin CLI', () => {
       body: { name: 'Acme', tier: 'enterprise', rpm: 9000 },
     });
     expect(commandToCall(['tenants', 'get', 't1'])).toEqual({ method: 'GET', path: '/admin/tenants/t1' });
+    expect(commandToCall(['tenants', 'usage', 't1'])).toEqual({ method: 'GET', path: '/admin/tenants/t1/usage' });
+    expect(commandToCall(['tenants', 'update', 't1', '--storage-documents', '500', '--storage-bytes=1048576'])).toEqual({
+      method: 'PATCH',
+      path: '/admin/tenants/t1',
+      body: { storage: { documents: 500, bytes: 1048576 } },
+    });
     expect(commandToCall(['tenants', 'update', 't1', '--tier=starter'])).toEqual({ method: 'PATCH', path: '/admin/tenants/t1', body: { tier: 'starter' } });
     expect(commandToCall(['clients', 'create', 't1', '--scopes', 'missions:read, hits:read', '--redirect-uri', 'http://a/cb', '--redirect-uri', 'http://b/cb'])).toEqual({
       method: 'POST',

@@ -20,8 +20,10 @@ export class UsageError extends Error {
 export const USAGE = `Usage: npm run -s admin -- <command>
 
   tenants create --name <name> --tier <starter|business|professional|enterprise> [--rpm <n>]
+                 [--storage-documents <n>] [--storage-bytes <n>]   (enterprise: its own storage quota)
   tenants get <tenantId>
-  tenants update <tenantId> [--tier <tier>] [--rpm <n>]
+  tenants usage <tenantId>   documents and bytes stored in the Brain, against the quota
+  tenants update <tenantId> [--tier <tier>] [--rpm <n>] [--storage-documents <n>] [--storage-bytes <n>]
   clients create <tenantId> [--scopes <scope,scope,...>] [--redirect-uri <uri>]...
   users create <tenantId> --username <name> --password-stdin [--scopes <scope,...>]
                     the password is read from standard input (never from the command line,
@@ -86,6 +88,14 @@ function tenantPath(id: string | undefined, what: string): string {
   return `/admin/tenants/${encodeURIComponent(id)}`;
 }
 
+/** `--storage-documents` / `--storage-bytes` as the API's `storage` object (absent when neither is given). */
+function storageOf(options: Map<string, string[]>): Record<string, unknown> | undefined {
+  const documents = single(options, 'storage-documents');
+  const bytes = single(options, 'storage-bytes');
+  if (documents === undefined && bytes === undefined) return undefined;
+  return defined({ documents: documents === undefined ? undefined : numberOrText(documents), bytes: bytes === undefined ? undefined : numberOrText(bytes) });
+}
+
 function defined(body: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(Object.entries(body).filter(([, value]) => value !== undefined));
 }
@@ -102,19 +112,27 @@ export function commandToCall(args: readonly string[]): AdminCall {
   switch (command) {
     case 'tenants create': {
       expectPositional(0);
-      const options = take(parsed, ['name', 'tier', 'rpm']);
+      const options = take(parsed, ['name', 'tier', 'rpm', 'storage-documents', 'storage-bytes']);
       const rpm = single(options, 'rpm');
-      return { method: 'POST', path: '/admin/tenants', body: defined({ name: single(options, 'name'), tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm) }) };
+      return {
+        method: 'POST',
+        path: '/admin/tenants',
+        body: defined({ name: single(options, 'name'), tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm), storage: storageOf(options) }),
+      };
     }
+    case 'tenants usage':
+      expectPositional(1);
+      take(parsed, []);
+      return { method: 'GET', path: `${tenantPath(id, command)}/usage` };
     case 'tenants get':
       expectPositional(1);
       take(parsed, []);
       return { method: 'GET', path: tenantPath(id, command) };
     case 'tenants update': {
       expectPositional(1);
-      const options = take(parsed, ['tier', 'rpm']);
+      const options = take(parsed, ['tier', 'rpm', 'storage-documents', 'storage-bytes']);
       const rpm = single(options, 'rpm');
-      return { method: 'PATCH', path: tenantPath(id, command), body: defined({ tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm) }) };
+      return { method: 'PATCH', path: tenantPath(id, command), body: defined({ tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm), storage: storageOf(options) }) };
     }
     case 'clients create': {
       expectPositional(1);
