@@ -11,6 +11,7 @@ import { Cleanup } from './cleanup';
 import type { LoadRequest } from './load';
 import type { TargetName } from './options';
 import { REPO_ROOT, ServerProcess, startServer, waitUntilReady } from './processes';
+import { KafkaAccess, kafkaAccessFromEnv, kafkaAccessFromStart, setUpKafkaAsAdmin } from '../../test/support/kafka-access';
 
 /** A target that is up, with everything needed to load it. */
 export interface PreparedTarget {
@@ -201,7 +202,7 @@ function runScript(script: string, args: string[], env: Record<string, string>, 
  * A Kafka broker of our own for this run: fresh state in a temp dir, on free ports, so that a
  * broker someone else runs (on the default 127.0.0.1:19092 and ./.data/kafka) is never touched.
  */
-async function startKafka(context: TargetContext): Promise<{ brokers: string; pid: number; stop: () => Promise<void> }> {
+async function startKafka(context: TargetContext): Promise<{ access: KafkaAccess; pid: number; stop: () => Promise<void> }> {
   const base = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-kafka-'));
   const [port, controllerPort] = await distinctFreePorts(2);
   const stateDir = path.join(base, 'state');
@@ -213,11 +214,11 @@ async function startKafka(context: TargetContext): Promise<{ brokers: string; pi
       await rm(base, { recursive: true, force: true });
     }
   });
-  const output = await runScript('kafka.mjs', ['start', '--fresh'], env, { detached: true });
-  const brokers = /KAFKA_BROKERS=(\S+)/.exec(output)?.[1];
-  if (!brokers) throw new Error(`Kafka did not report its address:\n${output}`);
+  // As the integration suite runs it: SASL per service and the platform's ACLs, set up as a deployment does.
+  const access = kafkaAccessFromStart(await runScript('kafka.mjs', ['start', '--fresh'], env, { detached: true }));
+  if (access.credentialsDir) await setUpKafkaAsAdmin(access);
   const { pid } = JSON.parse(await readFile(path.join(stateDir, 'kafka.pid'), 'utf8')) as { pid: number };
-  return { brokers, pid, stop };
+  return { access, pid, stop };
 }
 
 /**
@@ -228,16 +229,16 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
   const started = performance.now();
   const { cleanup, log } = context;
   await runScript('services.mjs', ['ensure'], {});
-  let brokers = process.env.KAFKA_BROKERS;
-  let kafka = `given by KAFKA_BROKERS (${brokers})`;
+  let access: KafkaAccess | undefined = process.env.KAFKA_BROKERS ? kafkaAccessFromEnv() : undefined;
+  let kafka = `given by KAFKA_BROKERS (${access?.brokers})`;
   let stopKafka = async (): Promise<void> => undefined;
   const infrastructure: Record<string, number> = {};
-  if (!brokers) {
+  if (!access) {
     log('starting a Kafka broker for this run');
     const broker = await startKafka(context);
-    ({ brokers, stop: stopKafka } = broker);
+    ({ access, stop: stopKafka } = broker);
     infrastructure[KAFKA_BROKER] = broker.pid;
-    kafka = `started for this run (${brokers})`;
+    kafka = `started for this run (${access.brokers})`;
   }
   const adminUrl = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
   // The stack's processes inherit this process's environment: the profiler preload goes in for
@@ -246,7 +247,7 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
   Object.assign(process.env, context.serverEnv);
   let stack: DistributedStack;
   try {
-    stack = await startDistributedStack(brokers, adminUrl);
+    stack = await startDistributedStack(access, adminUrl);
   } finally {
     for (const [name, value] of Object.entries(saved)) {
       if (value === undefined) delete process.env[name];

@@ -11,12 +11,19 @@
 // KAFKA_CACHE_DIR (~/.cache/mission-service/kafka), KAFKA_STATE_DIR (<repo>/.data/kafka),
 // KAFKA_PORT (19092), KAFKA_CONTROLLER_PORT (19093), KAFKA_START_TIMEOUT_MS (90000),
 // KAFKA_SSL_KEYSTORE (a PEM file with the key and certificate chain: clients then connect over
-// TLS) and KAFKA_SSL_TRUSTSTORE (PEM CAs).
+// TLS), KAFKA_SSL_TRUSTSTORE (PEM CAs), KAFKA_AUTH (`scram`, the default, or `none`) and
+// KAFKA_USERS (the SCRAM users besides `admin`, comma-separated; default: the platform's services).
+//
+// With KAFKA_AUTH=scram the broker authenticates every client (SASL/SCRAM-SHA-512) and authorizes
+// it (StandardAuthorizer, deny unless an ACL allows): `admin` is a super user, every other user
+// may do only what ACLs grant it (`npm run kafka:setup` applies the platform's). A password per
+// user is generated on first start into <state>/credentials/<user>.password (mode 0600); `start`
+// prints KAFKA_SASL_MECHANISM and KAFKA_CREDENTIALS_DIR beside KAFKA_BROKERS.
 //
 // Only node: builtins are used so that this runs before any npm install.
 
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
+import { createHash, createHmac, pbkdf2Sync, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import net from 'node:net';
@@ -33,6 +40,12 @@ const NODE_ID = 1;
 const STOP_GRACE_MS = 30_000;
 const FETCH_LOCK_WAIT_MS = 10 * 60_000;
 const LOG_TAIL_LINES = 60;
+/** The platform's services, each its own Kafka principal (libs/messaging's platform ACLs name them too). */
+const DEFAULT_USERS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service', 'standalone'];
+/** The broker's own identity, towards its controller and itself: a super user. */
+const BROKER_USER = 'broker';
+const ADMIN_USER = 'admin';
+const SASL_MECHANISM = 'SCRAM-SHA-512';
 
 const defaultLog = (message) => process.stderr.write(`[kafka] ${message}\n`);
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -60,6 +73,12 @@ export function resolveConfig(opts = {}) {
   const sslTruststore = opts.sslTruststore ?? env.KAFKA_SSL_TRUSTSTORE ?? '';
   const timeoutMs = Number(opts.timeoutMs ?? env.KAFKA_START_TIMEOUT_MS ?? 90_000);
   if (!(timeoutMs > 0)) throw new Error('KAFKA_START_TIMEOUT_MS must be a positive number');
+  const auth = String(opts.auth ?? env.KAFKA_AUTH ?? 'scram');
+  if (auth !== 'scram' && auth !== 'none') throw new Error(`KAFKA_AUTH must be scram or none, not "${auth}"`);
+  const users = [...new Set(String(opts.users ?? env.KAFKA_USERS ?? DEFAULT_USERS.join(',')).split(',').map((user) => user.trim()).filter(Boolean))];
+  for (const user of users) {
+    if (!/^[a-zA-Z0-9._-]+$/.test(user) || user === BROKER_USER) throw new Error(`KAFKA_USERS: "${user}" is not a usable user name`);
+  }
 
   return {
     version,
@@ -80,6 +99,9 @@ export function resolveConfig(opts = {}) {
     brokers: `${HOST}:${port}`,
     sslKeystore: sslKeystore ? path.resolve(sslKeystore) : '',
     sslTruststore: sslTruststore ? path.resolve(sslTruststore) : '',
+    auth,
+    users: [ADMIN_USER, ...users.filter((user) => user !== ADMIN_USER)],
+    credentialsDir: path.join(stateDir, 'credentials'),
     timeoutMs,
     log: opts.log ?? defaultLog,
   };
@@ -97,9 +119,39 @@ function toPort(value, name) {
   return port;
 }
 
-export function serverProperties(cfg) {
-  // Clients reach the broker over TLS when it has a keystore (KAFKA_SSL_KEYSTORE), else in plaintext.
-  const client = cfg.sslKeystore ? 'SSL' : 'PLAINTEXT';
+/** The name (and security protocol) of the clients' listener. */
+function clientListener(cfg) {
+  // Over TLS when the broker has a keystore (KAFKA_SSL_KEYSTORE), else in plaintext; SASL on top with KAFKA_AUTH=scram.
+  const transport = cfg.sslKeystore ? 'SSL' : 'PLAINTEXT';
+  return cfg.auth === 'scram' ? (transport === 'SSL' ? 'SASL_SSL' : 'SASL_PLAINTEXT') : transport;
+}
+
+/** SASL and ACL settings: SCRAM for clients, PLAIN (a static broker user) on the controller listener. */
+function authProperties(cfg, client, secrets) {
+  if (cfg.auth !== 'scram') return [];
+  const jaas = (module, options) => `${module} required ${Object.entries(options).map(([key, value]) => `${key}="${value}"`).join(' ')};`;
+  const listener = client.toLowerCase();
+  return [
+    `sasl.enabled.mechanisms=${SASL_MECHANISM}`,
+    `sasl.mechanism.inter.broker.protocol=${SASL_MECHANISM}`,
+    `listener.name.${listener}.${SASL_MECHANISM.toLowerCase()}.sasl.jaas.config=${jaas('org.apache.kafka.common.security.scram.ScramLoginModule', { username: BROKER_USER, password: secrets[BROKER_USER] })}`,
+    // SCRAM credentials live in the metadata log, which a controller needs before it can read
+    // them: its listener authenticates the broker with a static PLAIN user instead.
+    'sasl.mechanism.controller.protocol=PLAIN',
+    'listener.name.controller.sasl.enabled.mechanisms=PLAIN',
+    `listener.name.controller.plain.sasl.jaas.config=${jaas('org.apache.kafka.common.security.plain.PlainLoginModule', {
+      username: BROKER_USER,
+      password: secrets[BROKER_USER],
+      [`user_${BROKER_USER}`]: secrets[BROKER_USER],
+    })}`,
+    'authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer',
+    'allow.everyone.if.no.acl.found=false',
+    `super.users=User:${BROKER_USER};User:${ADMIN_USER}`,
+  ];
+}
+
+export function serverProperties(cfg, secrets = {}) {
+  const client = clientListener(cfg);
   const ssl = cfg.sslKeystore
     ? [
         'ssl.keystore.type=PEM',
@@ -119,7 +171,8 @@ export function serverProperties(cfg) {
     'controller.listener.names=CONTROLLER',
     `inter.broker.listener.name=${client}`,
     ...ssl,
-    'listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL',
+    ...authProperties(cfg, client, secrets),
+    `listener.security.protocol.map=CONTROLLER:${cfg.auth === 'scram' ? 'SASL_PLAINTEXT' : 'PLAINTEXT'},PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL`,
     `log.dirs=${cfg.dataDir}`,
     'num.partitions=3',
     'auto.create.topics.enable=false',
@@ -232,8 +285,11 @@ export async function startKafka(opts = {}) {
     await requireCommand('java', ['-version'], 'Java 17+ is required to run Kafka (apt-get install openjdk-17-jre-headless)');
     await fetchLibs(cfg);
     await fsp.mkdir(cfg.dataDir, { recursive: true });
-    await fsp.writeFile(cfg.propsFile, serverProperties(cfg));
-    await formatStorage(cfg);
+    const secrets = await ensureCredentials(cfg);
+    // The properties hold the broker's own password: readable by this user only.
+    await fsp.writeFile(cfg.propsFile, serverProperties(cfg, secrets), { mode: 0o600 });
+    await fsp.chmod(cfg.propsFile, 0o600);
+    await formatStorage(cfg, secrets);
 
     const started = Date.now();
     const logFd = fs.openSync(cfg.logFile, 'w');
@@ -283,7 +339,7 @@ export async function kafkaStatus(opts = {}) {
   }
   const brokers = `${HOST}:${existing.port}`;
   try {
-    const probe = await probeBroker(HOST, existing.port, { timeoutMs: 3000, tls: tlsOf(cfg) });
+    const probe = await probeBroker(HOST, existing.port, { timeoutMs: 3000, tls: tlsOf(cfg), sasl: saslOf(cfg) });
     if (probe.ready) return { running: true, pid: existing.pid, brokers, version: existing.version };
     return { running: false, pid: existing.pid, brokers, reason: probe.detail };
   } catch (err) {
@@ -298,6 +354,7 @@ function info(cfg, pid, alreadyRunning) {
     version: cfg.version,
     stateDir: cfg.stateDir,
     logFile: cfg.logFile,
+    credentialsDir: cfg.auth === 'scram' ? cfg.credentialsDir : undefined,
     alreadyRunning,
   };
 }
@@ -328,7 +385,35 @@ function jvmOptions(cfg) {
   return ['-cp', path.join(cfg.libsDir, '*'), '-Djava.awt.headless=true', logging];
 }
 
-async function formatStorage(cfg) {
+/**
+ * The password of the broker, of `admin` and of every user, generated once per state directory
+ * (mode 0600 in a 0700 directory). SCRAM credentials are written into the metadata log when the
+ * storage is formatted, so a user added later needs a fresh state (`start --fresh`).
+ */
+async function ensureCredentials(cfg) {
+  if (cfg.auth !== 'scram') return {};
+  await fsp.mkdir(cfg.credentialsDir, { recursive: true, mode: 0o700 });
+  await fsp.chmod(cfg.credentialsDir, 0o700);
+  const formatted = fs.existsSync(path.join(cfg.dataDir, 'meta.properties'));
+  const secrets = {};
+  for (const user of [BROKER_USER, ...cfg.users]) {
+    const file = credentialFile(cfg, user);
+    let secret = readText(file);
+    if (!secret) {
+      if (formatted) throw new Error(`Kafka user "${user}" is not known to the broker of ${cfg.stateDir} (it was formatted without it): start it with --fresh`);
+      secret = randomBytes(24).toString('hex');
+      await fsp.writeFile(file, `${secret}\n`, { mode: 0o600 });
+    }
+    secrets[user] = secret;
+  }
+  return secrets;
+}
+
+function credentialFile(cfg, user) {
+  return path.join(cfg.credentialsDir, `${user}.password`);
+}
+
+async function formatStorage(cfg, secrets) {
   if (fs.existsSync(path.join(cfg.dataDir, 'meta.properties'))) return;
   let clusterId = readText(cfg.clusterIdFile);
   if (!clusterId) {
@@ -337,13 +422,15 @@ async function formatStorage(cfg) {
     if (!clusterId) throw new Error(`StorageTool random-uuid printed no cluster id:\n${res.output}`);
     await fsp.writeFile(cfg.clusterIdFile, `${clusterId}\n`);
   }
-  await runJava(cfg, ['kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', cfg.propsFile, '--ignore-formatted']);
+  const scram = cfg.auth === 'scram' ? [BROKER_USER, ...cfg.users].flatMap((user) => ['--add-scram', `${SASL_MECHANISM}=[name=${user},password=${secrets[user]}]`]) : [];
+  await runJava(cfg, ['kafka.tools.StorageTool', 'format', '-t', clusterId, '-c', cfg.propsFile, '--ignore-formatted', ...scram]);
 }
 
 async function runJava(cfg, args) {
   const res = await run('java', [...jvmOptions(cfg), '-Xmx256m', ...args]);
   if (res.code !== 0) {
-    throw new Error(`java ${args.join(' ')} failed (exit ${res.code}):\n${tail(res.output, 30)}`);
+    const shown = args.map((arg) => arg.replace(/password=[^,\]]*/g, 'password=[redacted]'));
+    throw new Error(`java ${shown.join(' ')} failed (exit ${res.code}):\n${tail(res.output, 30)}`);
   }
   return res;
 }
@@ -355,7 +442,7 @@ async function waitUntilReady(cfg, pid, deadline) {
       throw new Error(`Kafka broker (pid ${pid}) exited during startup. Last lines of ${cfg.logFile}:\n${logTail(cfg)}`);
     }
     try {
-      const probe = await probeBroker(HOST, cfg.port, { timeoutMs: 2000, coordinators: true, tls: tlsOf(cfg) });
+      const probe = await probeBroker(HOST, cfg.port, { timeoutMs: 2000, coordinators: true, tls: tlsOf(cfg), sasl: saslOf(cfg) });
       if (probe.ready) return;
       lastError = probe.detail;
     } catch (err) {
@@ -378,14 +465,52 @@ async function waitUntilReady(cfg, pid, deadline) {
 // after a (re)start both answer "coordinator is loading" for a while, which
 // clients retry but log as errors.
 
-const API = { metadata: 3, findCoordinator: 10, apiVersions: 18, initProducerId: 22 };
+const API = { metadata: 3, findCoordinator: 10, saslHandshake: 17, apiVersions: 18, initProducerId: 22, saslAuthenticate: 36 };
+
+/** How the probe signs in where the broker wants SASL: as `admin`, with its generated password. */
+function saslOf(cfg) {
+  return cfg.auth === 'scram' ? { username: ADMIN_USER, password: readText(credentialFile(cfg, ADMIN_USER)) } : undefined;
+}
+
+/**
+ * A SCRAM-SHA-512 exchange (RFC 5802, 7677) over SaslHandshake v1 and SaslAuthenticate v0:
+ * `call(apiKey, version, body)` sends one request and returns the response's reader.
+ */
+async function scramSignIn(call, { username, password }) {
+  const handshake = await call(API.saslHandshake, 1, [kafkaString(SASL_MECHANISM)]);
+  const handshakeError = handshake.int16();
+  if (handshakeError !== 0) throw new Error(`SaslHandshake error ${handshakeError}`);
+  const exchange = async (message) => {
+    const reply = await call(API.saslAuthenticate, 0, [kafkaBytes(Buffer.from(message))]);
+    const code = reply.int16();
+    const detail = reply.string();
+    if (code !== 0) throw new Error(`SASL authentication failed (error ${code}${detail ? `: ${detail}` : ''})`);
+    return reply.bytes().toString('utf8');
+  };
+  const nonce = randomBytes(18).toString('base64');
+  const clientFirstBare = `n=${username.replace(/=/g, '=3D').replace(/,/g, '=2C')},r=${nonce}`;
+  const serverFirst = await exchange(`n,,${clientFirstBare}`);
+  const fields = Object.fromEntries(serverFirst.split(',').map((part) => [part[0], part.slice(2)]));
+  if (!fields.r?.startsWith(nonce) || !fields.s || !(Number(fields.i) > 0)) throw new Error('SCRAM: unexpected server-first message');
+  const salted = pbkdf2Sync(password, Buffer.from(fields.s, 'base64'), Number(fields.i), 64, 'sha512');
+  const clientKey = createHmac('sha512', salted).update('Client Key').digest();
+  const storedKey = createHash('sha512').update(clientKey).digest();
+  const withoutProof = `c=biws,r=${fields.r}`;
+  const authMessage = `${clientFirstBare},${serverFirst},${withoutProof}`;
+  const signature = createHmac('sha512', storedKey).update(authMessage).digest();
+  const proof = Buffer.from(clientKey.map((byte, i) => byte ^ signature[i])).toString('base64');
+  const serverFinal = await exchange(`${withoutProof},p=${proof}`);
+  const serverKey = createHmac('sha512', salted).update('Server Key').digest();
+  const expected = createHmac('sha512', serverKey).update(authMessage).digest('base64');
+  if (serverFinal !== `v=${expected}`) throw new Error('SCRAM: the broker did not prove it knows the password');
+}
 
 /** How the probe reaches an SSL listener: TLS, trusting the truststore's CAs. */
 function tlsOf(cfg) {
   return cfg.sslKeystore ? { ca: cfg.sslTruststore ? fs.readFileSync(cfg.sslTruststore) : undefined } : undefined;
 }
 
-export async function probeBroker(host, port, { timeoutMs = 2000, coordinators = false, tls: tlsOptions } = {}) {
+export async function probeBroker(host, port, { timeoutMs = 2000, coordinators = false, tls: tlsOptions, sasl } = {}) {
   const socket = await connect(host, port, timeoutMs, tlsOptions);
   try {
     const next = frameReader(socket);
@@ -397,6 +522,8 @@ export async function probeBroker(host, port, { timeoutMs = 2000, coordinators =
       if (reader.int32() !== id) throw new Error('unexpected correlation id');
       return reader;
     };
+
+    if (sasl) await scramSignIn(call, sasl);
 
     // ApiVersions v0: every broker version answers it.
     const versions = await call(API.apiVersions, 0, []);
@@ -463,6 +590,10 @@ function int32(value) {
   return buf;
 }
 
+function kafkaBytes(value) {
+  return Buffer.concat([int32(value.length), value]);
+}
+
 function kafkaString(value) {
   const bytes = Buffer.from(value);
   return Buffer.concat([int16(bytes.length), bytes]);
@@ -492,6 +623,13 @@ class Reader {
   int32() {
     const v = this.buf.readInt32BE(this.pos);
     this.pos += 4;
+    return v;
+  }
+  bytes() {
+    const len = this.int32();
+    if (len < 0) return Buffer.alloc(0);
+    const v = this.buf.subarray(this.pos, this.pos + len);
+    this.pos += len;
     return v;
   }
   string() {
@@ -722,8 +860,9 @@ async function main(argv) {
       await fetchKafka();
       return 0;
     case 'start': {
-      const { brokers } = await startKafka({ fresh: flags.has('--fresh') });
+      const { brokers, credentialsDir } = await startKafka({ fresh: flags.has('--fresh') });
       process.stdout.write(`KAFKA_BROKERS=${brokers}\n`);
+      if (credentialsDir) process.stdout.write(`KAFKA_SASL_MECHANISM=${SASL_MECHANISM.toLowerCase()}\nKAFKA_CREDENTIALS_DIR=${credentialsDir}\n`);
       return 0;
     }
     case 'stop':

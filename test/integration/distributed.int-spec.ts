@@ -1,14 +1,13 @@
 import { describeGatewayScenarios, SCENARIO_REQUEST_TIMEOUT_SECONDS } from '../support/gateway-scenarios';
 import { startDistributedStack } from '../support/distributed-stack';
+import { kafkaAccessFromEnv } from '../support/kafka-access';
 
 /**
  * The microservice split for real: gateway, idp, mission-, brain- and hit-service each in its own
  * process, talking only over Kafka, on a fresh PostgreSQL database.
  */
 describeGatewayScenarios('separate processes on Kafka and PostgreSQL', async () => {
-  const brokers = process.env.KAFKA_BROKERS;
-  if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
-  const stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
+  const stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
     GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS),
   });
   return {

@@ -10,6 +10,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call, clientCredentialsToken, eventually, politeCall, waitForMission } from '../support/api-client';
 import { REPO_ROOT } from '../support/processes';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
+import { kafkaAccessFromEnv } from '../support/kafka-access';
 
 /** The broker's log directory, when this run started the broker itself (see the global setup). */
 const KAFKA_DATA_DIR = process.env.MS_TEST_STARTED_KAFKA === '1' && process.env.KAFKA_STATE_DIR ? path.join(process.env.KAFKA_STATE_DIR, 'data') : undefined;
@@ -62,7 +63,7 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
   const fingerprint = requestFingerprint(missionBody);
 
   beforeAll(async () => {
-    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     db = new Client({ connectionString: stack.database.url });
     await db.connect();
     const admin = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;

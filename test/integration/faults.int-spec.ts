@@ -12,6 +12,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call, clientCredentialsToken, politeCall } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { REPO_ROOT } from '../support/processes';
+import { kafkaAccessFromEnv, kafkaClientOptions } from '../support/kafka-access';
 
 const FINAL = ['succeeded', 'failed', 'rejected', 'cancelled'];
 /** Stopping Kafka is only done to a broker this run started itself (see the global setup), never to one it was given. */
@@ -26,11 +27,12 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
  * messages and a Kafka outage must not lose, repeat or strand any accepted mission.
  */
 describe('Fault tolerance of the distributed deployment', () => {
-  const brokers = process.env.KAFKA_BROKERS ?? '';
+  const kafka = kafkaAccessFromEnv();
   let stack: DistributedStack;
   let db: Client;
   let tenant: { id: string; token: string };
-  const rawKafka = new Kafka({ brokers: brokers.split(','), clientId: 'fault-test-raw', logLevel: logLevel.NOTHING });
+  // The test plays a misbehaving broker and producer: it signs in as the administrator.
+  const rawKafka = new Kafka({ ...kafkaClientOptions(kafka), clientId: 'fault-test-raw', logLevel: logLevel.NOTHING });
 
   async function mission(id: string): Promise<any> {
     const response = await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${id}`, { token: tenant.token });
@@ -166,8 +168,7 @@ describe('Fault tolerance of the distributed deployment', () => {
   }
 
   beforeAll(async () => {
-    if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
-    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    stack = await startDistributedStack(kafka, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     db = new Client({ connectionString: stack.database.url });
     await db.connect();
     const adminToken = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
@@ -330,7 +331,7 @@ describe('Fault tolerance of the distributed deployment', () => {
     const [waiting] = await waitAll([id], (m) => m.status === 'awaiting_approval', 'the mission to await approval');
     const hitId = waiting.steps[0].hitId;
 
-    const bus = new KafkaBus({ brokers: brokers.split(','), clientId: 'fault-test', logger: silent, codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })) });
+    const bus = new KafkaBus({ ...kafkaClientOptions(kafka), clientId: 'fault-test', logger: silent, codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })) });
     const rawProducer = rawKafka.producer({ allowAutoTopicCreation: false });
     await bus.start();
     await rawProducer.connect();

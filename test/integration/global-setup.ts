@@ -1,6 +1,7 @@
 import { execFileSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { kafkaAccessFromStart, setUpKafkaAsAdmin } from '../support/kafka-access';
 
 const root = path.join(__dirname, '..', '..');
 
@@ -38,11 +39,16 @@ export default async function globalSetup(): Promise<void> {
     process.env.KAFKA_PORT ??= String(await freePort());
     process.env.KAFKA_CONTROLLER_PORT ??= String(await freePort());
     process.env.KAFKA_STATE_DIR ??= path.join(root, '.data', `kafka-run-${process.pid}`);
-    const output = run('kafka.mjs', 'start', '--fresh');
-    const brokers = /KAFKA_BROKERS=(\S+)/.exec(output)?.[1];
-    if (!brokers) throw new Error(`Kafka did not report its address:\n${output}`);
-    process.env.KAFKA_BROKERS = brokers;
+    // It authenticates every client and authorizes each by the platform's ACLs, set up below as a
+    // deployment's setup job does: the suites run against the authorizer production runs with.
+    const access = kafkaAccessFromStart(run('kafka.mjs', 'start', '--fresh'));
+    process.env.KAFKA_BROKERS = access.brokers;
     process.env.MS_TEST_STARTED_KAFKA = '1';
+    if (access.mechanism && access.credentialsDir) {
+      process.env.KAFKA_SASL_MECHANISM = access.mechanism;
+      process.env.KAFKA_CREDENTIALS_DIR = access.credentialsDir;
+      await setUpKafkaAsAdmin(access);
+    }
   }
   process.env.TEST_POSTGRES_URL ??= 'postgres://postgres@127.0.0.1:5432/postgres';
   process.env.TEST_REDIS_URL ??= 'redis://127.0.0.1:6379';

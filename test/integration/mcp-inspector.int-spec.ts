@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { call, clientCredentialsToken } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
+import { kafkaAccessFromEnv } from '../support/kafka-access';
 
 const run = promisify(execFile);
 
@@ -25,7 +26,7 @@ describe('MCP Inspector CLI against /mcp', () => {
 
   beforeAll(async () => {
     if (!inspector) throw new Error('MCP_INSPECTOR is not set: run through `npm run test:integration`, whose global setup installs it');
-    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     const admin = await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret);
     const tenant = await call(stack.gatewayUrl, 'POST', '/admin/tenants', { token: admin.access_token, body: { name: 'Inspector', tier: 'business' } });
     expect(tenant.status).toBe(201);

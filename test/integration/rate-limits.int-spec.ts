@@ -4,6 +4,7 @@ import { call, clientCredentialsToken } from '../support/api-client';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { RunningProcess, startProcess, waitUntilReady } from '../support/processes';
 import { sample } from '../support/metrics-text';
+import { kafkaAccessFromEnv, kafkaEnvFor } from '../support/kafka-access';
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -33,7 +34,7 @@ describe('Rate limits across gateway replicas', () => {
   async function startGateway(name: string, redisUrl: string): Promise<{ url: string; process: RunningProcess }> {
     const port = await freePort();
     const child = startProcess(name, 'apps/gateway/src/main.ts', {
-      KAFKA_BROKERS: process.env.KAFKA_BROKERS ?? '',
+      ...kafkaEnvFor(kafkaAccessFromEnv(), 'gateway'),
       KEK: stack.kek,
       HOST: '127.0.0.1',
       PORT: String(port),
@@ -91,9 +92,7 @@ describe('Rate limits across gateway replicas', () => {
   }
 
   beforeAll(async () => {
-    const brokers = process.env.KAFKA_BROKERS;
-    if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
-    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+    stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     adminToken = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
     replicaUrl = (await startGateway('gateway-replica', process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379')).url;
     ownRedis = await startOwnRedisServer();

@@ -2,6 +2,7 @@ import { call, clientCredentialsToken, waitForMission } from '../support/api-cli
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { sample } from '../support/metrics-text';
 import { OtlpCollector } from '../support/otlp-collector';
+import { kafkaAccessFromEnv } from '../support/kafka-access';
 
 const SERVER = 2;
 const CONSUMER = 5;
@@ -16,7 +17,7 @@ describe('Metrics and traces in the distributed deployment', () => {
 
   beforeAll(async () => {
     const endpoint = await collector.start();
-    stack = await startDistributedStack(process.env.KAFKA_BROKERS ?? '', process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
+    stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', {
       OTEL_TRACES_EXPORTER: 'otlp',
       OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
       OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: endpoint,

@@ -5,6 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { call, clientCredentialsToken } from '../support/api-client';
 import { launchChromium } from '../support/browser';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
+import { kafkaAccessFromEnv } from '../support/kafka-access';
 
 interface TokenAnswer {
   readonly status: number;
@@ -82,8 +83,7 @@ describe('Sign-in of a tenant user in a real browser', () => {
   }
 
   beforeAll(async () => {
-    const brokers = process.env.KAFKA_BROKERS;
-    if (!brokers) throw new Error('KAFKA_BROKERS is not set: the integration global setup should have started Kafka');
+    const kafka = kafkaAccessFromEnv();
     callbackServer = http.createServer((_req, res) => {
       res.setHeader('content-type', 'text/html; charset=utf-8');
       res.end('<!doctype html><title>Signed in</title><p>Signed in.</p>');
@@ -92,7 +92,7 @@ describe('Sign-in of a tenant user in a real browser', () => {
     redirectUri = `http://127.0.0.1:${(callbackServer.address() as AddressInfo).port}/callback`;
     browser = await launchChromium();
     // As behind an ingress that terminates TLS: the apps trust its X-Forwarded-* headers.
-    stack = await startDistributedStack(brokers, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', { TRUST_PROXY: 'true' });
+    stack = await startDistributedStack(kafka, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', { TRUST_PROXY: 'true' });
     const discovery = (await (await fetch(`${stack.issuer}/.well-known/openid-configuration`)).json()) as Record<string, string>;
     tokenEndpoint = discovery.token_endpoint ?? '';
     revocationEndpoint = discovery.revocation_endpoint ?? '';

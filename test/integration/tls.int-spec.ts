@@ -15,6 +15,7 @@ import { openMissionDatabase } from '@mission/service-mission';
 import { runWithTenant } from '@mission/tenant-context';
 import { REPO_ROOT, RunningProcess, startProcess } from '../support/processes';
 import { createTestPki, TestPki } from '../support/test-pki';
+import { KafkaAccess, kafkaAccessFromStart, kafkaSaslFor } from '../support/kafka-access';
 
 const silent = { warn: () => undefined, error: () => undefined, info: () => undefined };
 
@@ -127,7 +128,10 @@ describe('TLS on every hop', () => {
     }
 
     afterAll(async () => {
-      if (standalone) expect(await standalone.stop()).toBe(0);
+      if (standalone) {
+        const code = await standalone.stop();
+        if (code !== 0) throw new Error(`The all-in-one process exited with ${code} on SIGTERM:\n${standalone.output()}`);
+      }
       await database?.drop();
       await rm(dataDir, { recursive: true, force: true });
     }, 60_000);
@@ -363,6 +367,7 @@ describe('TLS on every hop', () => {
   describe('services ↔ Kafka (SSL listener)', () => {
     let stateDir: string;
     let brokers: string;
+    let access: KafkaAccess;
     const kafka = (command: string, env: Record<string, string>): string =>
       execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }).toString('utf8');
     let env: Record<string, string>;
@@ -376,7 +381,10 @@ describe('TLS on every hop', () => {
         KAFKA_SSL_KEYSTORE: pki.keystoreFile,
         KAFKA_SSL_TRUSTSTORE: pki.caFile,
       };
-      brokers = /KAFKA_BROKERS=(\S+)/.exec(kafka('start', env))?.[1] ?? '';
+      // SASL over TLS (SASL_SSL): the sign-in below never crosses the wire in the clear.
+      access = kafkaAccessFromStart(kafka('start', env));
+      brokers = access.brokers;
+      expect(access.mechanism).toBe('scram-sha-512');
       expect(brokers).toMatch(/^127\.0\.0\.1:\d+$/);
     }, 180_000);
 
@@ -386,7 +394,7 @@ describe('TLS on every hop', () => {
     }, 60_000);
 
     const newBus = (ssl: tls.ConnectionOptions | undefined) =>
-      new KafkaBus({ brokers: [brokers], clientId: `tls-${randomUUID().slice(0, 8)}`, ssl, logger: silent, topics: [{ name: 'tls.events', partitions: 1 }], requestTimeoutMs: 5_000 });
+      new KafkaBus({ brokers: [brokers], sasl: kafkaSaslFor(access, 'admin'), clientId: `tls-${randomUUID().slice(0, 8)}`, ssl, logger: silent, topics: [{ name: 'tls.events', partitions: 1 }], requestTimeoutMs: 5_000 });
 
     it('publishes and consumes over TLS with the CA', async () => {
       const bus = newBus({ ca: [ca.toString('utf8')], minVersion: 'TLSv1.2' });

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { createTestDatabase, freePort, TestDatabase } from '@mission/persistence';
 import { RunningProcess, startProcess, waitUntilReady } from './processes';
 import { testSigningKeyEnv } from './test-signing-key';
+import { KafkaAccess, kafkaEnvFor } from './kafka-access';
 
 export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'gateway';
 
@@ -39,9 +40,10 @@ export interface DistributedStack {
 
 /**
  * The five deployables as separate processes, talking only over Kafka, on a fresh PostgreSQL
- * database: the production topology on one machine. `extraEnv` goes to every app (tracing, say).
+ * database: the production topology on one machine, each app signed in to the broker as its own
+ * principal where the broker asks for it. `extraEnv` goes to every app (tracing, say).
  */
-export async function startDistributedStack(brokers: string, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
+export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
   const database = await createTestDatabase(adminPostgresUrl);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
   const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
@@ -49,13 +51,14 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
   const issuer = `http://127.0.0.1:${idpPort}`;
   const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
   const kek = randomBytes(32).toString('base64url');
-  const common = { KAFKA_BROKERS: brokers, HOST: '127.0.0.1', KEK: kek, ...extraEnv };
+  const common = { HOST: '127.0.0.1', KEK: kek, ...extraEnv };
 
   const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string }> = {
     idp: {
       entry: 'apps/idp/src/main.ts',
       env: {
         ...common,
+        ...kafkaEnvFor(kafka, 'idp'),
         PORT: String(idpPort),
         IDP_ISSUER: issuer,
         GATEWAY_AUDIENCE: gatewayUrl,
@@ -71,22 +74,22 @@ export async function startDistributedStack(brokers: string, adminPostgresUrl: s
     },
     'mission-service': {
       entry: 'apps/mission-service/src/main.ts',
-      env: { ...common, HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url },
+      env: { ...common, ...kafkaEnvFor(kafka, 'mission-service'), HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url },
       ready: `http://127.0.0.1:${missionHealth}/health/ready`,
     },
     'brain-service': {
       entry: 'apps/brain-service/src/main.ts',
-      env: { ...common, HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url, BRAIN_INDEX_KEY: randomBytes(32).toString('base64') },
+      env: { ...common, ...kafkaEnvFor(kafka, 'brain-service'), HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url, BRAIN_INDEX_KEY: randomBytes(32).toString('base64') },
       ready: `http://127.0.0.1:${brainHealth}/health/ready`,
     },
     'hit-service': {
       entry: 'apps/hit-service/src/main.ts',
-      env: { ...common, HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url },
+      env: { ...common, ...kafkaEnvFor(kafka, 'hit-service'), HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url },
       ready: `http://127.0.0.1:${hitHealth}/health/ready`,
     },
     gateway: {
       entry: 'apps/gateway/src/main.ts',
-      env: { ...common, PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
+      env: { ...common, ...kafkaEnvFor(kafka, 'gateway'), PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
       ready: `${gatewayUrl}/health/ready`,
     },
   };

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
 import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
-import { BusSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
+import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 const StandaloneConfigSchema = z
   .object({
@@ -26,6 +26,7 @@ const StandaloneConfigSchema = z
     ...PayloadKeySettings,
     ...ServerTlsSettings,
     ...KafkaTlsSettings,
+    ...KafkaSaslSettings,
     ...BusSettings,
     ...RedisTlsSettings,
     IDP_TEST_PUBLISHED_KEYS: z.string().optional(),

@@ -19,6 +19,21 @@ export const Topics = {
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 
+/**
+ * The consumer groups of the platform's services: one per (service, purpose). Kafka ACLs grant
+ * each service its own groups only, so a group is named here once.
+ */
+export const ConsumerGroups = {
+  idp: 'idp',
+  missionService: 'mission-service',
+  missionRunner: 'mission-runner',
+  missionHitEvents: 'mission-hit-events',
+  missionStepResults: 'mission-step-results',
+  brainService: 'brain-service',
+  hitService: 'hit-service',
+  hitMissionEvents: 'hit-service-mission-events',
+} as const;
+
 /** Every topic the platform uses, with the partition count it is created with. */
 export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
   [Topics.identityRequests]: 3,

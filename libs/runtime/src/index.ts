@@ -7,3 +7,6 @@ export * from './payload-keys';
 export * from './tls-settings';
 export * from './platform-bus';
 export * from './redaction';
+export * from './kafka-auth';
+export * from './kafka-acls';
+export * from './kafka-setup';

@@ -6,6 +6,7 @@ import { contextLogger, Logger } from './logger';
 import { busMetrics } from './metrics';
 import { PayloadKeys, sealedPayloads } from './payload-keys';
 import { kafkaTls } from './tls-settings';
+import { KafkaSaslConfig, kafkaSasl } from './kafka-auth';
 
 /**
  * How many request handlers, and separately event handlers, a process runs at once (bus-wide);
@@ -25,10 +26,11 @@ export function platformTopics(): Array<{ name: string; partitions: number; maxM
 
 /**
  * The Kafka bus every process of the platform uses: the configured brokers over TLS when asked,
- * payloads sealed under the tenants' data keys, every platform topic ensured, metrics and logs.
+ * signed in as its own principal when SASL is configured (the client id is that principal's name
+ * in the platform's ACLs), payloads sealed under the tenants' data keys, every platform topic ensured, metrics and logs.
  */
 export async function platformKafkaBus(options: {
-  readonly config: { readonly KAFKA_BROKERS: string[]; readonly KAFKA_TLS: 'on' | 'off'; readonly KAFKA_TLS_CA?: string; readonly BUS_MAX_IN_FLIGHT?: number };
+  readonly config: KafkaSaslConfig & { readonly KAFKA_BROKERS: string[]; readonly KAFKA_TLS: 'on' | 'off'; readonly KAFKA_TLS_CA?: string; readonly BUS_MAX_IN_FLIGHT?: number };
   readonly clientId: string;
   readonly payloadKeys: PayloadKeys;
   readonly logger: Logger;
@@ -37,6 +39,7 @@ export async function platformKafkaBus(options: {
   return new KafkaBus({
     brokers: options.config.KAFKA_BROKERS,
     ssl: await kafkaTls(options.config),
+    sasl: await kafkaSasl(options.config),
     codec: sealedPayloads(options.payloadKeys),
     clientId: options.clientId,
     topics: platformTopics(),

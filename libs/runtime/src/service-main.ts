@@ -9,6 +9,7 @@ import type { KeyProvider } from '@mission/crypto';
 import { onShutdownSignal } from './shutdown';
 import { PayloadKeySettings, resolvePayloadKeys } from './payload-keys';
 import { KafkaTlsSettings } from './tls-settings';
+import { KafkaSaslSettings } from './kafka-auth';
 import { BusSettings, platformKafkaBus } from './platform-bus';
 
 /** Environment of a back-end service running as its own process. */
@@ -20,6 +21,7 @@ export const ServiceConfigSchema = z.object({
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
   ...KafkaTlsSettings,
+  ...KafkaSaslSettings,
   ...BusSettings,
 });
 export type ServiceConfig = z.output<typeof ServiceConfigSchema>;

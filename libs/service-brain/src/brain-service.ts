@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
-import { Topics } from '@mission/contracts';
+import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import { openServiceDatabase, pingDatabase, RecordCipher, serviceRoleName } from '@mission/persistence';
 import type { KeyProvider } from '@mission/crypto';
@@ -15,7 +15,7 @@ import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-b
 import { TenantContentBytes1766793600000 } from './migrations/1766793600000-tenant-content-bytes';
 import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt-autovacuum';
 
-export const BRAIN_SERVICE_GROUP = 'brain-service';
+export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
 export interface BrainServiceOptions {
   readonly databaseUrl: string;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { BusSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
+import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Environment of the gateway when it runs as its own process. */
 export const GatewayConfigSchema = z.object({
@@ -20,6 +20,7 @@ export const GatewayConfigSchema = z.object({
   ...PayloadKeySettings,
   ...ServerTlsSettings,
   ...KafkaTlsSettings,
+  ...KafkaSaslSettings,
   ...BusSettings,
   ...RedisTlsSettings,
 });

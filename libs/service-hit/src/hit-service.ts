@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
-import { Topics } from '@mission/contracts';
+import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
 import { Housekeeper, openServiceDatabase, OutboxRelay, RecordCipher, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
@@ -13,8 +13,8 @@ import { CreateHitItems1763769600000 } from './migrations/1763769600000-create-h
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 import { SealHitContent1764892800000 } from './migrations/1764892800000-seal-hit-content';
 
-export const HIT_SERVICE_GROUP = 'hit-service';
-export const HIT_MISSION_EVENTS_GROUP = 'hit-service-mission-events';
+export const HIT_SERVICE_GROUP = ConsumerGroups.hitService;
+export const HIT_MISSION_EVENTS_GROUP = ConsumerGroups.hitMissionEvents;
 
 export interface HitServiceOptions {
   readonly databaseUrl: string;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { env } from '@mission/config';
-import { BusSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
+import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 /** Base64url of exactly 32 bytes: the AES-256-GCM key that encrypts the signing keys at rest. */
 export const KeyEncryptionKeySchema = z
@@ -33,6 +33,7 @@ export const IdpConfigSchema = z.object({
   ...PayloadKeySettings,
   ...ServerTlsSettings,
   ...KafkaTlsSettings,
+  ...KafkaSaslSettings,
   ...BusSettings,
   /** Test suites only: see parseTestPublishedKeys. */
   IDP_TEST_PUBLISHED_KEYS: z.string().optional(),

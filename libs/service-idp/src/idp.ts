@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { DataSource } from 'typeorm';
 import type { Registry } from 'prom-client';
-import { DomainError, ErrorCode, MessageTypes, SigningKeyRotationView, Topics } from '@mission/contracts';
+import { ConsumerGroups, DomainError, ErrorCode, MessageTypes, SigningKeyRotationView, Topics } from '@mission/contracts';
 import { KeyEncryptionKey } from '@mission/crypto';
 import { MessageBus } from '@mission/messaging';
 import { pingDatabase } from '@mission/persistence';
@@ -22,7 +22,7 @@ import { UsersRepository } from './users/users.repository';
 import { AuthenticationThrottle } from './oidc/authentication-throttle';
 import { createRateLimiter, type RateLimiter } from '@mission/rate-limit';
 
-export const IDP_GROUP = 'idp';
+export const IDP_GROUP = ConsumerGroups.idp;
 
 /** Requests in flight get this long to finish when the idp stops. */
 const SHUTDOWN_GRACE_MS = 10_000;

@@ -1,7 +1,7 @@
 import type { Registry } from 'prom-client';
 import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
-import { Topics } from '@mission/contracts';
+import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
 import { Housekeeper, openServiceDatabase, RecordCipher, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
@@ -19,10 +19,10 @@ import { expiredIdempotencyKeysSweep, MissionsRepository } from './missions/miss
 import { IDEMPOTENCY_TTL_HOURS, MissionsService } from './missions/missions.service';
 import { FinalMissionCache, type FinalMissionCacheOptions } from './missions/final-missions.cache';
 
-export const MISSION_SERVICE_GROUP = 'mission-service';
-export const MISSION_RUNNER_GROUP = 'mission-runner';
-export const MISSION_HIT_EVENTS_GROUP = 'mission-hit-events';
-export const MISSION_STEP_RESULTS_GROUP = 'mission-step-results';
+export const MISSION_SERVICE_GROUP = ConsumerGroups.missionService;
+export const MISSION_RUNNER_GROUP = ConsumerGroups.missionRunner;
+export const MISSION_HIT_EVENTS_GROUP = ConsumerGroups.missionHitEvents;
+export const MISSION_STEP_RESULTS_GROUP = ConsumerGroups.missionStepResults;
 /** How often running missions are checked for an overdue step reply. */
 const DUE_CHECK_INTERVAL_MS = 1_000;
 

@@ -3,7 +3,7 @@
  * topics and waiting for their leaders.
  */
 import type * as tls from 'node:tls';
-import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig } from 'kafkajs';
+import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig, SASLOptions } from 'kafkajs';
 import { BusLogger, consoleBusLogger, describe } from '../delivery';
 import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
 import { ProducerHandle } from './producers';
@@ -18,9 +18,9 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
   };
 }
 
-export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger): Kafka {
+export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
-  return new Kafka({ brokers, clientId, ssl, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  return new Kafka({ brokers, clientId, ssl, ...(sasl ? { sasl } : {}), logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
 }
 
 /** A kafkajs producer that knows whether it is connected; `send` takes kafkajs's `sendBatch` record. */
@@ -103,8 +103,9 @@ export async function ensureTopics(
   topics: ReadonlyArray<TopicSpec>,
   ssl?: tls.ConnectionOptions | boolean,
   logger: BusLogger = consoleBusLogger,
+  sasl?: SASLOptions,
 ): Promise<void> {
-  const admin = kafkaClient(brokers, 'ensure-topics', ssl, logger).admin();
+  const admin = kafkaClient(brokers, 'ensure-topics', ssl, logger, sasl).admin();
   await admin.connect();
   try {
     await ensureTopicsWith(admin, topics, logger);

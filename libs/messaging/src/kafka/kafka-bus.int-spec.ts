@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Kafka, logLevel, Partitioners, SASLOptions } from 'kafkajs';
 import { BusHealth, deadLetterTopic, HandlerOptions, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
 import { BusLogger } from '../delivery';
 import { runWithTenant } from '@mission/tenant-context';
@@ -14,6 +16,14 @@ if (!brokersVariable) {
   throw new Error('KAFKA_BROKERS is not set: run with `npx jest -c jest.integration.config.js` (its global setup starts Kafka) or export it');
 }
 const brokers = brokersVariable.split(',').map((broker) => broker.trim());
+/**
+ * The suite's broker authorizes every client by ACLs: these tests make topics and groups of their
+ * own, so they sign in as its administrator (a broker without SASL takes them as they are).
+ */
+const sasl: SASLOptions | undefined =
+  process.env.KAFKA_SASL_MECHANISM && process.env.KAFKA_CREDENTIALS_DIR
+    ? { mechanism: process.env.KAFKA_SASL_MECHANISM as 'scram-sha-512', username: 'admin', password: readFileSync(path.join(process.env.KAFKA_CREDENTIALS_DIR, 'admin.password'), 'utf8').trim() }
+    : undefined;
 
 /** Tenant handlers (the default) refuse messages without a tenant: the tests below send as this one. */
 const TENANT = randomUUID();
@@ -87,9 +97,9 @@ describeBusContract('kafka', async () => {
     { name: topics.unserved, partitions: 1 },
   ];
   const retry = { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 };
-  await ensureTopics(brokers, specs, undefined, logger);
+  await ensureTopics(brokers, specs, undefined, logger, sasl);
 
-  const kafka = new Kafka({ brokers, clientId: `contract-reader-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const kafka = new Kafka({ brokers, sasl, clientId: `contract-reader-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
   const admin = kafka.admin();
   await admin.connect();
   const groups = new Set<string>();
@@ -134,7 +144,7 @@ describeBusContract('kafka', async () => {
     topics,
     retry,
     // As deployed: every payload sealed under its tenant's data key.
-    createBus: () => new PerRunGroups(new KafkaBus({ brokers, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }), run, groups),
+    createBus: () => new PerRunGroups(new KafkaBus({ brokers, sasl, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }), run, groups),
     keysOnOnePartition: (topic, count) => {
       // The producer's own partitioner (murmur2 on the key, as the bus sends).
       const partitionOf = Partitioners.DefaultPartitioner();
@@ -175,13 +185,13 @@ describe('KafkaBus on a real broker', () => {
     for (const name of [topics.requests, topics.events, deadLetterTopic(topics.events), deadLetterTopic(topics.requests)]) created.add(name);
     return { ...topics, specs };
   };
-  const kafka = new Kafka({ brokers, clientId: `kafka-bus-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const kafka = new Kafka({ brokers, sasl, clientId: `kafka-bus-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
   const admin = kafka.admin();
   const raw = kafka.producer({ allowAutoTopicCreation: false });
   const buses: KafkaBus[] = [];
   const group = (name: string) => `${name}.${run}`;
   const newBus = (specs: TopicSpec[], options: Partial<ConstructorParameters<typeof KafkaBus>[0]> = {}): KafkaBus => {
-    const bus = new KafkaBus({ brokers, clientId: `it-${run}`, topics: specs, logger, retry: { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 }, ...options });
+    const bus = new KafkaBus({ brokers, sasl, clientId: `it-${run}`, topics: specs, logger, retry: { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 }, ...options });
     buses.push(bus);
     return bus;
   };
@@ -365,7 +375,7 @@ describe('KafkaBus with sealed payloads on a real broker', () => {
     { name: topics.events, partitions: 1 },
     { name: topics.requests, partitions: 1 },
   ];
-  const kafka = new Kafka({ brokers, clientId: `sealed-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
+  const kafka = new Kafka({ brokers, sasl, clientId: `sealed-it-${run}`, logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
   const admin = kafka.admin();
   const raw = kafka.producer({ allowAutoTopicCreation: false });
   const kek = KeyEncryptionKey.generate();
@@ -375,7 +385,7 @@ describe('KafkaBus with sealed payloads on a real broker', () => {
   const CANARY = `canary-${randomUUID()}`;
 
   const newBus = (codec = sealed()): KafkaBus => {
-    const bus = new KafkaBus({ brokers, clientId: `sealed-${run}`, topics: specs, logger, retry: { attempts: 1, initialBackoffMs: 10, maxBackoffMs: 10 }, codec });
+    const bus = new KafkaBus({ brokers, sasl, clientId: `sealed-${run}`, topics: specs, logger, retry: { attempts: 1, initialBackoffMs: 10, maxBackoffMs: 10 }, codec });
     buses.push(bus);
     return bus;
   };

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type * as tls from 'node:tls';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { optionalTenant, TENANT_HEADER } from '@mission/tenant-context';
-import { EachBatchPayload, Kafka, KafkaJSError, KafkaMessage, Message, Partitioners, ProducerBatch } from 'kafkajs';
+import { EachBatchPayload, Kafka, KafkaJSError, KafkaMessage, Message, Partitioners, ProducerBatch, SASLOptions } from 'kafkajs';
 import {
   BusHealth,
   BusMetrics,
@@ -45,7 +45,7 @@ import { ConsumerFleet, ConsumerPlan, KAFKA_CONSUMER_TIMEOUTS, partitionId } fro
 import { deadLetterHeaders, headersFromKafka, incomingFromKafka, isUnknownTopicError, mergeTopicSpecs, partitionConcurrency, replyTopicName, TopicSpec, whileBeating, withTimeout } from './kafka-mapping';
 import { BatchingSender, RenewingProducer } from './producers';
 
-export { ensureTopics, kafkaLogCreator } from './client';
+export { ensureTopics, kafkaClient, kafkaLogCreator } from './client';
 export { KAFKA_CONSUMER_TIMEOUTS, KAFKA_MAX_WAIT_MS } from './consumers';
 export { REQUEST_DEADLINE_HEADER } from './kafka-mapping';
 export type { TopicSpec } from './kafka-mapping';
@@ -54,6 +54,11 @@ export interface KafkaBusOptions {
   readonly brokers: string[];
   readonly clientId: string;
   readonly ssl?: tls.ConnectionOptions | boolean;
+  /**
+   * How this process signs in (SASL/SCRAM or PLAIN): its own principal, which the broker's ACLs
+   * allow only its own topics and groups (see `platformAcls`).
+   */
+  readonly sasl?: SASLOptions;
   /** Topics ensured at start (created when missing, never altered). */
   readonly topics?: ReadonlyArray<TopicSpec>;
   readonly retry?: RetryPolicy;
@@ -188,7 +193,7 @@ export class KafkaBus implements MessageBus {
     this.replies = new PendingReplies(this.logger);
     this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
     this.replyGroup = this.replyTopic;
-    this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger);
+    this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger, options.sasl);
     const renewed = (error: unknown) => this.logger.warn('Producer replaced after an error it cannot recover from', { error: describe(error) });
     const topicOf = (record: ProducerBatch) => (record.topicMessages?.length === 1 ? record.topicMessages[0].topic : undefined);
     this.producer = new RenewingProducer({
