@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, Kafka, logLevel, ResourcePatternTypes } from 'kafkajs';
+import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, Kafka, LogEntry, logLevel, ResourcePatternTypes } from 'kafkajs';
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { busAcls } from '@mission/runtime';
 import { kafkaAccessFromEnv, kafkaClientOptions, setUpKafkaAsAdmin } from '../support/kafka-access';
@@ -20,7 +20,14 @@ function clientAs(principal: string, password?: string, brokerErrors?: string[])
     ...(password ? { sasl: { mechanism: 'scram-sha-512' as const, username: principal, password } } : {}),
     clientId: `acl-test-${principal}`,
     logLevel: brokerErrors ? logLevel.DEBUG : logLevel.NOTHING,
-    ...(brokerErrors ? { logCreator: () => ({ log }: { log: { error?: unknown } }) => void (log.error !== undefined && brokerErrors.push(reasons(log.error) || String(log.error))) } : {}),
+    ...(brokerErrors
+      ? {
+          logCreator: () => (entry: LogEntry) => {
+            const error = (entry.log as { error?: unknown }).error;
+            if (error !== undefined) brokerErrors.push(reasons(error) || String(error));
+          },
+        }
+      : {}),
     retry: { retries: 0 },
     connectionTimeout: 3_000,
   });

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import * as models from 'kubernetes-models';
 import { Topic, TOPIC_PARTITIONS } from '@mission/contracts';
+import { busAcls } from '@mission/runtime';
 import { K8sObject, renderKustomization, strategicMerge } from '../support/kustomize';
 
 const root = path.join(__dirname, '..', '..');
@@ -106,6 +107,26 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
       expect(container.env.find((variable) => variable.name === 'KEK_FILE')?.value).toBe('/etc/mission/payload-kek/KEK');
       expect(spec.volumes.find((volume) => volume.name === 'payload-kek')?.secret?.secretName).toBe('payload-kek');
     }
+  });
+
+  it('signs every app in to Kafka as its own principal, mounting its own password and no other', () => {
+    type Pod = {
+      containers: Array<{ env: Array<{ name: string; value?: string }>; volumeMounts: Array<{ name: string; mountPath: string }> }>;
+      volumes: Array<{ name: string; secret?: { secretName: string } }>;
+    };
+    const secretsOf = (spec: Pod) => spec.volumes.flatMap((volume) => (volume.secret ? [volume.secret.secretName] : []));
+    for (const app of APPS) {
+      const spec = deployment(app).spec.template.spec as unknown as Pod;
+      const env = Object.fromEntries(spec.containers[0].env.map((variable) => [variable.name, variable.value]));
+      expect({ app, user: env.KAFKA_SASL_USERNAME, file: env.KAFKA_SASL_PASSWORD_FILE }).toEqual({ app, user: app, file: '/etc/mission/kafka/password' });
+      // The user is a principal the ACLs know (busAcls throws for an unknown one).
+      expect(busAcls(app).length).toBeGreaterThan(0);
+      expect(secretsOf(spec).filter((name) => name.endsWith('-kafka') || name === 'kafka-admin')).toEqual([`${app}-kafka`]);
+    }
+    // Only the setup Job holds the administrator's password, and no Deployment mounts it.
+    const holders = objects.filter((object) => JSON.stringify(object).includes('"secretName":"kafka-admin"')).map((object) => `${object.kind}/${object.metadata.name}`);
+    expect(holders).toEqual(['Job/kafka-setup']);
+    expect((index.get('ConfigMap/mission-platform') as { data?: Record<string, string> } | undefined)?.data?.KAFKA_SASL_MECHANISM).toBe('scram-sha-512');
   });
 
   it('commits no secret values: only references to Secrets', () => {
