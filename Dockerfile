@@ -1,5 +1,5 @@
 # One image recipe for every deployable: `docker build --build-arg APP=<app> .`
-# APP is one of: gateway, mission-service, brain-service, hit-service, idp, standalone.
+# APP is one of: gateway, mission-service, brain-service, hit-service, idp, standalone, kafka-setup.
 FROM node:20-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { AclOperationTypes, AclPermissionTypes, AclResourceTypes, Kafka, LogEntry, logLevel, ResourcePatternTypes } from 'kafkajs';
 import { ConsumerGroups, Topics } from '@mission/contracts';
-import { busAcls } from '@mission/runtime';
+import { KafkaBus } from '@mission/messaging';
+import { busAcls, platformTopics } from '@mission/runtime';
 import { kafkaAccessFromEnv, kafkaClientOptions, setUpKafkaAsAdmin } from '../support/kafka-access';
 
 const access = kafkaAccessFromEnv();
@@ -151,6 +152,19 @@ describeWithAuthorizer('Kafka principals and ACLs', () => {
     } finally {
       await admin.disconnect();
     }
+  });
+
+  it('stops a service that finds a topic missing with the reason, and starts it once the setup made them', async () => {
+    const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
+    const missing = `acl-test-missing-${randomUUID().slice(0, 8)}`;
+    const early = new KafkaBus({ ...kafkaClientOptions(access, 'brain-service'), clientId: 'brain-service', topics: [{ name: missing, partitions: 1 }], logger: silent });
+    await expect(early.start()).rejects.toThrow(new RegExp(`${missing} are missing and this client may not create them: run the platform's Kafka setup`));
+    await early.close().catch(() => undefined);
+    // With the platform's topics (made by the setup) it starts: its own reply topic is the one it creates.
+    const bus = new KafkaBus({ ...kafkaClientOptions(access, 'brain-service'), clientId: 'brain-service', topics: platformTopics(), logger: silent });
+    await expect(bus.start()).resolves.toBeUndefined();
+    expect(bus.replyTopic).toMatch(/^replies\.brain-service\./);
+    await bus.close();
   });
 
   it('the setup makes ACLs exactly what the platform declares: a stray grant is removed, a missing one restored', async () => {

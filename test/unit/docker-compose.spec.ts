@@ -2,7 +2,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { ServiceConfigSchema } from '@mission/runtime';
+import { busAcls, ServiceConfigSchema } from '@mission/runtime';
 import { BrainServiceConfigSchema } from '@mission/service-brain';
 import { GatewayConfigSchema } from '@mission/service-gateway';
 import { IdpConfigSchema } from '@mission/service-idp';
@@ -74,12 +74,17 @@ function dockerfileOf(service: ComposeService): string | undefined {
   return path.resolve(root, build.context ?? '.', build.dockerfile ?? 'Dockerfile');
 }
 
-/** The address clients in the compose network use for Kafka: the PLAINTEXT advertised listener. */
+/** The address clients in the compose network use for Kafka: the SASL_PLAINTEXT advertised listener. */
 function kafkaAddress(): string {
   const advertised = environmentOf('kafka').KAFKA_ADVERTISED_LISTENERS ?? '';
-  const plaintext = advertised.split(',').find((listener) => listener.startsWith('PLAINTEXT://'));
-  if (!plaintext) throw new Error('kafka advertises no PLAINTEXT listener');
-  return plaintext.slice('PLAINTEXT://'.length);
+  const listener = advertised.split(',').find((entry) => entry.startsWith('SASL_PLAINTEXT://'));
+  if (!listener) throw new Error('kafka advertises no SASL_PLAINTEXT listener');
+  return listener.slice('SASL_PLAINTEXT://'.length);
+}
+
+/** The compose secrets a service is given (the short form: names). */
+function secretsOf(service: string): string[] {
+  return ((compose.services[service] as { secrets?: Array<string | { source: string }> }).secrets ?? []).map((secret) => (typeof secret === 'string' ? secret : secret.source));
 }
 
 describe('docker-compose.yml', () => {
@@ -124,6 +129,18 @@ describe('docker-compose.yml', () => {
       expect(dependsOn(name).kafka).toEqual({ condition: 'service_healthy' });
     });
 
+    it('signs in to Kafka as its own user with its own password, given only that secret, after the setup made its ACLs', () => {
+      expect({ mechanism: environment.KAFKA_SASL_MECHANISM, user: environment.KAFKA_SASL_USERNAME, file: environment.KAFKA_SASL_PASSWORD_FILE }).toEqual({
+        mechanism: 'scram-sha-512',
+        user: app,
+        file: `/run/secrets/${app}-kafka`,
+      });
+      expect(busAcls(app).length).toBeGreaterThan(0);
+      expect(secretsOf(name)).toEqual([`${app}-kafka`]);
+      expect(secretsOf('kafka')).toContain(`${app}-kafka`);
+      expect(dependsOn(name)['kafka-setup']).toEqual({ condition: 'service_completed_successfully' });
+    });
+
     it('reaches PostgreSQL, when it uses a database, through the compose postgres service and waits until it is healthy', () => {
       if (environment.DATABASE_URL === undefined) {
         expect(dependsOn(name).postgres).toBeUndefined();
@@ -151,6 +168,14 @@ describe('docker-compose.yml', () => {
         expect({ dependency, reportsHealth }).toEqual({ dependency, reportsHealth: true });
       }
     });
+  });
+
+  it('runs the Kafka setup as the administrator, the only one besides the broker given its password', () => {
+    const setup = environmentOf('kafka-setup');
+    expect(setup).toMatchObject({ KAFKA_BROKERS: kafkaAddress(), KAFKA_SASL_USERNAME: 'admin', KAFKA_SASL_PASSWORD_FILE: '/run/secrets/kafka-admin' });
+    expect(Object.keys(compose.services).filter((service) => secretsOf(service).includes('kafka-admin')).sort()).toEqual(['kafka', 'kafka-setup']);
+    expect(dependsOn('kafka-setup').kafka).toEqual({ condition: 'service_healthy' });
+    expect(existsSync(path.join(root, 'tools', 'kafka', 'compose-broker.sh'))).toBe(true);
   });
 
   it('sets DATABASE_URL for every app whose process refuses to start without one', () => {

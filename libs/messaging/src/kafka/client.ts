@@ -39,6 +39,12 @@ export function producerHandle(kafka: Kafka, config: ProducerConfig): ProducerHa
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The kafkajs error types of an error and of the per-topic errors it gathers. */
+function authorizationTypes(error: unknown): string {
+  const { type, errors } = error as { type?: string; errors?: unknown[] };
+  return [type ?? '', ...(errors ?? []).map((inner) => (inner as { type?: string }).type ?? '')].join(' ');
+}
+
 /** Waits until every partition of `names` has a leader; returns their metadata. */
 export async function waitForLeaders(admin: Admin, names: string[], timeoutMs: number = TOPIC_TIMEOUT_MS): Promise<ITopicMetadata[]> {
   const deadline = Date.now() + timeoutMs;
@@ -73,15 +79,23 @@ export async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicS
   if (missing.length > 0) {
     // Leaders are awaited below, not here: kafkajs's own wait fails outright when another process
     // created one of these topics a moment ago and its metadata has not reached the broker yet.
-    await admin.createTopics({
-      topics: missing.map((topic) => ({
-        topic: topic.name,
-        numPartitions: topic.partitions,
-        ...(topic.maxMessageBytes ? { configEntries: [{ name: 'max.message.bytes', value: String(topic.maxMessageBytes) }] } : {}),
-      })),
-      waitForLeaders: false,
-      timeout: TOPIC_TIMEOUT_MS,
-    });
+    await admin
+      .createTopics({
+        topics: missing.map((topic) => ({
+          topic: topic.name,
+          numPartitions: topic.partitions,
+          ...(topic.maxMessageBytes ? { configEntries: [{ name: 'max.message.bytes', value: String(topic.maxMessageBytes) }] } : {}),
+        })),
+        waitForLeaders: false,
+        timeout: TOPIC_TIMEOUT_MS,
+      })
+      .catch((error: unknown) => {
+        // Under ACLs a service may create only its own reply topics: the platform's come from the setup.
+        if (/AUTHORIZATION_FAILED/.test(authorizationTypes(error))) {
+          throw new Error(`Topics ${missing.map((topic) => topic.name).join(', ')} are missing and this client may not create them: run the platform's Kafka setup (npm run kafka:setup) first`);
+        }
+        throw error;
+      });
   }
   const metadata = await waitForLeaders(
     admin,
