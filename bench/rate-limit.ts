@@ -98,6 +98,8 @@ interface Target {
 
 interface RunningTarget extends Target {
   readonly url: string;
+  /** The operations port: /metrics and the readiness details. */
+  readonly opsUrl: string;
   readonly path: string;
   readonly headers: Record<string, string>;
   readonly body: string;
@@ -152,8 +154,9 @@ async function waitReady(url: string, child: ChildProcess): Promise<void> {
 async function startTarget(target: Target): Promise<RunningTarget> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-bench-rate-limit-'));
   cleanups.push(() => rm(dataDir, { recursive: true, force: true }));
-  const [port, idpPort] = [await freePort(), await freePort()];
-  const child = startServer(target.name, { ...target.env, HOST: '127.0.0.1', PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir });
+  const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
+  const child = startServer(target.name, { ...target.env, HOST: '127.0.0.1', PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir });
+  const opsUrl = `http://127.0.0.1:${opsPort}`;
   cleanups.push(() => stopServer(child));
   const url = `http://127.0.0.1:${port}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
@@ -175,10 +178,10 @@ async function startTarget(target: Target): Promise<RunningTarget> {
   const body = await response.text();
   const limited = response.headers.get('ratelimit') !== null;
   if (limited !== (target.limiter === 'on')) throw new Error(`${target.name}: RateLimit field ${limited ? 'present' : 'absent'}, limiter ${target.limiter}`);
-  const mode = (await call(url, 'GET', '/health/ready')).body.details.rateLimits.mode;
+  const mode = (await call(opsUrl, 'GET', '/health/ready')).body.details.rateLimits.mode;
   const expectedMode = target.limiter === 'off' ? 'off' : target.wiring === 'redis' ? 'redis' : 'memory';
   if (mode !== expectedMode) throw new Error(`${target.name}: rate limits in mode ${mode}, expected ${expectedMode}`);
-  return { ...target, url, path: requestPath, headers, body };
+  return { ...target, url, opsUrl, path: requestPath, headers, body };
 }
 
 interface LoadResult {
@@ -222,7 +225,7 @@ async function commandCalls(redis: Redis): Promise<Record<string, number>> {
 
 /** Requests the server's limiter decided, from its /metrics. */
 async function decisions(target: RunningTarget): Promise<number> {
-  const text = await (await fetch(`${target.url}/metrics`)).text();
+  const text = await (await fetch(`${target.opsUrl}/metrics`)).text();
   return [...text.matchAll(/^rate_limit_decisions_total\{[^}]*\} (\d+)$/gm)].reduce((sum, match) => sum + Number(match[1]), 0);
 }
 

@@ -147,7 +147,7 @@ export async function startEmbedded(context: TargetContext): Promise<PreparedTar
     await killOrphanPostgres(path.join(dataDir, 'postgres'), log);
     await rm(dataDir, { recursive: true, force: true });
   });
-  const [port, idpPort] = await distinctFreePorts(2);
+  const [port, idpPort, opsPort] = await distinctFreePorts(3);
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const server = startServer('standalone', 'apps/standalone/src/main.ts', {
     ...context.serverEnv,
@@ -155,6 +155,7 @@ export async function startEmbedded(context: TargetContext): Promise<PreparedTar
     HOST: '127.0.0.1',
     PORT: String(port),
     IDP_PORT: String(idpPort),
+    OPS_PORT: String(opsPort),
     DATA_DIR: dataDir,
   });
   let unclean: string[] = [];

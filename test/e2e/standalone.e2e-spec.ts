@@ -8,8 +8,8 @@ import { testSigningKeyEnv } from '../support/test-signing-key';
 
 describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bus)', async () => {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-e2e-'));
-  const [port, idpPort] = [await freePort(), await freePort()];
-  const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir, IDP_KEY_PUBLISH_DELAY_SECONDS: '2', GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS), ...testSigningKeyEnv() };
+  const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
+  const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir, IDP_KEY_PUBLISH_DELAY_SECONDS: '2', GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS), ...testSigningKeyEnv() };
   for (const name of ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_KEY_ENCRYPTION_KEY', 'KEK', 'KEK_FILE', 'KEK_PREVIOUS']) env[name] = '';
   const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', env);
   const gatewayUrl = `http://127.0.0.1:${port}`;
@@ -22,6 +22,7 @@ describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bu
 
   return {
     gatewayUrl,
+    opsUrl: `http://127.0.0.1:${opsPort}`,
     requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: `http://127.0.0.1:${idpPort}`,
     admin,

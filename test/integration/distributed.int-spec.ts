@@ -12,6 +12,7 @@ describeGatewayScenarios('separate processes on Kafka and PostgreSQL', async () 
   });
   return {
     gatewayUrl: stack.gatewayUrl,
+    opsUrl: stack.opsUrl('gateway'),
     requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: stack.issuer,
     admin: stack.admin,

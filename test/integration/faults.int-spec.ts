@@ -256,7 +256,7 @@ describe('Fault tolerance of the distributed deployment', () => {
     let watching = true;
     const watcher = (async () => {
       while (watching) {
-        const seen = await fetch(`${stack.baseUrl('mission-service')}/health/ready`)
+        const seen = await fetch(`${stack.opsUrl('mission-service')}/health/ready`)
           .then(async (response) => `${response.status}${((await response.json()) as { details?: { draining?: boolean } }).details?.draining ? ' draining' : ''}`)
           .catch(() => 'refused');
         if (readiness.at(-1) !== seen) readiness.push(seen);

@@ -24,10 +24,10 @@ describe('HTTP fuzzing of the gateway (all-in-one process)', () => {
 
   beforeAll(async () => {
     dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-fuzz-'));
-    const [port, idpPort] = [await freePort(), await freePort()];
+    const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
     gatewayUrl = `http://127.0.0.1:${port}`;
     const issuer = `http://127.0.0.1:${idpPort}`;
-    const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), DATA_DIR: dataDir, GATEWAY_REQUEST_TIMEOUT_SECONDS: '10' };
+    const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir, GATEWAY_REQUEST_TIMEOUT_SECONDS: '10' };
     for (const name of ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_KEY_ENCRYPTION_KEY', 'KEK', 'KEK_FILE', 'KEK_PREVIOUS']) env[name] = '';
     standalone = startProcess('standalone', 'apps/standalone/src/main.ts', env);
     await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone]);

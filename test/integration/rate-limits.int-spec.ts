@@ -27,17 +27,20 @@ describe('Rate limits across gateway replicas', () => {
   let adminToken: string;
   const extraGateways: RunningProcess[] = [];
   let replicaUrl: string;
+  let replicaOps: string;
   let isolatedUrl: string;
+  let isolatedOps: string;
   let isolated: RunningProcess;
   let ownRedis: OwnRedisServer;
 
-  async function startGateway(name: string, redisUrl: string): Promise<{ url: string; process: RunningProcess }> {
-    const port = await freePort();
+  async function startGateway(name: string, redisUrl: string): Promise<{ url: string; opsUrl: string; process: RunningProcess }> {
+    const [port, opsPort] = [await freePort(), await freePort()];
     const child = startProcess(name, 'apps/gateway/src/main.ts', {
       ...kafkaEnvFor(kafkaAccessFromEnv(), 'gateway'),
       KEK: stack.kek,
       HOST: '127.0.0.1',
       PORT: String(port),
+      OPS_PORT: String(opsPort),
       // A replica behind the same public address: tokens carry that audience.
       PUBLIC_URL: stack.gatewayUrl,
       IDP_ISSUER: stack.issuer,
@@ -48,7 +51,7 @@ describe('Rate limits across gateway replicas', () => {
     extraGateways.push(child);
     const url = `http://127.0.0.1:${port}`;
     await waitUntilReady(`${url}/health/ready`, [child], 120_000);
-    return { url, process: child };
+    return { url, opsUrl: `http://127.0.0.1:${opsPort}`, process: child };
   }
 
   async function tenant(name: string): Promise<Tenant> {
@@ -80,7 +83,7 @@ describe('Rate limits across gateway replicas', () => {
 
   const admitted = (statuses: readonly number[]): number => statuses.filter((status) => status === 400).length;
 
-  /** Requests the gateways admitted from their own fallback buckets so far (their /metrics). */
+  /** Requests the gateways admitted from their own fallback buckets so far (their /metrics, on their operations ports). */
   async function admittedByFallback(urls: readonly string[]): Promise<number> {
     const counts = await Promise.all(
       urls.map(async (url) => {
@@ -94,9 +97,9 @@ describe('Rate limits across gateway replicas', () => {
   beforeAll(async () => {
     stack = await startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     adminToken = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
-    replicaUrl = (await startGateway('gateway-replica', process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379')).url;
+    ({ url: replicaUrl, opsUrl: replicaOps } = await startGateway('gateway-replica', process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379'));
     ownRedis = await startOwnRedisServer();
-    ({ url: isolatedUrl, process: isolated } = await startGateway('gateway-own-redis', ownRedis.url));
+    ({ url: isolatedUrl, opsUrl: isolatedOps, process: isolated } = await startGateway('gateway-own-redis', ownRedis.url));
   }, 240_000);
 
   afterAll(async () => {
@@ -108,11 +111,11 @@ describe('Rate limits across gateway replicas', () => {
 
   it('keeps one budget for a tenant hammered through two gateways at once', async () => {
     const busy = await tenant('Hammered');
-    const fallbackBefore = await admittedByFallback([stack.gatewayUrl, replicaUrl]);
+    const fallbackBefore = await admittedByFallback([stack.opsUrl('gateway'), replicaOps]);
     const { statuses, seconds } = await hammer([stack.gatewayUrl, replicaUrl], busy, 3_000);
     // A Redis call slower than its 200 ms timeout (a starved machine) is decided from the
     // replica's own bucket by design: those admissions are outside the shared budget.
-    const fallback = (await admittedByFallback([stack.gatewayUrl, replicaUrl])) - fallbackBefore;
+    const fallback = (await admittedByFallback([stack.opsUrl('gateway'), replicaOps])) - fallbackBefore;
     const total = statuses.flat();
     expect(total.every((status) => status === 400 || status === 429)).toBe(true);
     expect(statuses.map((seen) => [admitted(seen) > 0, seen.includes(429)])).toEqual([
@@ -146,8 +149,8 @@ describe('Rate limits across gateway replicas', () => {
   });
 
   it('serves from per-replica memory while its Redis is down, says so, and shares again once it is back', async () => {
-    const readiness = async () => (await call(isolatedUrl, 'GET', '/health/ready')).body;
-    const metrics = async () => (await call(isolatedUrl, 'GET', '/metrics')).body as string;
+    const readiness = async () => (await call(isolatedOps, 'GET', '/health/ready')).body;
+    const metrics = async () => (await call(isolatedOps, 'GET', '/metrics')).body as string;
     expect((await readiness()).details.rateLimits).toMatchObject({ up: true, mode: 'redis' });
     const before = await tenant('Before the outage');
     expect((await request(isolatedUrl, before)).status).toBe(400);

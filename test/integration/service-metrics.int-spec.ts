@@ -38,7 +38,7 @@ describe('Metrics and traces in the distributed deployment', () => {
     expect(submitted.status).toBe(202);
     expect((await waitForMission(stack.gatewayUrl, token, submitted.body.id)).status).toBe('succeeded');
 
-    const response = await fetch(`${stack.baseUrl('mission-service')}/metrics`);
+    const response = await fetch(`${stack.opsUrl('mission-service')}/metrics`);
     expect(response.status).toBe(200);
     const text = await response.text();
     expect(sample(text, 'bus_handle_duration_seconds_count', { service: 'mission-service', topic: 'mission.requests.v1', group: 'mission-service', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
@@ -50,12 +50,12 @@ describe('Metrics and traces in the distributed deployment', () => {
     expect(text).not.toContain(tenant.body.id);
     expect(text).not.toContain(submitted.body.id);
 
-    const brain = await (await fetch(`${stack.baseUrl('brain-service')}/metrics`)).text();
+    const brain = await (await fetch(`${stack.opsUrl('brain-service')}/metrics`)).text();
     expect(sample(brain, 'bus_handle_duration_seconds_count', { service: 'brain-service', topic: 'brain.requests.v1', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(brain, 'db_pool_connections', { schema: 'brain', state: 'idle' })).toBeGreaterThanOrEqual(0);
 
     // The identity provider: token requests by route, its bus (tenant provisioning) and its database pool.
-    const idpResponse = await fetch(`${stack.issuer}/metrics`);
+    const idpResponse = await fetch(`${stack.opsUrl('idp')}/metrics`);
     expect(idpResponse.status).toBe(200);
     const idp = await idpResponse.text();
     expect(sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'POST', route: '/token', status_code: '200' })).toBeGreaterThanOrEqual(2);

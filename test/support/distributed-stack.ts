@@ -23,8 +23,8 @@ export interface DistributedStack {
   readonly database: TestDatabase;
   /** The payload key-encryption key every app was given (a test that talks to Kafka itself needs it). */
   readonly kek: string;
-  /** Where an app serves /health and /metrics: the gateway's and idp's own URL, a service's health port. */
-  baseUrl(name: AppName): string;
+  /** Where an app serves /metrics and /health with details: its operations port (a service's health port). */
+  opsUrl(name: AppName): string;
   /** The running process of an app (replaced by restart()). */
   process(name: AppName): RunningProcess;
   /**
@@ -46,20 +46,21 @@ export interface DistributedStack {
 export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
   const database = await createTestDatabase(adminPostgresUrl);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
-  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth, gatewayOps, idpOps] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
   const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
   const kek = randomBytes(32).toString('base64url');
   const common = { HOST: '127.0.0.1', KEK: kek, ...extraEnv };
 
-  const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string }> = {
+  const apps: Record<AppName, { entry: string; env: Record<string, string>; ready: string; ops: string }> = {
     idp: {
       entry: 'apps/idp/src/main.ts',
       env: {
         ...common,
         ...kafkaEnvFor(kafka, 'idp'),
         PORT: String(idpPort),
+        OPS_PORT: String(idpOps),
         IDP_ISSUER: issuer,
         GATEWAY_AUDIENCE: gatewayUrl,
         DATABASE_URL: database.url,
@@ -71,26 +72,31 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
         ...testSigningKeyEnv(),
       },
       ready: `${issuer}/health/ready`,
+      ops: `http://127.0.0.1:${idpOps}`,
     },
     'mission-service': {
       entry: 'apps/mission-service/src/main.ts',
       env: { ...common, ...kafkaEnvFor(kafka, 'mission-service'), HEALTH_PORT: String(missionHealth), DATABASE_URL: database.url },
       ready: `http://127.0.0.1:${missionHealth}/health/ready`,
+      ops: `http://127.0.0.1:${missionHealth}`,
     },
     'brain-service': {
       entry: 'apps/brain-service/src/main.ts',
       env: { ...common, ...kafkaEnvFor(kafka, 'brain-service'), HEALTH_PORT: String(brainHealth), DATABASE_URL: database.url, BRAIN_INDEX_KEY: randomBytes(32).toString('base64') },
       ready: `http://127.0.0.1:${brainHealth}/health/ready`,
+      ops: `http://127.0.0.1:${brainHealth}`,
     },
     'hit-service': {
       entry: 'apps/hit-service/src/main.ts',
       env: { ...common, ...kafkaEnvFor(kafka, 'hit-service'), HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url },
       ready: `http://127.0.0.1:${hitHealth}/health/ready`,
+      ops: `http://127.0.0.1:${hitHealth}`,
     },
     gateway: {
       entry: 'apps/gateway/src/main.ts',
-      env: { ...common, ...kafkaEnvFor(kafka, 'gateway'), PORT: String(gatewayPort), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
+      env: { ...common, ...kafkaEnvFor(kafka, 'gateway'), PORT: String(gatewayPort), OPS_PORT: String(gatewayOps), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
       ready: `${gatewayUrl}/health/ready`,
+      ops: `http://127.0.0.1:${gatewayOps}`,
     },
   };
   const names = Object.keys(apps) as AppName[];
@@ -118,7 +124,7 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
     admin,
     database,
     kek,
-    baseUrl: (name) => apps[name].ready.replace(/\/health\/ready$/, ''),
+    opsUrl: (name) => apps[name].ops,
     process: (name) => {
       const child = running.get(name);
       if (!child) throw new Error(`No process ${name}`);

@@ -41,12 +41,13 @@ export async function startEmbeddedBrainStack(options: {
   });
   const indexSecret = randomBytes(32);
   const kek = KeyEncryptionKey.generate();
-  const [port, idpPort] = [await freePort(), await freePort()];
+  const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', {
     ...options.env,
     PORT: String(port),
     IDP_PORT: String(idpPort),
+    OPS_PORT: String(opsPort),
     DATA_DIR: path.join(workDir, 'data'),
     DATABASE_URL: postgres.url,
     BRAIN_INDEX_KEY: indexSecret.toString('base64'),

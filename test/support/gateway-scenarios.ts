@@ -16,6 +16,8 @@ export const SCENARIO_REQUEST_TIMEOUT_SECONDS = 4;
 
 export interface Deployment {
   readonly gatewayUrl: string;
+  /** The gateway's operations port: /metrics and the readiness details (never the public port). */
+  readonly opsUrl: string;
   /** GATEWAY_REQUEST_TIMEOUT_SECONDS of the deployment's gateway. */
   readonly requestTimeoutSeconds: number;
   readonly issuer: string;
@@ -434,21 +436,29 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     describeOpenApiScenarios(context);
 
     describe('operations', () => {
-      it('reports liveness and readiness with details', async () => {
+      it('reports liveness and readiness on the public port without details, and the details on the operations port', async () => {
         expect((await call(deployment.gatewayUrl, 'GET', '/health/live')).status).toBe(200);
-        const ready = await call(deployment.gatewayUrl, 'GET', '/health/ready');
+        const publicReady = await call(deployment.gatewayUrl, 'GET', '/health/ready');
+        expect(publicReady.status).toBe(200);
+        expect(publicReady.body).toEqual({ status: 'up' });
+        const ready = await call(deployment.opsUrl, 'GET', '/health/ready');
         expect(ready.status).toBe(200);
         expect(ready.body.status).toBe('up');
         expect(ready.body.details.bus.up).toBe(true);
         // The idp's signing keys can be fetched: tokens can be checked.
         expect(ready.body.details.identityProvider.up).toBe(true);
+        // The identity provider's public port answers up or down, nothing more, and no metrics.
+        expect((await call(deployment.issuer, 'GET', '/health/ready')).body).toEqual({ status: 'up' });
+        expect((await call(deployment.issuer, 'GET', '/metrics')).status).toBe(404);
       });
 
       it('serves Prometheus metrics by route template and status, bus traffic by topic, and never a tenant id', async () => {
         const missionId = (await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title: 'Metrics', objective: 'Count me' } })).body.id;
         expect((await call(deployment.gatewayUrl, 'GET', `/api/missions/${missionId}`, { token: tenantA.token })).status).toBe(200);
         expect((await call(deployment.gatewayUrl, 'GET', '/api/missions/no-such-mission', { token: tenantA.token })).status).toBe(404);
-        const response = await call(deployment.gatewayUrl, 'GET', '/metrics');
+        // Not on the public port: what the platform does is for its operators only.
+        expect((await call(deployment.gatewayUrl, 'GET', '/metrics')).status).toBe(404);
+        const response = await call(deployment.opsUrl, 'GET', '/metrics');
         expect(response.status).toBe(200);
         expect(response.headers.get('content-type')).toContain('text/plain');
         const text = response.body as string;

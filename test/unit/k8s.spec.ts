@@ -145,6 +145,14 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
       const port = Number(annotations['prometheus.io/port']);
       const served = (deployment(app).spec.template.spec.containers[0] as { ports?: Array<{ containerPort: number }> }).ports?.map((p) => p.containerPort) ?? [];
       expect({ app, served: served.includes(port), admitted: admitted.has(port) }).toEqual({ app, served: true, admitted: true });
+      // The metrics port is not the one the world may reach: no policy opens it to every source.
+      const labels = deployment(app).spec.template.metadata.labels;
+      const openPorts = objects
+        .filter((object) => object.kind === 'NetworkPolicy')
+        .map((object) => object as K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }> } })
+        .filter((policy) => Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labels[key] === value))
+        .flatMap((policy) => (policy.spec.ingress ?? []).filter((rule) => rule.from === undefined).flatMap((rule) => (rule.ports ?? []).map((p) => p.port)));
+      expect({ app, open: openPorts.includes(port) }).toEqual({ app, open: false });
     }
   });
 

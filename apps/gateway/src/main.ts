@@ -1,8 +1,8 @@
 import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
-import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls } from '@mission/runtime';
-import { createGateway, GatewayConfigSchema } from '@mission/service-gateway';
+import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
+import { createGateway, GatewayConfigSchema, GatewayReadiness } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
   const config = loadConfig(GatewayConfigSchema);
@@ -30,10 +30,14 @@ async function main(): Promise<void> {
     metrics,
   });
   await app.listen(config.PORT, config.HOST);
-  logger.info({ port: config.PORT, tls: Boolean(tls) }, 'Gateway listening');
+  // Metrics and readiness details on a port of their own, which only monitoring may reach.
+  const readiness = app.get(GatewayReadiness);
+  const ops = await startHealthServer(config.HOST, config.OPS_PORT, () => readiness.check(), metrics);
+  logger.info({ port: config.PORT, opsPort: ops.port, tls: Boolean(tls) }, 'Gateway listening');
   onShutdownSignal(logger, async () => {
     await app.close();
     await bus.close();
+    await ops.close();
   });
 }
 

@@ -1,7 +1,7 @@
 import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
-import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, runMigrationsOnly, serverTls } from '@mission/runtime';
+import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, runMigrationsOnly, serverTls, startHealthServer } from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */
@@ -35,10 +35,14 @@ async function main(): Promise<void> {
     await idp.stop();
     throw error;
   }
+  // Metrics and readiness details on a port of their own, which only monitoring may reach.
+  const ops = await startHealthServer(config.HOST, config.OPS_PORT, () => idp.ready(), metrics);
+  logger.info({ port: config.PORT, opsPort: ops.port }, 'Identity provider listening');
   onShutdownSignal(logger, async () => {
     // The bus first: its handlers write to the database that idp.stop() closes.
     await bus.close();
     await idp.stop();
+    await ops.close();
   });
 }
 

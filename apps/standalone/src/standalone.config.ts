@@ -9,6 +9,8 @@ const StandaloneConfigSchema = z
     PORT: env.port(3000),
     HOST: z.string().default('127.0.0.1'),
     IDP_PORT: env.port(3001),
+    /** /metrics and /health with details for the whole process (the public ports answer only up or down). */
+    OPS_PORT: env.port(3002),
     PUBLIC_URL: env.url(['http', 'https']).optional(),
     IDP_ISSUER: env.url(['http', 'https']).optional(),
     DATA_DIR: z.string().default('./.data'),

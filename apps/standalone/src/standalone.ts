@@ -1,17 +1,19 @@
 import path from 'node:path';
-import { createGateway } from '@mission/service-gateway';
+import { createGateway, GatewayReadiness } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { assertHttpsIssuer, busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls } from '@mission/runtime';
+import { assertHttpsIssuer, busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
 export interface StandaloneHandle {
   readonly gatewayUrl: string;
+  /** /metrics and /health with details (plain HTTP, on HOST). */
+  readonly opsUrl: string;
   readonly issuer: string;
   stop(): Promise<void>;
 }
@@ -44,7 +46,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       logger.info({ dataDir }, 'Embedded PostgreSQL started');
     }
 
-    // One process, one registry: the gateway's /metrics shows every part.
+    // One process, one registry: the operations port's /metrics shows every part.
     const metrics = createMetricsRegistry('mission-service');
     // On Kafka the other processes must open what this one seals: the KEK is then configured, never generated.
     const payloadKeys = await resolvePayloadKeys(config, { generateIn: config.KAFKA_BROKERS ? undefined : dataDir });
@@ -109,8 +111,13 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     });
     await gateway.listen(config.PORT, config.HOST);
     stops.push(() => gateway.close());
-    logger.info({ gateway: config.PUBLIC_URL, issuer: config.IDP_ISSUER }, 'Mission Service is up');
-    return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, stop: stopAll };
+    // One process, one operations port: every part's metrics and the readiness details.
+    const readiness = gateway.get(GatewayReadiness);
+    const ops = await startHealthServer(config.HOST, config.OPS_PORT, () => readiness.check(), metrics);
+    stops.push(() => ops.close());
+    const opsUrl = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${ops.port}`;
+    logger.info({ gateway: config.PUBLIC_URL, issuer: config.IDP_ISSUER, operations: opsUrl }, 'Mission Service is up');
+    return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, opsUrl, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

@@ -342,7 +342,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Readiness: the dependencies this process uses, with details (503 when one is down) */
+        /** Readiness: up when every dependency this process uses answers (503 when one does not); the details are on the operations port */
         get: operations["ready"];
         put?: never;
         post?: never;
@@ -366,23 +366,6 @@ export interface paths {
          * @description JSON-RPC messages of an MCP client. Tools: submit_mission, get_mission, list_missions, query_brain, ingest_document, list_pending_hits, approve_hit, reject_hit; each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. One JSON-RPC message per request: a batch (an array) is refused with 400 `validation_failed`, as the revisions served have no batches; every request takes one token of the tenant's rate limit. GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.
          */
         post: operations["mcp"];
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
-    "/metrics": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /** Prometheus metrics (text exposition format) */
-        get: operations["metrics"];
-        put?: never;
-        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -3124,6 +3107,11 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "up"
+                     *     }
+                     */
                     "application/json": {
                         details?: Record<string, never>;
                         /** @enum {unknown} */
@@ -3263,27 +3251,6 @@ export interface operations {
                 };
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
-    metrics: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Metrics */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["X-Request-Id"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    "text/plain": string;
                 };
             };
         };

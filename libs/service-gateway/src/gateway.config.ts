@@ -5,6 +5,8 @@ import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, R
 /** Environment of the gateway when it runs as its own process. */
 export const GatewayConfigSchema = z.object({
   PORT: env.port(3000),
+  /** The operations port: /metrics and /health with details, for monitoring only (never the public port). */
+  OPS_PORT: env.port(9090),
   HOST: z.string().default('0.0.0.0'),
   PUBLIC_URL: env.url(['http', 'https']),
   IDP_ISSUER: env.url(['http', 'https']),

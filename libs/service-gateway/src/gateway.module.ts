@@ -8,9 +8,9 @@ import { TokenVerifier } from './auth/token-verifier';
 import { BrainController } from './brain/brain.controller';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from './gateway.options';
 import { HealthController } from './health/health.controller';
+import { GatewayReadiness } from './health/readiness';
 import { HitsController } from './hits/hits.controller';
 import { ProblemFilter } from './http/problem.filter';
-import { MetricsController } from './metrics/metrics.controller';
 import { METRICS } from './metrics/metrics.registry';
 import { McpController } from './mcp/mcp.controller';
 import { McpEndpoint } from './mcp/mcp.endpoint';
@@ -27,7 +27,7 @@ export class GatewayModule {
   static forRoot(options: GatewayOptions): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [MissionsController, BrainController, HitsController, McpController, AdminController, AdminKeysController, ProtectedResourceController, HealthController, MetricsController],
+      controllers: [MissionsController, BrainController, HitsController, McpController, AdminController, AdminKeysController, ProtectedResourceController, HealthController],
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },
@@ -37,6 +37,7 @@ export class GatewayModule {
         },
         { provide: METRICS, useFactory: () => options.metrics ?? new Registry() },
         TenantRateLimiter,
+        GatewayReadiness,
         MissionOperations,
         BrainOperations,
         HitOperations,

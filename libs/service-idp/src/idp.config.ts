@@ -14,6 +14,8 @@ export const KeyPublishDelaySchema = env.positiveInt(600);
 /** Environment of the idp running as its own process. */
 export const IdpConfigSchema = z.object({
   PORT: env.port(3001),
+  /** The operations port: /metrics and /health with details, for monitoring only (never the public port). */
+  OPS_PORT: env.port(9090),
   HOST: z.string().default('0.0.0.0'),
   IDP_ISSUER: env.url(['http', 'https']),
   GATEWAY_AUDIENCE: env.url(['http', 'https']),

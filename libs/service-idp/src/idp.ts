@@ -62,7 +62,7 @@ export interface IdpOptions {
   /** The bootstrap operator client (scope platform:admin). Held in memory only, as a hash. */
   readonly adminClient: { readonly clientId: string; readonly clientSecret: string };
   readonly logger?: IdpLogger;
-  /** Where the idp's metrics go (HTTP requests by route, database pool); served at `/metrics`. */
+  /** Where the idp's metrics go (HTTP requests by route, database pool); served on the operations port's `/metrics`. */
   readonly metrics?: Registry;
   /** Tests only (parseTestPublishedKeys): extra public keys in the JWKS. */
   readonly testPublishedKeys?: readonly PublishedPublicKey[];

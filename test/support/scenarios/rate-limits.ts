@@ -147,9 +147,9 @@ export function describeRateLimitScenarios(context: ScenarioContext): void {
     });
 
     it('shows where limits are kept in readiness and counts decisions in the metrics', async () => {
-      const ready = await call(gateway(), 'GET', '/health/ready');
+      const ready = await call(context.deployment.opsUrl, 'GET', '/health/ready');
       expect(ready.body.details.rateLimits).toMatchObject({ up: true, mode: expect.stringMatching(/^(memory|redis)$/) });
-      const metrics = await call(gateway(), 'GET', '/metrics');
+      const metrics = await call(context.deployment.opsUrl, 'GET', '/metrics');
       expect(metrics.status).toBe(200);
       expect(metrics.headers.get('content-type')).toContain('text/plain');
       const store = ready.body.details.rateLimits.mode;

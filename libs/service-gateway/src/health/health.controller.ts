@@ -1,21 +1,18 @@
-import { Controller, Get, Header, Inject, Res } from '@nestjs/common';
+import { Controller, Get, Header, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
 import { Public } from '../auth/auth.decorators';
 import { Operation } from '../openapi/operation';
-import { TokenVerifier } from '../auth/token-verifier';
-import { BUS, GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
-import { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
-import type { MessageBus } from '@mission/messaging';
+import { GatewayReadiness } from './readiness';
 
+/**
+ * Health for load balancers and probes on the public port: up or down, nothing more. Which
+ * dependency is down, and the metrics, are served on the operations port (OPS_PORT), which only
+ * the monitoring namespace may reach.
+ */
 @Controller('health')
 @Public()
 export class HealthController {
-  constructor(
-    @Inject(BUS) private readonly bus: MessageBus,
-    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
-    private readonly verifier: TokenVerifier,
-    private readonly rateLimits: TenantRateLimiter,
-  ) {}
+  constructor(private readonly readiness: GatewayReadiness) {}
 
   @Get('live')
   @Header('Cache-Control', 'no-store')
@@ -35,19 +32,14 @@ export class HealthController {
   @Operation({
     operationId: 'ready',
     tag: 'Discovery and operations',
-    summary: 'Readiness: the dependencies this process uses, with details (503 when one is down)',
+    summary: 'Readiness: up when every dependency this process uses answers (503 when one does not); the details are on the operations port',
     access: 'public',
-    success: { status: 200, description: 'Ready', schema: 'health' },
+    success: { status: 200, description: 'Ready', schema: 'health', example: { status: 'up' } },
     problems: [503],
   })
-  async ready(@Res({ passthrough: true }) reply: FastifyReply): Promise<{ status: 'up' | 'down'; details: Record<string, unknown> }> {
-    const bus = this.bus.health();
-    const identity = await this.verifier.reachable();
-    const extra = (await this.options.readiness?.()) ?? {};
-    // Rate limits never fail readiness: without Redis they are served per replica, shown here.
-    const details: Record<string, { up: boolean }> = { bus, identityProvider: { up: identity }, rateLimits: this.rateLimits.health(), ...extra };
-    const up = Object.values(details).every((check) => check.up);
+  async ready(@Res({ passthrough: true }) reply: FastifyReply): Promise<{ status: 'up' | 'down' }> {
+    const { up } = await this.readiness.check();
     void reply.status(up ? 200 : 503);
-    return { status: up ? 'up' : 'down', details };
+    return { status: up ? 'up' : 'down' };
   }
 }

@@ -79,7 +79,6 @@ describe('OpenAPI document', () => {
         'GET /.well-known/oauth-protected-resource',
         'GET /health/live',
         'GET /health/ready',
-        'GET /metrics',
       ].sort(),
     );
     const ids = operations().map(([, , operation]) => operation.operationId);

@@ -14,7 +14,7 @@ export interface IdpServerOptions {
   readonly handle: (req: http.IncomingMessage, res: http.ServerResponse) => Promise<void>;
   readonly ready: () => Promise<Readiness>;
   readonly onError: (error: unknown) => void;
-  /** Served at `/metrics`; every request is observed in its HTTP histogram. */
+  /** Every request is observed in its HTTP histogram (the registry is served on the operations port, not here). */
   readonly metrics?: Registry;
   /** HTTPS (TLS 1.2 or later) with this certificate chain and key, PEM; plain HTTP when absent. */
   readonly tls?: { readonly cert: string; readonly key: string };
@@ -48,7 +48,6 @@ const FIXED_ROUTES = new Set([
   '/session/end/success',
   '/health/live',
   '/health/ready',
-  '/metrics',
 ]);
 
 /**
@@ -81,27 +80,13 @@ export function createIdpServer(options: IdpServerOptions): http.Server {
         requests.observe({ method: req.method ?? 'GET', route: idpRoute(path), status_code: String(res.statusCode) }, seconds);
       });
     }
-    if (path === '/metrics' && options.metrics) {
-      if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { status: 'method not allowed' }, { allow: 'GET, HEAD' });
-      const registry = options.metrics;
-      registry
-        .metrics()
-        .then((text) => {
-          res.writeHead(200, { 'content-type': registry.contentType, 'cache-control': 'no-store' });
-          res.end(text);
-        })
-        .catch((error: unknown) => {
-          options.onError(error);
-          sendJson(res, 500, { status: 'metrics unavailable' });
-        });
-      return;
-    }
     if (HEALTH_PATHS.has(path)) {
       if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { status: 'method not allowed' }, { allow: 'GET, HEAD' });
       if (path === '/health/live') return sendJson(res, 200, { status: 'up' });
       options
         .ready()
-        .then((readiness) => sendJson(res, readiness.up ? 200 : 503, { status: readiness.up ? 'up' : 'down', details: readiness.details }))
+        // Up or down only: which dependency is down is for the operations port (OPS_PORT).
+        .then((readiness) => sendJson(res, readiness.up ? 200 : 503, { status: readiness.up ? 'up' : 'down' }))
         .catch((error: unknown) => {
           options.onError(error);
           sendJson(res, 503, { status: 'down' });
