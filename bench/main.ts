@@ -11,6 +11,8 @@
  *   brain       query latency at 100k chunks in one tenant and ingestion throughput (bench/brain.ts)
  *   encryption  payload encryption on versus off: at rest, on the bus, and end to end for scale
  *               (bench/encryption.ts)
+ *   idp-throttle  other tenants' token requests while wrong secrets arrive at 50 a second
+ *               (bench/idp-throttle.ts)
  *
  * Without a suite every one runs with its defaults; with one, the options go to that suite.
  */
@@ -23,6 +25,7 @@ const SUITES: Readonly<Record<string, string>> = {
   'rate-limit': 'rate-limit.ts',
   brain: 'brain.ts',
   encryption: 'encryption.ts',
+  'idp-throttle': 'idp-throttle.ts',
 };
 
 function runSuite(name: string, args: readonly string[]): number {

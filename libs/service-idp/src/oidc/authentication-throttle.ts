@@ -2,12 +2,13 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { RateLimiter, RateLimitPolicy } from '@mission/rate-limit';
 
 /**
- * How many failed authentications the identity provider takes per minute: for one client id, for
- * one user, and from one source address (each a token bucket: a burst of ⌈L/6⌉ + 1, then L a
- * minute). Past a budget the subject or source is refused at once (429 with Retry-After) until
- * the bucket has a token again, without running scrypt (about 75 ms of CPU per guess): wrong
- * secrets sent for one client neither guess on nor slow every other tenant's token requests.
- * Successful authentications take nothing.
+ * How many verified authentication attempts the identity provider takes per minute: for one
+ * client id, for one user, and from one source address (each a token bucket: a burst of ⌈L/6⌉ + 1,
+ * then L a minute). An attempt is counted before its verification runs, so guesses sent side by
+ * side cannot all pass while the first ones are still being verified. Past a budget the subject or
+ * source is refused at once (429 with Retry-After) until the bucket has a token again, without
+ * running scrypt (about 75 ms of CPU per guess). A client whose secret was verified lately is not
+ * verified again (VerifiedSecrets) and takes nothing.
  */
 export const FAILED_AUTHENTICATION_BUDGETS = {
   client: { name: 'failed-client-authentication', limit: 30 },
@@ -24,6 +25,52 @@ export interface ThrottleDecision {
 }
 
 const ALLOWED: ThrottleDecision = { allowed: true, retryAfterSeconds: 0 };
+
+/** An authentication's outcome: verified (valid or not), or refused before any verification. */
+export type AuthenticationOutcome = { readonly valid: boolean; readonly refused?: undefined } | { readonly refused: ThrottleDecision; readonly valid?: undefined };
+
+const BUSY = Symbol('busy');
+
+/**
+ * At most `concurrency` verifications (scrypt) at once in this process and `queued` waiting in
+ * each of two lanes; past that an authentication is refused at once instead of queueing. Node runs
+ * scrypt on its thread pool (4 threads), which also signs tokens (WebCrypto): a flood of guesses
+ * spread over many client ids and addresses, each within its budgets, never takes every thread,
+ * so clients whose secret is remembered keep getting tokens at once. Subjects and sources that
+ * failed lately, and further attempts at a subject already being verified, wait in the second
+ * lane: a new client's first token goes ahead of the guesses at known ids.
+ */
+export class VerificationGate {
+  private running = 0;
+  private readonly lanes: { readonly first: Array<() => void>; readonly second: Array<() => void> } = { first: [], second: [] };
+
+  constructor(
+    private readonly concurrency = 2,
+    private readonly queued = 32,
+  ) {}
+
+  async run(verify: () => Promise<boolean>, lane: 'first' | 'second' = 'first'): Promise<boolean | typeof BUSY> {
+    if (this.running >= this.concurrency) {
+      const waiting = this.lanes[lane];
+      if (waiting.length >= this.queued) return BUSY;
+      await new Promise<void>((resolve) => waiting.push(resolve));
+    } else {
+      this.running++;
+    }
+    try {
+      return await verify();
+    } finally {
+      // The slot passes straight to the next waiter, first lane first, or is given back.
+      const next = this.lanes.first.shift() ?? this.lanes.second.shift();
+      if (next) next();
+      else this.running--;
+    }
+  }
+}
+
+/** How long a subject whose verification failed waits in the gate's second lane. */
+const FAILED_LATELY_MS = 10 * 60_000;
+/** The most subjects and sources held as blocked, or as failed lately, in one process. */
 const MAX_BLOCKS = 10_000;
 
 /** Rate-limit keys never hold an identifier as sent: its hash, prefixed by what it identifies. */
@@ -32,18 +79,24 @@ function keyOf(kind: string, value: string): string {
 }
 
 /**
- * Budgets of failed authentications, through the platform's token buckets: in memory, or shared
- * by every idp replica through Redis when REDIS_URL is set. A subject or source whose budget a
- * failure exhausts is blocked in this replica until its bucket refills; another replica blocks it
- * at its own first failure, which finds the shared bucket empty.
+ * Budgets of authentication attempts, through the platform's token buckets: in memory, or shared
+ * by every idp replica through Redis when REDIS_URL is set. A subject or source whose budget an
+ * attempt exhausts is blocked in this replica until its bucket refills; another replica blocks it
+ * at its own first attempt, which finds the shared bucket empty. Verifications run through a
+ * VerificationGate, subjects that failed lately in its second lane.
  */
 export class AuthenticationThrottle {
   private readonly blocked = new Map<string, number>();
+  /** Subjects and sources whose last verification failed, until when they wait in the gate's second lane. */
+  private readonly failures = new Map<string, number>();
+  /** Verifications of each subject running or waiting now. */
+  private readonly verifying = new Map<string, number>();
 
   constructor(
     private readonly limiter: RateLimiter,
     private readonly budgets: Budgets = FAILED_AUTHENTICATION_BUDGETS,
     private readonly now: () => number = Date.now,
+    private readonly gate: VerificationGate = new VerificationGate(),
   ) {}
 
   /** Whether an authentication of `subject` from `source` may be tried now (before any verification). */
@@ -52,8 +105,35 @@ export class AuthenticationThrottle {
     return until === 0 ? ALLOWED : { allowed: false, retryAfterSeconds: Math.max(1, Math.ceil((until - this.now()) / 1000)) };
   }
 
-  /** Counts a failed authentication; says whether the subject or the source is now refused, and for how long. */
-  async failed(kind: 'client' | 'user', subject: string, source: string | undefined): Promise<ThrottleDecision> {
+  /**
+   * Checks, counts and runs one verification of `subject` from `source`: refused without running
+   * it while the subject or the source is over its budget, or while the process already runs or
+   * queues as many verifications as it takes (VerificationGate).
+   */
+  async authenticate(kind: 'client' | 'user', subject: string, source: string | undefined, verify: () => Promise<boolean>): Promise<AuthenticationOutcome> {
+    const admitted = this.check(kind, subject, source);
+    if (!admitted.allowed) return { refused: admitted };
+    const counted = await this.attempt(kind, subject, source);
+    if (!counted.allowed) return { refused: counted };
+    const keys = [keyOf(kind, subject), ...(source ? [keyOf('source', source)] : [])];
+    // Second lane: the subject or the source failed lately, or the subject is being verified already.
+    const suspect = keys.some((key) => this.failedLately(key)) || (this.verifying.get(keys[0]) ?? 0) > 0;
+    this.verifying.set(keys[0], (this.verifying.get(keys[0]) ?? 0) + 1);
+    let valid: boolean | typeof BUSY;
+    try {
+      valid = await this.gate.run(verify, suspect ? 'second' : 'first');
+    } finally {
+      const left = (this.verifying.get(keys[0]) ?? 1) - 1;
+      if (left > 0) this.verifying.set(keys[0], left);
+      else this.verifying.delete(keys[0]);
+    }
+    if (valid === BUSY) return { refused: { allowed: false, retryAfterSeconds: 1 } };
+    if (!valid) for (const key of keys) this.remember(this.failures, key, this.now() + FAILED_LATELY_MS);
+    return { valid };
+  }
+
+  /** Counts an attempt about to be verified; says whether the subject or the source is now refused, and for how long. */
+  async attempt(kind: 'client' | 'user', subject: string, source: string | undefined): Promise<ThrottleDecision> {
     const keys = [{ key: keyOf(kind, subject), policy: this.budgets[kind] }, ...(source ? [{ key: keyOf('source', source), policy: this.budgets.source }] : [])];
     const decisions = await Promise.all(keys.map(({ key, policy }) => this.limiter.consume(key, policy)));
     let longest = 0;
@@ -75,13 +155,27 @@ export class AuthenticationThrottle {
   }
 
   private block(key: string, until: number): void {
-    if (this.blocked.size >= MAX_BLOCKS) {
-      const now = this.now();
-      for (const [blockedKey, blockedUntil] of this.blocked) if (blockedUntil <= now) this.blocked.delete(blockedKey);
-      if (this.blocked.size >= MAX_BLOCKS) this.blocked.delete(this.blocked.keys().next().value as string);
-    }
-    this.blocked.set(key, Math.max(until, this.blocked.get(key) ?? 0));
+    this.remember(this.blocked, key, until);
   }
+
+  private failedLately(key: string): boolean {
+    const until = this.failures.get(key);
+    if (until === undefined) return false;
+    if (until > this.now()) return true;
+    this.failures.delete(key);
+    return false;
+  }
+
+  /** Keeps `key` until `until` in a map bounded to MAX_BLOCKS entries (expired ones go first). */
+  private remember(entries: Map<string, number>, key: string, until: number): void {
+    if (entries.size >= MAX_BLOCKS) {
+      const now = this.now();
+      for (const [held, heldUntil] of entries) if (heldUntil <= now) entries.delete(held);
+      if (entries.size >= MAX_BLOCKS) entries.delete(entries.keys().next().value as string);
+    }
+    entries.set(key, Math.max(until, entries.get(key) ?? 0));
+  }
+
 }
 
 /**

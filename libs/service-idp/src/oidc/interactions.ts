@@ -14,7 +14,7 @@ export interface InteractionDependencies {
   /** The gateway: the resource every sign-in grant is for. */
   readonly audience: string;
   /** Budgets of password verifications, per user and per source address. */
-  readonly throttle: Pick<AuthenticationThrottle, 'check' | 'failed'>;
+  readonly throttle: Pick<AuthenticationThrottle, 'authenticate'>;
 }
 
 const INTERACTION_PATH = /^\/interaction\/([A-Za-z0-9_-]{1,64})(\/login)?$/;
@@ -86,24 +86,25 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
       const form = await readForm(ctx.req);
       const username = (form?.get('username') ?? '').trim();
       const password = form?.get('password') ?? '';
-      // A user or source that failed too often lately is refused before scrypt runs, with how long
-      // to wait; each failure counts: a user under attack is locked for a while, guessing goes no faster.
+      // Each attempt counts before scrypt runs: a user or source over its budget is refused without
+      // it, with how long to wait; a user under attack is locked for a while, guessing goes no faster.
       const subject = `${tenantId}:${username.toLowerCase()}`;
       const refuse = (decision: ThrottleDecision): void => {
         ctx.set('Retry-After', String(decision.retryAfterSeconds));
         page(ctx, 429, loginPage({ uid: details.uid, clientId, username, error: `Too many sign-in attempts. Try again in ${decision.retryAfterSeconds} seconds.` }));
       };
-      const admitted = deps.throttle.check('user', subject, ctx.ip);
-      if (!admitted.allowed) {
-        refuse(admitted);
+      const found: { user?: Awaited<ReturnType<typeof deps.users.findByUsername>> } = {};
+      const outcome = await deps.throttle.authenticate('user', subject, ctx.ip, async () => {
+        found.user = username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId, username) : null;
+        return password.length > 0 && password.length <= USER_PASSWORD_MAX_LENGTH && (await verifySecret(password, found.user?.passwordHash ?? (await decoy)));
+      });
+      if (outcome.refused) {
+        refuse(outcome.refused);
         return;
       }
-      const user = username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId, username) : null;
-      const valid = password.length > 0 && password.length <= USER_PASSWORD_MAX_LENGTH && (await verifySecret(password, user?.passwordHash ?? (await decoy)));
-      if (!user || !valid) {
-        const after = await deps.throttle.failed('user', subject, ctx.ip);
-        if (!after.allowed) refuse(after);
-        else page(ctx, 401, loginPage({ uid: details.uid, clientId, username, error: SIGN_IN_FAILED }));
+      const { user } = found;
+      if (!user || !outcome.valid) {
+        page(ctx, 401, loginPage({ uid: details.uid, clientId, username, error: SIGN_IN_FAILED }));
         return;
       }
       await finish(ctx, deps, { login: { accountId: user.id } });

@@ -131,27 +131,22 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
   // check. The maintainers keep this method public for exactly this (it is awaited on every
   // client_secret_basic / client_secret_post authentication: token, revocation).
   //
-  // A secret verified lately is accepted again without scrypt. Otherwise a client or source that
-  // failed too often lately is refused without scrypt, and a failure is counted (429 with
-  // Retry-After below once a budget is spent).
+  // A secret verified lately is accepted again without scrypt. Otherwise the attempt is counted
+  // before scrypt runs, and a client or source over its budget, or a process already verifying as
+  // much as it takes, is refused without scrypt (429 with Retry-After below).
   const verified = new VerifiedSecrets();
   provider.Client.prototype.compareClientSecret = async function compareClientSecret(this: Client, presented: string) {
     const stored = this.clientSecret;
     if (!stored) return false;
     if (verified.has(this.clientId, stored, presented)) return true;
     const ctx = Provider.ctx;
-    const admitted = options.throttle.check('client', this.clientId, ctx?.ip);
-    if (!admitted.allowed) {
-      if (ctx) ctx.state[THROTTLED] = admitted;
+    const outcome = await options.throttle.authenticate('client', this.clientId, ctx?.ip, () => verifyClientSecret(presented, stored));
+    if (outcome.refused) {
+      if (ctx) ctx.state[THROTTLED] = outcome.refused;
       return false;
     }
-    if (await verifyClientSecret(presented, stored)) {
-      verified.remember(this.clientId, stored, presented);
-      return true;
-    }
-    const after = await options.throttle.failed('client', this.clientId, ctx?.ip);
-    if (!after.allowed && ctx) ctx.state[THROTTLED] = after;
-    return false;
+    if (outcome.valid) verified.remember(this.clientId, stored, presented);
+    return outcome.valid;
   };
   provider.use(async (ctx, next) => {
     await next();
