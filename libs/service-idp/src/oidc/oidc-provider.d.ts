@@ -153,6 +153,8 @@ declare module 'oidc-provider' {
     static readonly ctx: KoaContextWithOIDC | undefined;
     /** Koa's `proxy`: trust X-Forwarded-For/-Proto/-Host from a proxy in front (ctx.ip, secure cookies). */
     proxy: boolean;
+    /** Koa's `maxIpsCount`: how many of X-Forwarded-For's last addresses count (0: all, the first being the caller). */
+    maxIpsCount: number;
     readonly issuer: string;
     readonly Client: ClientStatic;
     readonly Grant: GrantStatic;

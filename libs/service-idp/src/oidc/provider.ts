@@ -125,7 +125,12 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
   });
 
   // Behind a load balancer every caller would have its address: the source budget would be one for all.
-  if (options.trustProxy) provider.proxy = true;
+  // One proxy is trusted: the caller is the last address in X-Forwarded-For (the one it appended);
+  // addresses before it are whatever the caller claimed, and would let it pick its own budget.
+  if (options.trustProxy) {
+    provider.proxy = true;
+    provider.maxIpsCount = 1;
+  }
 
   // Secrets are stored as scrypt hashes, so the provider's plain comparison is replaced by a hash
   // check. The maintainers keep this method public for exactly this (it is awaited on every
