@@ -1,11 +1,11 @@
 # One image recipe for every deployable: `docker build --build-arg APP=<app> .`
 # APP is one of: gateway, mission-service, brain-service, hit-service, idp, standalone, kafka-setup.
-FROM node:20-bookworm-slim AS deps
+FROM node:24-bookworm-slim AS deps
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts=false && npm cache clean --force
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24-bookworm-slim AS runtime
 ARG APP=gateway
 ENV NODE_ENV=production APP=${APP}
 WORKDIR /app

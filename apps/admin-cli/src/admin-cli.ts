@@ -29,6 +29,9 @@ export const USAGE = `Usage: npm run -s admin -- <command>
                     the password is read from standard input (never from the command line,
                     which other users of the machine and the shell's history can read)
   keys rotate       publish a new signing key; it signs after the idp's publish delay
+  quickstart [--name <name>] [--tier <tier>]
+                    a tenant (default "Demo", business), its client and a tenant token, printed
+                    as shell exports: eval "$(npm run -s admin -- quickstart)"
 
 Prints the API's JSON answer; an error's problem details go to stderr (exit 1), usage errors exit 2.
 Environment: ADMIN_CLIENT_ID / ADMIN_CLIENT_SECRET (default: <DATA_DIR>/admin-client.json),
@@ -191,8 +194,8 @@ export interface AdminResult {
   readonly body: unknown;
 }
 
-/** An operator token (client_credentials at the issuer's discovered token endpoint), then the call. */
-export async function perform(call: AdminCall, environment: AdminEnvironment, fetchImpl: typeof fetch = fetch): Promise<AdminResult> {
+/** The issuer's token endpoint, from its discovery document, refused unless it is the configured issuer's own. */
+async function tokenEndpointOf(environment: AdminEnvironment, fetchImpl: typeof fetch): Promise<string> {
   const discovery = await fetchImpl(`${environment.issuer}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(10_000) });
   if (!discovery.ok) throw new Error(`The identity provider at ${environment.issuer} answered ${discovery.status} to discovery`);
   const { issuer, token_endpoint: tokenEndpoint } = (await discovery.json()) as { issuer?: unknown; token_endpoint?: unknown };
@@ -211,15 +214,27 @@ export async function perform(call: AdminCall, environment: AdminEnvironment, fe
   if (endpoint.origin !== new URL(environment.issuer).origin) {
     throw new Error(`The identity provider's token endpoint ${tokenEndpoint} is not on the issuer ${environment.issuer}: refusing to send it the operator secret`);
   }
-  const basic = Buffer.from(`${encodeURIComponent(environment.clientId)}:${encodeURIComponent(environment.clientSecret)}`).toString('base64');
-  const tokenResponse = await fetchImpl(tokenEndpoint, {
+  return tokenEndpoint;
+}
+
+/** client_credentials at `tokenEndpoint`: the access token, or the failed answer. */
+async function clientToken(tokenEndpoint: string, clientId: string, clientSecret: string, fetchImpl: typeof fetch): Promise<{ token: string } | AdminResult> {
+  const basic = Buffer.from(`${encodeURIComponent(clientId)}:${encodeURIComponent(clientSecret)}`).toString('base64');
+  const response = await fetchImpl(tokenEndpoint, {
     method: 'POST',
     headers: { authorization: `Basic ${basic}`, 'content-type': 'application/x-www-form-urlencoded' },
     body: new URLSearchParams({ grant_type: 'client_credentials' }),
     signal: AbortSignal.timeout(10_000),
   });
-  const token = (await tokenResponse.json()) as { access_token?: string };
-  if (!tokenResponse.ok || !token.access_token) return { ok: false, status: tokenResponse.status, body: token };
+  const body = (await response.json()) as { access_token?: string };
+  return response.ok && body.access_token ? { token: body.access_token } : { ok: false, status: response.status, body };
+}
+
+/** An operator token (client_credentials at the issuer's discovered token endpoint), then the call. */
+export async function perform(call: AdminCall, environment: AdminEnvironment, fetchImpl: typeof fetch = fetch): Promise<AdminResult> {
+  const operator = await clientToken(await tokenEndpointOf(environment, fetchImpl), environment.clientId, environment.clientSecret, fetchImpl);
+  if (!('token' in operator)) return operator;
+  const token = { access_token: operator.token };
 
   const response = await fetchImpl(`${environment.gatewayUrl}${call.path}`, {
     method: call.method,
@@ -235,4 +250,32 @@ export async function perform(call: AdminCall, environment: AdminEnvironment, fe
     // not JSON: printed as a string
   }
   return { ok: response.ok, status: response.status, body };
+}
+
+/**
+ * `quickstart [--name <name>] [--tier <tier>]`: a tenant with a client holding all six tenant
+ * scopes, and a token of that client, printed as shell assignments (`eval "$(npm run -s admin --
+ * quickstart)"` sets TENANT_ID, CLIENT_ID, CLIENT_SECRET and TOKEN). The secret is shown once.
+ */
+export async function quickstart(args: readonly string[], environment: AdminEnvironment, fetchImpl: typeof fetch = fetch): Promise<{ ok: true; text: string } | AdminResult> {
+  const parsed = parse(args);
+  if (parsed.positional.length > 0) throw new UsageError(`Unexpected argument for quickstart: ${parsed.positional.join(' ')}`);
+  const options = take(parsed, ['name', 'tier']);
+  const name = single(options, 'name') ?? 'Demo';
+  const tier = single(options, 'tier') ?? 'business';
+  const created = await perform({ method: 'POST', path: '/admin/tenants', body: { name, tier } }, environment, fetchImpl);
+  if (!created.ok) return created;
+  const tenant = created.body as { id: string; client: { clientId: string; clientSecret: string } };
+  const issued = await clientToken(await tokenEndpointOf(environment, fetchImpl), tenant.client.clientId, tenant.client.clientSecret, fetchImpl);
+  if (!('token' in issued)) return issued;
+  const quote = (value: string): string => `'${value.replace(/'/g, `'\\''`)}'`;
+  const text = [
+    `# Tenant ${JSON.stringify(name)} (${tier}), its client (all six tenant scopes; the secret is shown only now) and a token valid for one hour.`,
+    `export GATEWAY_URL=${quote(environment.gatewayUrl)}`,
+    `export TENANT_ID=${quote(tenant.id)}`,
+    `export CLIENT_ID=${quote(tenant.client.clientId)}`,
+    `export CLIENT_SECRET=${quote(tenant.client.clientSecret)}`,
+    `export TOKEN=${quote(issued.token)}`,
+  ].join('\n');
+  return { ok: true, text };
 }

@@ -1,4 +1,4 @@
-import { AdminCall, commandToCall, perform, resolveEnvironment, USAGE, UsageError } from './admin-cli';
+import { AdminCall, commandToCall, perform, quickstart, resolveEnvironment, USAGE, UsageError } from './admin-cli';
 
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
@@ -11,6 +11,12 @@ async function main(args: string[]): Promise<number> {
   if (args.length === 0 || args.includes('--help') || args.includes('-h')) {
     process.stdout.write(`${USAGE}\n`);
     return args.length === 0 ? 2 : 0;
+  }
+  if (args[0] === 'quickstart') {
+    const result = await quickstart(args.slice(1), await resolveEnvironment(process.env, process.cwd()));
+    if ('text' in result) process.stdout.write(`${result.text}\n`);
+    else process.stderr.write(`${JSON.stringify(result.body, null, 2)}\n`);
+    return result.ok ? 0 : 1;
   }
   let call: AdminCall = commandToCall(args);
   if (call.passwordFromStdin) call = { ...call, body: { ...call.body, password: await readStdin() } };

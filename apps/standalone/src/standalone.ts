@@ -15,6 +15,7 @@ export interface StandaloneHandle {
   /** /metrics and /health with details (plain HTTP, on HOST). */
   readonly opsUrl: string;
   readonly issuer: string;
+  readonly dataDir: string;
   stop(): Promise<void>;
 }
 
@@ -55,12 +56,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     const tls = await serverTls(config);
     assertHttpsIssuer(tls, config.IDP_ISSUER);
     const admin = await resolveAdminCredentials({ env: process.env, dataDir, embedded: true });
-    if (admin.generated) {
-      process.stdout.write(
-        `\nOperator client created (shown once, kept in ${path.join(dataDir, 'admin-client.json')}, mode 0600):\n` +
-          `  ADMIN_CLIENT_ID=${admin.clientId}\n  ADMIN_CLIENT_SECRET=${admin.clientSecret}\n\n`,
-      );
-    }
+    // The secret stays in its file (mode 0600): standard output is a log, and logs are read by many.
+    if (admin.generated) logger.info({ file: path.join(dataDir, 'admin-client.json'), clientId: admin.clientId }, 'Operator client created; its secret is kept in the file');
 
     const idp = await startIdp({
       issuer: config.IDP_ISSUER,
@@ -116,8 +113,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     const ops = await startHealthServer(config.HOST, config.OPS_PORT, () => readiness.check(), metrics);
     stops.push(() => ops.close());
     const opsUrl = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${ops.port}`;
-    logger.info({ gateway: config.PUBLIC_URL, issuer: config.IDP_ISSUER, operations: opsUrl }, 'Mission Service is up');
-    return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, opsUrl, stop: stopAll };
+    return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, opsUrl, dataDir, stop: stopAll };
   } catch (error) {
     await stopAll();
     throw error;

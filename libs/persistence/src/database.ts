@@ -25,7 +25,7 @@ export interface ServiceDatabaseOptions {
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 
 function dataSourceFor(options: ServiceDatabaseOptions, extra: Record<string, unknown>): DataSource {
-  return new DataSource({
+  const source: DataSource = new DataSource({
     type: 'postgres',
     url: options.url,
     schema: options.schema,
@@ -37,7 +37,15 @@ function dataSourceFor(options: ServiceDatabaseOptions, extra: Record<string, un
     logging: ['error', 'warn', 'migration'],
     applicationName: options.applicationName,
     extra: { connectionTimeoutMillis: 5_000, ...extra },
+    // A connection the server ends while this pool is closing (the embedded PostgreSQL stops right
+    // after the services) is expected; any other error of an idle connection is worth a warning.
+    // (Called by the pool itself, as its 'error' listener: `this` is the pool.)
+    poolErrorHandler: function (this: { ending?: boolean } | undefined, error: unknown) {
+      if (this?.ending || !source.isInitialized) return;
+      source.logger.log('warn', `Postgres pool of ${options.applicationName} raised an error (the pool reconnects): ${String(error)}`);
+    },
   });
+  return source;
 }
 
 /**

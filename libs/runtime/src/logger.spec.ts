@@ -1,5 +1,5 @@
 import { runWithRequestId, runWithTenant, runWithTrace } from '@mission/tenant-context';
-import { createLogger } from './logger';
+import { createLogger, logFormat } from './logger';
 
 /** Captures what the logger writes to stdout (pino writes through process.stdout). */
 function captured(write: () => void): Array<Record<string, unknown>> {
@@ -19,7 +19,7 @@ function captured(write: () => void): Array<Record<string, unknown>> {
 
 describe('structured logs', () => {
   it('carry the request id, tenant and trace of the context they were written in', () => {
-    const logger = createLogger('test', 'info');
+    const logger = createLogger('test', 'info', 'json');
     const tenantId = '3c1d9f7e-2b4a-4c5d-8e6f-7a8b9c0d1e2f';
     const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
     const [line] = captured(() => runWithRequestId('req-1', () => runWithTrace(traceparent, () => runWithTenant({ tenantId }, () => logger.info('handled')))));
@@ -30,7 +30,7 @@ describe('structured logs', () => {
   });
 
   it('never writes credentials or keys, at the top level or one level down', () => {
-    const logger = createLogger('test', 'info');
+    const logger = createLogger('test', 'info', 'json');
     const secrets = {
       authorization: 'Bearer eyJ.secret',
       headers: { authorization: 'Bearer eyJ.secret', cookie: '_session=secret' },
@@ -41,5 +41,36 @@ describe('structured logs', () => {
     const [line] = captured(() => logger.info(secrets, 'request'));
     expect(JSON.stringify(line)).not.toContain('secret');
     expect(line).toMatchObject({ authorization: '[redacted]', headers: { authorization: '[redacted]', cookie: '[redacted]' }, body: { password: '[redacted]' } });
+  });
+});
+
+describe('log format', () => {
+  it('is readable at a terminal and JSON elsewhere, unless LOG_FORMAT says', () => {
+    expect(logFormat({}, true)).toBe('pretty');
+    expect(logFormat({}, false)).toBe('json');
+    expect(logFormat({ LOG_FORMAT: 'json' }, true)).toBe('json');
+    expect(logFormat({ LOG_FORMAT: ' Pretty ' }, false)).toBe('pretty');
+    expect(logFormat({ LOG_FORMAT: 'xml' }, false)).toBe('json');
+  });
+
+  it('writes one readable line per entry at a terminal, with credentials redacted as in JSON', () => {
+    const logger = createLogger('test', 'info', 'pretty');
+    const lines: string[] = [];
+    const original = process.stdout.write.bind(process.stdout);
+    process.stdout.write = ((chunk: string | Uint8Array) => {
+      lines.push(String(chunk));
+      return true;
+    }) as typeof process.stdout.write;
+    try {
+      logger.info({ port: 3000, token: 'plain-secret' }, 'Gateway listening');
+    } finally {
+      process.stdout.write = original;
+    }
+    const text = lines.join('').replace(/\u001b\[[0-9;]*m/g, '');
+    expect(text.trim().split('\n')).toHaveLength(1);
+    expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: Gateway listening/);
+    expect(text).toContain('"port":3000');
+    expect(text).not.toContain('plain-secret');
+    expect(() => JSON.parse(text)).toThrow();
   });
 });

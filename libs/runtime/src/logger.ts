@@ -1,4 +1,5 @@
 import pino, { Logger } from 'pino';
+import { prettyFactory } from 'pino-pretty';
 import { currentRequestId, currentTraceId, optionalTenant } from '@mission/tenant-context';
 
 export type { Logger } from 'pino';
@@ -30,9 +31,20 @@ const REDACTED = [
   'ADMIN_CLIENT_SECRET',
 ];
 
-/** Structured JSON logs carrying the tenant and trace; credentials never reach them, whatever a caller passes. */
-export function createLogger(name: string, level: string = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({
+/**
+ * How log lines are written: `json` (one object per line, for collectors) or `pretty` (readable,
+ * coloured, for a person at a terminal). LOG_FORMAT chooses; unset, a terminal gets `pretty` and
+ * anything else (a pipe, a file, a container's log) `json`.
+ */
+export function logFormat(env: NodeJS.ProcessEnv = process.env, stdoutIsTerminal: boolean = process.stdout.isTTY === true): 'json' | 'pretty' {
+  const chosen = env.LOG_FORMAT?.trim().toLowerCase();
+  if (chosen === 'json' || chosen === 'pretty') return chosen;
+  return stdoutIsTerminal ? 'pretty' : 'json';
+}
+
+/** Structured logs carrying the tenant and trace; credentials never reach them, whatever a caller passes. */
+export function createLogger(name: string, level: string = process.env.LOG_LEVEL ?? 'info', format: 'json' | 'pretty' = logFormat()): Logger {
+  const options = {
     name,
     level,
     base: { service: name },
@@ -41,7 +53,12 @@ export function createLogger(name: string, level: string = process.env.LOG_LEVEL
       paths: [...REDACTED.flatMap((field) => [`["${field}"]`, `*["${field}"]`]), 'req.headers.authorization', 'req.headers.cookie'],
       censor: '[redacted]',
     },
-  });
+  };
+  if (format === 'json') return pino(options);
+  // Formatted and written in the same call, in this process: lines keep their order with the
+  // process's own output (the ready block), and nothing is lost at exit.
+  const prettify = prettyFactory({ colorize: process.stdout.hasColors?.() ?? false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service,name', singleLine: true });
+  return pino(options, { write: (line: string) => void process.stdout.write(prettify(line)) });
 }
 
 /** Adapts a pino logger to the (message, context) shape the libraries log with. */

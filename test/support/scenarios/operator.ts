@@ -149,5 +149,20 @@ export function describeOperatorScenarios(context: ScenarioContext): void {
       const usage = await runCli(['tenants', 'remove', tenant.id]);
       expect(usage.code).toBe(2);
     }, 60_000);
+
+    it('quickstart prints shell exports of a new tenant, its client and a working token', async () => {
+      const printed = await runCli(['quickstart', '--name', "Quick O'Start"]);
+      expect(printed).toMatchObject({ code: 0, stderr: '' });
+      // Evaluated by a real shell, as the README does it: every value arrives intact.
+      const { stdout } = await promisify(execFile)('sh', ['-c', `${printed.stdout}\nprintf '%s\\n' "$TENANT_ID" "$CLIENT_ID" "$TOKEN"`]);
+      const [tenantId, clientId, token] = stdout.trim().split('\n');
+      expect(tenantId).toMatch(/^[0-9a-f-]{36}$/);
+      expect(clientId).toBeTruthy();
+      const submitted = await call(gateway(), 'POST', '/api/missions', { token, body: { title: 'From the quickstart', objective: 'Say hello' } });
+      expect(submitted.status).toBe(202);
+      const tenant = await admin('GET', `/admin/tenants/${tenantId}`);
+      expect(tenant.body).toMatchObject({ name: "Quick O'Start", tier: 'business' });
+      expect((await runCli(['quickstart', 'extra'])).code).toBe(2);
+    }, 60_000);
   });
 }

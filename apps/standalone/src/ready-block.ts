@@ -1,0 +1,26 @@
+import path from 'node:path';
+import type { StandaloneHandle } from './standalone';
+
+/** Where everything is, for a person at a terminal, once the process is ready. */
+export function readyBlock(handle: Pick<StandaloneHandle, 'gatewayUrl' | 'issuer' | 'opsUrl' | 'dataDir'>, startupMs: number, cwd: string = process.cwd()): string {
+  const data = path.relative(cwd, handle.dataDir) || '.';
+  const shown = data.startsWith('..') ? handle.dataDir : data;
+  return [
+    '',
+    `  Mission Service is ready (${(startupMs / 1000).toFixed(1)} s)`,
+    '',
+    `  API            ${handle.gatewayUrl}/api    docs: ${handle.gatewayUrl}/api/docs`,
+    `  MCP            ${handle.gatewayUrl}/mcp`,
+    `  Sign-in (idp)  ${handle.issuer}`,
+    `  Operations     ${handle.opsUrl}/metrics    ${handle.opsUrl}/health/ready`,
+    `  Data           ${shown}    (operator credentials: ${path.join(shown, 'admin-client.json')})`,
+    '',
+    '  A tenant and a token, in another terminal:',
+    `    eval "$(${shown === '.data' ? '' : `DATA_DIR=${shown} `}npm run -s admin -- quickstart)"`,
+    `    curl -s -X POST ${handle.gatewayUrl}/api/missions -H "Authorization: Bearer $TOKEN" \\`,
+    `      -H 'Content-Type: application/json' -d '{"title":"First mission","objective":"Say hello"}'`,
+    '',
+    '  Ctrl-C stops everything.',
+    '',
+  ].join('\n');
+}
