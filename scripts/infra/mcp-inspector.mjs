@@ -13,21 +13,12 @@
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { cacheDirOf, installPinned } from './npm-cache.mjs';
 
 export const MCP_INSPECTOR_VERSION = '2.12.0';
 
 const log = (message) => process.stderr.write(`[mcp-inspector] ${message}\n`);
-
-function cacheDir() {
-  const base = process.env.MCP_INSPECTOR_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'mission-service', 'mcp-inspector');
-  return path.join(base, MCP_INSPECTOR_VERSION);
-}
-
-function executableIn(dir) {
-  return path.join(dir, 'node_modules', '.bin', 'mcp-inspector');
-}
 
 function works(executable) {
   if (!fs.existsSync(executable)) return false;
@@ -36,22 +27,9 @@ function works(executable) {
 }
 
 export function ensureMcpInspector() {
-  const dir = cacheDir();
-  const executable = executableIn(dir);
-  if (works(executable)) return executable;
-  log(`installing @modelcontextprotocol/inspector@${MCP_INSPECTOR_VERSION} into ${dir}`);
-  fs.rmSync(dir, { recursive: true, force: true });
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'mcp-inspector-cache', private: true }));
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const result = spawnSync(
-    npm,
-    ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--no-package-lock', `@modelcontextprotocol/inspector@${MCP_INSPECTOR_VERSION}`],
-    { cwd: dir, stdio: ['ignore', 'inherit', 'inherit'], timeout: 10 * 60_000 },
-  );
-  if (result.error) throw new Error(`npm could not run: ${result.error.message}`);
-  if (result.status !== 0) throw new Error(`npm install @modelcontextprotocol/inspector@${MCP_INSPECTOR_VERSION} exited with ${result.status}`);
-  if (!works(executable)) throw new Error(`the MCP Inspector was installed, but ${executable} --help does not run`);
+  const dir = cacheDirOf('MCP_INSPECTOR_CACHE_DIR', 'mcp-inspector', MCP_INSPECTOR_VERSION);
+  const executable = path.join(dir, 'node_modules', '.bin', 'mcp-inspector');
+  installPinned({ spec: `@modelcontextprotocol/inspector@${MCP_INSPECTOR_VERSION}`, dir, ready: () => works(executable), log });
   return executable;
 }
 

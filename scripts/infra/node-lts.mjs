@@ -14,8 +14,8 @@
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
+import { cacheDirOf, installPinned } from './npm-cache.mjs';
 
 /** Keep in step with the Dockerfile's base image. */
 export const NODE_LTS_VERSION = '24.21.0';
@@ -28,11 +28,6 @@ function packageName() {
   return `node-linux-${arch}`;
 }
 
-function cacheDir() {
-  const base = process.env.NODE_LTS_CACHE_DIR ?? path.join(os.homedir(), '.cache', 'mission-service', 'node');
-  return path.join(base, NODE_LTS_VERSION);
-}
-
 function works(executable) {
   if (!fs.existsSync(executable)) return false;
   const probe = spawnSync(executable, ['--version'], { encoding: 'utf8', timeout: 60_000 });
@@ -40,22 +35,9 @@ function works(executable) {
 }
 
 export function ensureNodeLts() {
-  const dir = cacheDir();
+  const dir = cacheDirOf('NODE_LTS_CACHE_DIR', 'node', NODE_LTS_VERSION);
   const executable = path.join(dir, 'node_modules', packageName(), 'bin', 'node');
-  if (works(executable)) return executable;
-  log(`installing ${packageName()}@${NODE_LTS_VERSION} into ${dir}`);
-  fs.rmSync(dir, { recursive: true, force: true });
-  fs.mkdirSync(dir, { recursive: true });
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'node-lts-cache', private: true }));
-  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const result = spawnSync(npm, ['install', '--no-audit', '--no-fund', '--ignore-scripts', '--no-package-lock', `${packageName()}@${NODE_LTS_VERSION}`], {
-    cwd: dir,
-    stdio: ['ignore', 'inherit', 'inherit'],
-    timeout: 10 * 60_000,
-  });
-  if (result.error) throw new Error(`npm could not run: ${result.error.message}`);
-  if (result.status !== 0) throw new Error(`npm install ${packageName()}@${NODE_LTS_VERSION} exited with ${result.status}`);
-  if (!works(executable)) throw new Error(`Node.js ${NODE_LTS_VERSION} was installed, but ${executable} --version does not print v${NODE_LTS_VERSION}`);
+  installPinned({ spec: `${packageName()}@${NODE_LTS_VERSION}`, dir, ready: () => works(executable), log });
   return executable;
 }
 

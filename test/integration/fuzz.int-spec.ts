@@ -1,10 +1,6 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
-import { freePort } from '@mission/persistence';
 import { call, clientCredentialsToken, eventually, politeCall } from '../support/api-client';
 import { fuzzGateway, type FuzzReport } from '../support/http-fuzzer';
-import { RunningProcess, startProcess, waitUntilReady } from '../support/processes';
+import { StandaloneProcess, startStandaloneProcess } from '../support/standalone-process';
 
 /**
  * The seeded HTTP fuzzer against `npm start`'s all-in-one process: every route and MCP tool, with
@@ -17,22 +13,14 @@ const SEEDS = (process.env.FUZZ_SEEDS ?? `20261125,${DAY}`).split(',').map((seed
 const REQUESTS = Number(process.env.FUZZ_REQUESTS ?? 6_000);
 
 describe('HTTP fuzzing of the gateway (all-in-one process)', () => {
-  let dataDir: string;
-  let standalone: RunningProcess;
+  let standalone: StandaloneProcess;
   let gatewayUrl: string;
   let target: Parameters<typeof fuzzGateway>[0];
 
   beforeAll(async () => {
-    dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-fuzz-'));
-    const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
-    gatewayUrl = `http://127.0.0.1:${port}`;
-    const issuer = `http://127.0.0.1:${idpPort}`;
-    const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir, GATEWAY_REQUEST_TIMEOUT_SECONDS: '10' };
-    for (const name of ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_KEY_ENCRYPTION_KEY', 'KEK', 'KEK_FILE', 'KEK_PREVIOUS']) env[name] = '';
-    standalone = startProcess('standalone', 'apps/standalone/src/main.ts', env);
-    await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone]);
-    const admin = JSON.parse(await readFile(path.join(dataDir, 'admin-client.json'), 'utf8')) as { clientId: string; clientSecret: string };
-    const operator = (await clientCredentialsToken(issuer, admin.clientId, admin.clientSecret)).access_token;
+    standalone = await startStandaloneProcess('fuzz', { GATEWAY_REQUEST_TIMEOUT_SECONDS: '10' });
+    ({ gatewayUrl } = standalone);
+    const { issuer, operatorToken: operator } = standalone;
     const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: operator, body: { name: 'Fuzzed', tier: 'enterprise', rpm: 1_000_000 } });
     expect(tenant.status).toBe(201);
     const { clientId, clientSecret } = tenant.body.client;
@@ -53,7 +41,6 @@ describe('HTTP fuzzing of the gateway (all-in-one process)', () => {
 
   afterAll(async () => {
     if (standalone) expect(await standalone.stop()).toBe(0);
-    if (dataDir) await rm(dataDir, { recursive: true, force: true });
   }, 60_000);
 
   it.each(SEEDS)(

@@ -1,8 +1,8 @@
 import { runWithRequestId, runWithTenant, runWithTrace } from '@mission/tenant-context';
 import { createLogger, logFormat } from './logger';
 
-/** Captures what the logger writes to stdout (pino writes through process.stdout). */
-function captured(write: () => void): Array<Record<string, unknown>> {
+/** What the logger writes to stdout while `write` runs (pino writes through process.stdout). */
+function capturedText(write: () => void): string {
   const lines: string[] = [];
   const original = process.stdout.write.bind(process.stdout);
   process.stdout.write = ((chunk: string | Uint8Array) => {
@@ -14,7 +14,15 @@ function captured(write: () => void): Array<Record<string, unknown>> {
   } finally {
     process.stdout.write = original;
   }
-  return lines.join('').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>);
+  return lines.join('');
+}
+
+/** The JSON lines written while `write` runs. */
+function captured(write: () => void): Array<Record<string, unknown>> {
+  return capturedText(write)
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
 describe('structured logs', () => {
@@ -55,18 +63,7 @@ describe('log format', () => {
 
   it('writes one readable line per entry at a terminal, with credentials redacted as in JSON', () => {
     const logger = createLogger('test', 'info', 'pretty');
-    const lines: string[] = [];
-    const original = process.stdout.write.bind(process.stdout);
-    process.stdout.write = ((chunk: string | Uint8Array) => {
-      lines.push(String(chunk));
-      return true;
-    }) as typeof process.stdout.write;
-    try {
-      logger.info({ port: 3000, token: 'plain-secret' }, 'Gateway listening');
-    } finally {
-      process.stdout.write = original;
-    }
-    const text = lines.join('').replace(/\u001b\[[0-9;]*m/g, '');
+    const text = capturedText(() => logger.info({ port: 3000, token: 'plain-secret' }, 'Gateway listening')).replace(/\u001b\[[0-9;]*m/g, '');
     expect(text.trim().split('\n')).toHaveLength(1);
     expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: Gateway listening/);
     expect(text).toContain('"port":3000');
