@@ -165,7 +165,17 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     const applies = (policy: (typeof policies)[number], app: string) => Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labelsOf(app)[key] === value);
 
     const openIngress = policies.filter((policy) => (policy.spec.ingress ?? []).some((rule) => rule.from === undefined));
-    expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway', 'idp']);
+    const idpEnv = Object.fromEntries(((deployment('idp').spec.template.spec.containers[0] as unknown as { env: Array<{ name: string; value?: string }> }).env ?? []).map((variable) => [variable.name, variable.value]));
+    if (overlay === 'prod') {
+      // In prod the idp trusts X-Forwarded-For, so only the ingress controller may reach it.
+      expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway']);
+      expect(idpEnv.TRUST_PROXY).toBe('true');
+      const idpIngress = policies.find((policy) => policy.metadata.name === 'idp-ingress');
+      expect(idpIngress?.spec.ingress).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }], ports: [{ protocol: 'TCP', port: 3001 }] }]);
+    } else {
+      expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway', 'idp']);
+      expect(idpEnv.TRUST_PROXY).toBeUndefined();
+    }
 
     const reaches = (app: string) =>
       policies
