@@ -1,5 +1,8 @@
 import http from 'node:http';
 
+/** How long a request in progress may finish once the server closes. */
+const CLOSE_GRACE_MS = 2_000;
+
 export interface Readiness {
   readonly up: boolean;
   readonly details: Record<string, unknown>;
@@ -16,7 +19,10 @@ export async function startHealthServer(
   ready: () => Promise<Readiness>,
   metrics?: { readonly contentType: string; metrics(): Promise<string> },
 ): Promise<{ port: number; close(): Promise<void> }> {
+  let closing = false;
   const server = http.createServer((req, res) => {
+    // Once closing, every answer ends its connection: pollers on keep-alive never hold the close up.
+    if (closing) res.setHeader('connection', 'close');
     const send = (status: number, body: unknown): void => {
       res.writeHead(status, { 'content-type': 'application/json', 'cache-control': 'no-store' });
       res.end(JSON.stringify(body));
@@ -48,6 +54,14 @@ export async function startHealthServer(
   const address = server.address();
   return {
     port: typeof address === 'object' && address ? address.port : port,
-    close: () => new Promise((resolve) => server.close(() => resolve())),
+    close: () =>
+      new Promise((resolve) => {
+        closing = true;
+        server.close(() => resolve());
+        // Probes and scrapes keep connections open between requests: those are closed now, the
+        // ones inside a request after its answer, and any left after a moment are cut.
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), CLOSE_GRACE_MS).unref();
+      }),
   };
 }

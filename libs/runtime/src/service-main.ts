@@ -78,9 +78,19 @@ export function runService(definition: ServiceDefinition): void {
     logger.info({ healthPort: health.port }, 'Service started');
     onShutdownSignal(logger, async () => {
       draining = true;
-      await bus.close();
-      await handle.stop();
-      await health.close();
+      // A step that takes long says which it is: a stop past its grace period then names its cause.
+      const step = async (name: string, work: Promise<void>): Promise<void> => {
+        const slow = setTimeout(() => logger.warn({ step: name }, 'Still stopping'), 5_000);
+        slow.unref();
+        try {
+          await work;
+        } finally {
+          clearTimeout(slow);
+        }
+      };
+      await step('bus', bus.close());
+      await step('service', handle.stop());
+      await step('health server', health.close());
     });
   };
   boot().catch((error: unknown) => {

@@ -2,12 +2,13 @@ import { createHash, createHmac, randomBytes } from 'node:crypto';
 import type { RateLimiter, RateLimitPolicy } from '@mission/rate-limit';
 
 /**
- * How many failed authentications the identity provider takes per minute: for one client id, for
- * one user, and from one source address (each a token bucket: a burst of ⌈L/6⌉ + 1, then L a
- * minute). Authentications of one subject run one at a time, so guesses sent side by side cannot
- * all pass while the first ones are still being verified. Past a budget the subject or source is
- * refused at once (429 with Retry-After) until the bucket has a token again, without running
- * scrypt (about 75 ms of CPU per guess). Successful authentications take nothing.
+ * How many verified authentication attempts the identity provider takes per minute: for one
+ * client id, for one user, and from one source address (each a token bucket: a burst of ⌈L/6⌉ + 1,
+ * then L a minute). An attempt is counted before its verification runs, so guesses sent side by
+ * side cannot all pass while the first ones are still being verified. Past a budget the subject or
+ * source is refused at once (429 with Retry-After) until the bucket has a token again, without
+ * running scrypt (about 75 ms of CPU per guess). A client whose secret was verified lately is not
+ * verified again (VerifiedSecrets) and takes nothing.
  */
 export const FAILED_AUTHENTICATION_BUDGETS = {
   client: { name: 'failed-client-authentication', limit: 30 },
@@ -78,20 +79,18 @@ function keyOf(kind: string, value: string): string {
 }
 
 /**
- * Budgets of failed authentications, through the platform's token buckets: in memory, or shared
- * by every idp replica through Redis when REDIS_URL is set. A subject or source whose budget a
- * failure exhausts is blocked in this replica until its bucket refills; another replica blocks it
- * at its own first failure, which finds the shared bucket empty. Verifications run through a
+ * Budgets of authentication attempts, through the platform's token buckets: in memory, or shared
+ * by every idp replica through Redis when REDIS_URL is set. A subject or source whose budget an
+ * attempt exhausts is blocked in this replica until its bucket refills; another replica blocks it
+ * at its own first attempt, which finds the shared bucket empty. Verifications run through a
  * VerificationGate, subjects and sources that failed lately in its second lane.
  */
 export class AuthenticationThrottle {
   private readonly blocked = new Map<string, number>();
   /** Subjects and sources whose last verification failed, until when they wait in the gate's second lane. */
   private readonly failures = new Map<string, number>();
-  /** Authentications of each subject running or waiting their turn now. */
+  /** Verifications of each subject running or waiting now. */
   private readonly verifying = new Map<string, number>();
-  /** The end of each subject's queue of authentications. */
-  private readonly inTurn = new Map<string, Promise<void>>();
 
   constructor(
     private readonly limiter: RateLimiter,
@@ -107,45 +106,37 @@ export class AuthenticationThrottle {
   }
 
   /**
-   * Runs one verification of `subject` from `source`, one at a time per subject (guesses sent side
-   * by side wait their turn, so none slips past a budget the ones before it exhausted), refused
-   * without running it while the subject or the source is over its budget or while the process
-   * already runs and queues as many verifications as it takes (VerificationGate). A failure is
-   * counted; the one that exhausts a budget is answered as refused. A success takes nothing.
+   * Checks, counts and runs one verification of `subject` from `source`. The attempt is counted
+   * before the verification runs, so guesses sent side by side cannot all pass while the first
+   * ones are still being verified; it is refused without running while the subject or the source
+   * is over its budget, or while the process already runs and queues as many verifications as it
+   * takes (VerificationGate). A client whose secret was verified lately is not verified again
+   * (VerifiedSecrets, before this is called) and so takes nothing.
    */
   async authenticate(kind: 'client' | 'user', subject: string, source: string | undefined, verify: () => Promise<boolean>): Promise<AuthenticationOutcome> {
-    const subjectKey = keyOf(kind, subject);
-    const previous = this.inTurn.get(subjectKey) ?? Promise.resolve();
-    let done!: () => void;
-    const turn = new Promise<void>((resolve) => (done = resolve));
-    const chained = previous.then(() => turn);
-    this.inTurn.set(subjectKey, chained);
-    const waited = (this.verifying.get(subjectKey) ?? 0) > 0;
-    this.verifying.set(subjectKey, (this.verifying.get(subjectKey) ?? 0) + 1);
+    const admitted = this.check(kind, subject, source);
+    if (!admitted.allowed) return { refused: admitted };
+    const counted = await this.attempt(kind, subject, source);
+    if (!counted.allowed) return { refused: counted };
+    const keys = [keyOf(kind, subject), ...(source ? [keyOf('source', source)] : [])];
+    // Second lane: the subject or the source failed lately, or the subject is being verified already.
+    const suspect = keys.some((key) => this.failedLately(key)) || (this.verifying.get(keys[0]) ?? 0) > 0;
+    this.verifying.set(keys[0], (this.verifying.get(keys[0]) ?? 0) + 1);
+    let valid: boolean | typeof BUSY;
     try {
-      await previous;
-      const admitted = this.check(kind, subject, source);
-      if (!admitted.allowed) return { refused: admitted };
-      const keys = [subjectKey, ...(source ? [keyOf('source', source)] : [])];
-      // Second lane: the subject or the source failed lately, or more guesses at it were queued.
-      const suspect = waited || keys.some((key) => this.failedLately(key));
-      const valid = await this.gate.run(verify, suspect ? 'second' : 'first');
-      if (valid === BUSY) return { refused: { allowed: false, retryAfterSeconds: 1 } };
-      if (valid) return { valid };
-      for (const key of keys) this.remember(this.failures, key, this.now() + FAILED_LATELY_MS);
-      const after = await this.failed(kind, subject, source);
-      return after.allowed ? { valid } : { refused: after };
+      valid = await this.gate.run(verify, suspect ? 'second' : 'first');
     } finally {
-      done();
-      const left = (this.verifying.get(subjectKey) ?? 1) - 1;
-      if (left > 0) this.verifying.set(subjectKey, left);
-      else this.verifying.delete(subjectKey);
-      if (this.inTurn.get(subjectKey) === chained) this.inTurn.delete(subjectKey);
+      const left = (this.verifying.get(keys[0]) ?? 1) - 1;
+      if (left > 0) this.verifying.set(keys[0], left);
+      else this.verifying.delete(keys[0]);
     }
+    if (valid === BUSY) return { refused: { allowed: false, retryAfterSeconds: 1 } };
+    if (!valid) for (const key of keys) this.remember(this.failures, key, this.now() + FAILED_LATELY_MS);
+    return { valid };
   }
 
-  /** Counts a failed verification; says whether the subject or the source is now refused, and for how long. */
-  async failed(kind: 'client' | 'user', subject: string, source: string | undefined): Promise<ThrottleDecision> {
+  /** Counts an attempt about to be verified; says whether the subject or the source is now refused, and for how long. */
+  async attempt(kind: 'client' | 'user', subject: string, source: string | undefined): Promise<ThrottleDecision> {
     const keys = [{ key: keyOf(kind, subject), policy: this.budgets[kind] }, ...(source ? [{ key: keyOf('source', source), policy: this.budgets.source }] : [])];
     const decisions = await Promise.all(keys.map(({ key, policy }) => this.limiter.consume(key, policy)));
     let longest = 0;
