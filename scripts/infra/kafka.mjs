@@ -286,9 +286,10 @@ export async function startKafka(opts = {}) {
     await fetchLibs(cfg);
     await fsp.mkdir(cfg.dataDir, { recursive: true });
     const secrets = await ensureCredentials(cfg);
-    // The properties hold the broker's own password: readable by this user only.
+    // The properties hold the broker's own password: readable by this user only, from the start
+    // (a file left by an older version keeps its mode when written over, so it goes first).
+    await fsp.rm(cfg.propsFile, { force: true });
     await fsp.writeFile(cfg.propsFile, serverProperties(cfg, secrets), { mode: 0o600 });
-    await fsp.chmod(cfg.propsFile, 0o600);
     await formatStorage(cfg, secrets);
 
     const started = Date.now();

@@ -11,7 +11,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cacheDirOf, installPinned } from './npm-cache.mjs';
+import { cacheDirOf, installPinned, invokedDirectly } from './npm-cache.mjs';
 import { ensureNodeLts } from './node-lts.mjs';
 
 export const MCP_CONFORMANCE_VERSION = '0.1.16';
@@ -27,7 +27,7 @@ export function ensureMcpConformance() {
   return { node, entry };
 }
 
-if (process.argv[1] && import.meta.url === `file://${process.argv[1]}`) {
+if (invokedDirectly(import.meta.url)) {
   if (process.argv[2] !== 'ensure') {
     log('usage: node scripts/infra/mcp-conformance.mjs ensure');
     process.exit(2);

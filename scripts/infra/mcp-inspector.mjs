@@ -14,7 +14,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cacheDirOf, installPinned } from './npm-cache.mjs';
+import { cacheDirOf, installPinned, invokedDirectly } from './npm-cache.mjs';
 
 export const MCP_INSPECTOR_VERSION = '2.12.0';
 
@@ -33,7 +33,7 @@ export function ensureMcpInspector() {
   return executable;
 }
 
-if (process.argv[1] && import.meta.url === `file://${process.argv[1]}`) {
+if (invokedDirectly(import.meta.url)) {
   const [command] = process.argv.slice(2);
   if (command !== 'ensure') {
     log('usage: node scripts/infra/mcp-inspector.mjs ensure');

@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { cacheDirOf, installPinned } from './npm-cache.mjs';
+import { cacheDirOf, installPinned, invokedDirectly } from './npm-cache.mjs';
 
 /** Keep in step with the Dockerfile's base image. */
 export const NODE_LTS_VERSION = '24.21.0';
@@ -41,7 +41,7 @@ export function ensureNodeLts() {
   return executable;
 }
 
-if (process.argv[1] && import.meta.url === `file://${process.argv[1]}`) {
+if (invokedDirectly(import.meta.url)) {
   const [command, ...rest] = process.argv.slice(2);
   try {
     if (command === 'ensure') {

@@ -7,6 +7,17 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** Whether the module at `moduleUrl` is the script node was asked to run (through links and odd characters too). */
+export function invokedDirectly(moduleUrl) {
+  if (!process.argv[1]) return false;
+  try {
+    return fs.realpathSync(process.argv[1]) === fs.realpathSync(fileURLToPath(moduleUrl));
+  } catch {
+    return false;
+  }
+}
 
 /** `<base>/<name>/<version>`: base from `variable`, else ~/.cache/mission-service. */
 export function cacheDirOf(variable, name, version) {

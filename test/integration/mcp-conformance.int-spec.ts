@@ -55,7 +55,7 @@ describe('MCP conformance suite against /mcp', () => {
   }, 900_000);
 
   afterAll(async () => {
-    await new Promise((resolve) => proxy?.close(resolve));
+    if (proxy) await new Promise((resolve) => proxy.close(resolve));
     if (standalone) expect(await standalone.stop()).toBe(0);
     if (outputs) await rm(outputs, { recursive: true, force: true });
   }, 60_000);

@@ -93,12 +93,13 @@ describe('TLS on every hop', () => {
       const { createTestDatabase } = await import('@mission/persistence');
       database = await createTestDatabase(process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', 'tls');
       dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-tls-'));
-      const [port, idpPort] = [await freePort(), await freePort()];
+      const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
       gatewayUrl = `https://127.0.0.1:${port}`;
       issuer = `https://127.0.0.1:${idpPort}`;
       standalone = startProcess('standalone-tls', 'apps/standalone/src/main.ts', {
         PORT: String(port),
         IDP_PORT: String(idpPort),
+        OPS_PORT: String(opsPort),
         DATA_DIR: dataDir,
         DATABASE_URL: database.url,
         KAFKA_BROKERS: '',

@@ -28,10 +28,10 @@ export function kafkaAccessFromEnv(env: NodeJS.ProcessEnv = process.env): KafkaA
 
 /** What `kafka.mjs start` printed. */
 export function kafkaAccessFromStart(output: string): KafkaAccess {
-  const brokers = /KAFKA_BROKERS=(\S+)/.exec(output)?.[1];
+  const brokers = /^KAFKA_BROKERS=(\S+)$/m.exec(output)?.[1];
   if (!brokers) throw new Error(`Kafka did not report its address:\n${output}`);
-  const mechanism = /KAFKA_SASL_MECHANISM=(\S+)/.exec(output)?.[1];
-  const credentialsDir = /KAFKA_CREDENTIALS_DIR=(\S+)/.exec(output)?.[1];
+  const mechanism = /^KAFKA_SASL_MECHANISM=(\S+)$/m.exec(output)?.[1];
+  const credentialsDir = /^KAFKA_CREDENTIALS_DIR=(.+)$/m.exec(output)?.[1];
   return { brokers, ...(mechanism && credentialsDir ? { mechanism, credentialsDir } : {}) };
 }
 

@@ -171,7 +171,9 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
       expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway']);
       expect(idpEnv.TRUST_PROXY).toBe('true');
       const idpIngress = policies.find((policy) => policy.metadata.name === 'idp-ingress');
-      expect(idpIngress?.spec.ingress).toEqual([{ from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }], ports: [{ protocol: 'TCP', port: 3001 }] }]);
+      expect(idpIngress?.spec.ingress).toEqual([
+        { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }, { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'gateway' } } }], ports: [{ protocol: 'TCP', port: 3001 }] },
+      ]);
     } else {
       expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway', 'idp']);
       expect(idpEnv.TRUST_PROXY).toBeUndefined();
@@ -186,6 +188,19 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     // The idp keeps the budgets of failed authentications in Redis.
     expect(reaches('idp')).toEqual(['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432', 'redis:6379']);
     for (const app of ['mission-service', 'brain-service', 'hit-service']) expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
+    // Every path from one app to another is admitted on both sides: the gateway's egress to the idp, and the idp's ingress from it.
+    const admits = (app: string, from: string, port: number) =>
+      policies
+        .filter((policy) => applies(policy, app))
+        .some((policy) =>
+          (policy.spec.ingress ?? []).some(
+            (rule) =>
+              (rule.ports ?? []).some((p) => p.port === port) &&
+              (rule.from === undefined ||
+                (rule.from as Array<{ podSelector?: { matchLabels: Record<string, string> } }>).some((peer) => Object.entries(peer.podSelector?.matchLabels ?? { none: 'none' }).every(([key, value]) => labelsOf(from)[key] === value))),
+          ),
+        );
+    expect(admits('idp', 'gateway', 3001)).toBe(true);
   });
 });
 

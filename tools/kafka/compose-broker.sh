@@ -33,6 +33,8 @@ jaas() { echo "org.apache.kafka.common.security.$1 required $2;"; }
 
 umask 077
 mkdir -p "$CONFIG_DIR" "$DATA_DIR"
+# Every secret up front: a missing one stops the start here, not later inside a heredoc.
+for user in broker "${USERS[@]}"; do password "$user" > /dev/null; done
 broker=$(password broker)
 cat > "$CONFIG_DIR/server.properties" <<PROPERTIES
 process.roles=broker,controller

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { ConfigError, env, loadConfig } from '@mission/config';
-import { contextLogger, createLogger, KafkaSaslSettings, kafkaSasl, KafkaTlsSettings, kafkaTls, setUpKafka } from '@mission/runtime';
+import { BUS_PRINCIPALS, contextLogger, createLogger, KafkaSaslSettings, kafkaSasl, KafkaTlsSettings, kafkaTls, setUpKafka, STANDALONE_PRINCIPAL } from '@mission/runtime';
 
 /**
  * `npm run kafka:setup`: run once per deployment (a Job in Kubernetes, a one-shot service in
@@ -22,6 +22,8 @@ async function main(): Promise<void> {
     ssl: await kafkaTls(config),
     sasl: await kafkaSasl(config),
     logger: contextLogger(logger),
+    // The all-in-one process on Kafka (`npm start` with KAFKA_BROKERS) holds every service's rights: only on request.
+    principals: process.argv.includes('--with-standalone') ? [...BUS_PRINCIPALS, STANDALONE_PRINCIPAL] : BUS_PRINCIPALS,
   });
   logger.info(result, 'Kafka topics and ACLs are set up');
 }

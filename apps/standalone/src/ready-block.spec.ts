@@ -19,6 +19,6 @@ describe('readyBlock', () => {
     const text = readyBlock(handle, 100, '/srv/elsewhere');
     expect(text).toContain('Data           /home/ada/mission/.data');
     // The admin CLI finds the operator's credentials there.
-    expect(text).toContain('eval "$(DATA_DIR=/home/ada/mission/.data npm run -s admin -- quickstart)"');
+    expect(text).toContain(`eval "$(DATA_DIR='/home/ada/mission/.data' npm run -s admin -- quickstart)"`);
   });
 });

@@ -16,7 +16,7 @@ export function readyBlock(handle: Pick<StandaloneHandle, 'gatewayUrl' | 'issuer
     `  Data           ${shown}    (operator credentials: ${path.join(shown, 'admin-client.json')})`,
     '',
     '  A tenant and a token, in another terminal:',
-    `    eval "$(${shown === '.data' ? '' : `DATA_DIR=${shown} `}npm run -s admin -- quickstart)"`,
+    `    eval "$(${shown === '.data' ? '' : `DATA_DIR='${shown.replace(/'/g, `'\\''`)}' `}npm run -s admin -- quickstart)"`,
     `    curl -s -X POST ${handle.gatewayUrl}/api/missions -H "Authorization: Bearer $TOKEN" \\`,
     `      -H 'Content-Type: application/json' -d '{"title":"First mission","objective":"Say hello"}'`,
     '',

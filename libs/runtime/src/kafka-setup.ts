@@ -2,7 +2,7 @@ import type * as tls from 'node:tls';
 import { AclEntry, AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes, SASLOptions } from 'kafkajs';
 import { TOPIC_PARTITIONS } from '@mission/contracts';
 import { BusLogger, deadLetterTopic, ensureTopics, kafkaClient } from '@mission/messaging';
-import { aclKey, busAcls, BUS_PRINCIPALS, busRole, deadLetterTopics, STANDALONE_PRINCIPAL } from './kafka-acls';
+import { aclKey, busAcls, BUS_PRINCIPALS, busRole, deadLetterTopics } from './kafka-acls';
 import { platformTopics } from './platform-bus';
 
 export interface KafkaSetupOptions {
@@ -11,7 +11,7 @@ export interface KafkaSetupOptions {
   /** An administrator's sign-in: creating topics and ACLs needs more than any service may do. */
   readonly sasl?: SASLOptions;
   readonly logger: BusLogger;
-  /** Whose ACLs to converge (default: every service and the all-in-one process). */
+  /** Whose ACLs to converge (default: every service; add STANDALONE_PRINCIPAL for `npm start` on Kafka). */
   readonly principals?: ReadonlyArray<string>;
 }
 
@@ -40,7 +40,7 @@ export async function setUpKafka(options: KafkaSetupOptions): Promise<KafkaSetup
   try {
     let aclsCreated = 0;
     let aclsDeleted = 0;
-    for (const principal of options.principals ?? [...BUS_PRINCIPALS, STANDALONE_PRINCIPAL]) {
+    for (const principal of options.principals ?? BUS_PRINCIPALS) {
       const wanted = new Map(busAcls(principal).map((acl) => [aclKey(acl), acl]));
       const described = await admin.describeAcls({
         resourceType: AclResourceTypes.ANY,

@@ -65,7 +65,7 @@ describe('log format', () => {
     const logger = createLogger('test', 'info', 'pretty');
     const text = capturedText(() => logger.info({ port: 3000, token: 'plain-secret' }, 'Gateway listening')).replace(/\u001b\[[0-9;]*m/g, '');
     expect(text.trim().split('\n')).toHaveLength(1);
-    expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: Gateway listening/);
+    expect(text).toMatch(/^\[\d\d:\d\d:\d\d\.\d{3}\] INFO \(test\): Gateway listening/);
     expect(text).toContain('"port":3000');
     expect(text).not.toContain('plain-secret');
     expect(() => JSON.parse(text)).toThrow();

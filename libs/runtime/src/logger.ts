@@ -57,7 +57,7 @@ export function createLogger(name: string, level: string = process.env.LOG_LEVEL
   if (format === 'json') return pino(options);
   // Formatted and written in the same call, in this process: lines keep their order with the
   // process's own output (the ready block), and nothing is lost at exit.
-  const prettify = prettyFactory({ colorize: process.stdout.hasColors?.() ?? false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service,name', singleLine: true });
+  const prettify = prettyFactory({ colorize: process.stdout.hasColors?.() ?? false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true });
   return pino(options, { write: (line: string) => void process.stdout.write(prettify(line)) });
 }
 

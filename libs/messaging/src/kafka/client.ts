@@ -39,10 +39,13 @@ export function producerHandle(kafka: Kafka, config: ProducerConfig): ProducerHa
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-/** The kafkajs error types of an error and of the per-topic errors it gathers. */
-function authorizationTypes(error: unknown): string {
-  const { type, errors } = error as { type?: string; errors?: unknown[] };
-  return [type ?? '', ...(errors ?? []).map((inner) => (inner as { type?: string }).type ?? '')].join(' ');
+/** The topics a CreateTopics request was refused for want of authorization (kafkajs gathers one error per topic). */
+function refusedTopics(error: unknown): string[] {
+  const { errors } = error as { errors?: unknown[] };
+  return (errors ?? []).flatMap((inner) => {
+    const { type, topic } = inner as { type?: string; topic?: string };
+    return /AUTHORIZATION_FAILED/.test(type ?? '') && topic ? [topic] : [];
+  });
 }
 
 /** Waits until every partition of `names` has a leader; returns their metadata. */
@@ -91,8 +94,9 @@ export async function ensureTopicsWith(admin: Admin, specs: ReadonlyArray<TopicS
       })
       .catch((error: unknown) => {
         // Under ACLs a service may create only its own reply topics: the platform's come from the setup.
-        if (/AUTHORIZATION_FAILED/.test(authorizationTypes(error))) {
-          throw new Error(`Topics ${missing.map((topic) => topic.name).join(', ')} are missing and this client may not create them: run the platform's Kafka setup (npm run kafka:setup) first`);
+        const refused = refusedTopics(error);
+        if (refused.length > 0) {
+          throw new Error(`Topics ${refused.join(', ')} are missing and this client may not create them: run the platform's Kafka setup (npm run kafka:setup) first`);
         }
         throw error;
       });

@@ -1,5 +1,5 @@
 import { ManualClock, MemoryRateLimiter } from '@mission/rate-limit';
-import { AuthenticationThrottle, FAILED_AUTHENTICATION_BUDGETS, VerificationGate, VerifiedSecrets } from './authentication-throttle';
+import { AuthenticationThrottle, BUSY, FAILED_AUTHENTICATION_BUDGETS, VerificationGate, VerifiedSecrets } from './authentication-throttle';
 
 function throttleOnClock(): { throttle: AuthenticationThrottle; advance(seconds: number): void } {
   const clock = new ManualClock();
@@ -85,6 +85,16 @@ describe('AuthenticationThrottle.authenticate', () => {
     expect(most).toBe(2);
     expect(outcomes.filter((outcome) => outcome.valid === true)).toHaveLength(5);
     expect(outcomes.filter((outcome) => outcome.refused).map((outcome) => outcome.refused)).toEqual(Array.from({ length: 5 }, () => ({ allowed: false, retryAfterSeconds: 1 })));
+  });
+
+  it('refuses a caller that waited its longest in a lane, and lets the next one through after the slot frees', async () => {
+    const gate = new VerificationGate(1, 8, 50);
+    let release!: () => void;
+    const held = gate.run(() => new Promise<boolean>((resolve) => (release = () => resolve(true))));
+    await expect(gate.run(async () => true, 'second')).resolves.toBe(BUSY);
+    release();
+    await expect(held).resolves.toBe(true);
+    await expect(gate.run(async () => true, 'second')).resolves.toBe(true);
   });
 
   it("lets a subject that has not failed lately go ahead of the guesses at ones that have", async () => {

@@ -29,7 +29,8 @@ const ALLOWED: ThrottleDecision = { allowed: true, retryAfterSeconds: 0 };
 /** An authentication's outcome: verified (valid or not), or refused before any verification. */
 export type AuthenticationOutcome = { readonly valid: boolean; readonly refused?: undefined } | { readonly refused: ThrottleDecision; readonly valid?: undefined };
 
-const BUSY = Symbol('busy');
+/** What VerificationGate.run answers when it takes no more. */
+export const BUSY = Symbol('busy');
 
 /**
  * At most `concurrency` verifications (scrypt) at once in this process and `queued` waiting in
@@ -47,13 +48,28 @@ export class VerificationGate {
   constructor(
     private readonly concurrency = 2,
     private readonly queued = 32,
+    /** Longest wait in a lane; past it the authentication is refused (a flood never strands a caller). */
+    private readonly maxWaitMs = 5_000,
   ) {}
 
   async run(verify: () => Promise<boolean>, lane: 'first' | 'second' = 'first'): Promise<boolean | typeof BUSY> {
     if (this.running >= this.concurrency) {
       const waiting = this.lanes[lane];
       if (waiting.length >= this.queued) return BUSY;
-      await new Promise<void>((resolve) => waiting.push(resolve));
+      const admitted = await new Promise<boolean>((resolve) => {
+        const timer = setTimeout(() => {
+          // Still waiting (a waiter that got the slot cleared this timer): leave the lane, refused.
+          waiting.splice(waiting.indexOf(waiter), 1);
+          resolve(false);
+        }, this.maxWaitMs);
+        timer.unref();
+        const waiter = (): void => {
+          clearTimeout(timer);
+          resolve(true);
+        };
+        waiting.push(waiter);
+      });
+      if (!admitted) return BUSY;
     } else {
       this.running++;
     }
@@ -214,6 +230,11 @@ export class VerifiedSecrets {
   remember(clientId: string, storedHash: string, presented: string): void {
     if (this.verified.size >= this.maxEntries) this.verified.clear();
     this.verified.set(this.keyOf(clientId, storedHash, presented), this.now() + this.ttlMs);
+  }
+
+  /** What identifies one check of a presented secret (an HMAC: never the secret). */
+  fingerprint(clientId: string, storedHash: string, presented: string): string {
+    return this.keyOf(clientId, storedHash, presented);
   }
 
   private keyOf(clientId: string, storedHash: string, presented: string): string {

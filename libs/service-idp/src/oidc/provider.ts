@@ -7,7 +7,7 @@ import { verifyClientSecret } from '../clients/client-credentials';
 import { SIGNING_ALGORITHM, SigningKey } from '../keys/idp-keys';
 import { ClientDirectory } from './client-directory';
 import type { UsersRepository } from '../users/users.repository';
-import { AuthenticationThrottle, ThrottleDecision, VerifiedSecrets } from './authentication-throttle';
+import { AuthenticationOutcome, AuthenticationThrottle, ThrottleDecision, VerifiedSecrets } from './authentication-throttle';
 import { interactionRoutes } from './interactions';
 import { createPostgresAdapter } from './postgres-adapter';
 import { ACCESS_TOKEN_TTL_SECONDS, decideScopes, REFRESH_TOKEN_TTL_SECONDS, gatewayResourceServer, pinExpiry, SUPPORTED_SCOPES, tenantClaims } from './token-policy';
@@ -140,12 +140,20 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
   // before scrypt runs, and a client or source over its budget, or a process already verifying as
   // much as it takes, is refused without scrypt (429 with Retry-After below).
   const verified = new VerifiedSecrets();
+  /** Checks running now, by what they check: the same credentials sent side by side are checked (and counted) once. */
+  const checking = new Map<string, Promise<AuthenticationOutcome>>();
   provider.Client.prototype.compareClientSecret = async function compareClientSecret(this: Client, presented: string) {
     const stored = this.clientSecret;
     if (!stored) return false;
     if (verified.has(this.clientId, stored, presented)) return true;
     const ctx = Provider.ctx;
-    const outcome = await options.throttle.authenticate('client', this.clientId, ctx?.ip, () => verifyClientSecret(presented, stored));
+    const key = verified.fingerprint(this.clientId, stored, presented);
+    let pending = checking.get(key);
+    if (!pending) {
+      pending = options.throttle.authenticate('client', this.clientId, ctx?.ip, () => verifyClientSecret(presented, stored)).finally(() => checking.delete(key));
+      checking.set(key, pending);
+    }
+    const outcome = await pending;
     if (outcome.refused) {
       if (ctx) ctx.state[THROTTLED] = outcome.refused;
       return false;
