@@ -59,7 +59,8 @@ export class VerificationGate {
       const admitted = await new Promise<boolean>((resolve) => {
         const timer = setTimeout(() => {
           // Still waiting (a waiter that got the slot cleared this timer): leave the lane, refused.
-          waiting.splice(waiting.indexOf(waiter), 1);
+          const at = waiting.indexOf(waiter);
+          if (at >= 0) waiting.splice(at, 1);
           resolve(false);
         }, this.maxWaitMs);
         timer.unref();
