@@ -1,6 +1,6 @@
 import { AclOperationTypes, AclResourceTypes, ResourcePatternTypes } from 'kafkajs';
 import { ConsumerGroups, Topics } from '@mission/contracts';
-import { aclKey, busAcls, BUS_PRINCIPALS, busRole, deadLetterTopics, platformAcls, STANDALONE_PRINCIPAL } from './kafka-acls';
+import { aclKey, busAcls, BUS_PRINCIPALS, busRole, deadLetterTopics, STANDALONE_PRINCIPAL } from './kafka-acls';
 import { setupTopics } from './kafka-setup';
 
 const allows = (principal: string, resourceType: AclResourceTypes, name: string, operation: AclOperationTypes): boolean =>
@@ -42,7 +42,7 @@ describe('Kafka ACLs of the platform', () => {
   });
 
   it('lets no service create, delete or alter anything but its own reply topics, nor act on the cluster', () => {
-    for (const acl of platformAcls()) {
+    for (const acl of [...BUS_PRINCIPALS, STANDALONE_PRINCIPAL].flatMap((principal) => busAcls(principal))) {
       if ([AclOperationTypes.CREATE, AclOperationTypes.DELETE].includes(acl.operation)) {
         expect(acl.resourcePatternType).toBe(ResourcePatternTypes.PREFIXED);
         expect(acl.resourceName).toBe(`replies.${acl.principal.replace(/^User:/, '')}.`);

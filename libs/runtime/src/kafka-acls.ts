@@ -67,9 +67,14 @@ export function busRole(principal: string): BusRole {
   return role;
 }
 
-/** Every topic the platform's setup creates: the platform's topics and a dead-letter topic for each consumed one. */
+/** The topics some service consumes: each has a dead-letter topic. */
+export function consumedTopics(): Topic[] {
+  return [...new Set(BUS_PRINCIPALS.flatMap((principal) => busRole(principal).consumes.map(({ topic }) => topic)))].sort();
+}
+
+/** The dead-letter topic of every consumed one. */
 export function deadLetterTopics(): string[] {
-  return [...new Set([...BUS_PRINCIPALS.flatMap((principal) => busRole(principal).consumes.map(({ topic }) => deadLetterTopic(topic)))])].sort();
+  return consumedTopics().map(deadLetterTopic);
 }
 
 type Grant = readonly [AclResourceTypes, string, ResourcePatternTypes, AclOperationTypes];
@@ -110,11 +115,6 @@ export function busAcls(principal: string): AclEntry[] {
     operation,
     permissionType: AclPermissionTypes.ALLOW,
   }));
-}
-
-/** Every principal's ACLs. */
-export function platformAcls(principals: ReadonlyArray<string> = [...BUS_PRINCIPALS, STANDALONE_PRINCIPAL]): AclEntry[] {
-  return principals.flatMap((principal) => busAcls(principal));
 }
 
 /** A stable text form of an ACL, to compare what the broker holds with what it should. */

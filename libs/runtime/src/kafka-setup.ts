@@ -2,7 +2,7 @@ import type * as tls from 'node:tls';
 import { AclEntry, AclOperationTypes, AclPermissionTypes, AclResourceTypes, ResourcePatternTypes, SASLOptions } from 'kafkajs';
 import { TOPIC_PARTITIONS } from '@mission/contracts';
 import { BusLogger, deadLetterTopic, ensureTopics, kafkaClient } from '@mission/messaging';
-import { aclKey, busAcls, BUS_PRINCIPALS, busRole, deadLetterTopics } from './kafka-acls';
+import { aclKey, busAcls, BUS_PRINCIPALS, consumedTopics } from './kafka-acls';
 import { platformTopics } from './platform-bus';
 
 export interface KafkaSetupOptions {
@@ -23,8 +23,7 @@ export interface KafkaSetupResult {
 
 /** The platform's topics and the dead-letter topic of every consumed one (partitions as their source). */
 export function setupTopics(): Array<{ name: string; partitions: number; maxMessageBytes?: number }> {
-  const consumed = new Map(BUS_PRINCIPALS.flatMap((principal) => busRole(principal).consumes.map(({ topic }) => [deadLetterTopic(topic), TOPIC_PARTITIONS[topic]] as const)));
-  return [...platformTopics(), ...deadLetterTopics().map((name) => ({ name, partitions: consumed.get(name) ?? 1 }))];
+  return [...platformTopics(), ...consumedTopics().map((topic) => ({ name: deadLetterTopic(topic), partitions: TOPIC_PARTITIONS[topic] }))];
 }
 
 /**
