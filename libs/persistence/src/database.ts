@@ -2,6 +2,7 @@ import { DatabaseError, escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
+import { pipelinedTransaction } from './transaction-pipeline';
 
 export interface ServiceDatabaseOptions {
   /** postgres:// URL of the schema's owner: migrations run as this user. */
@@ -100,44 +101,17 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
   return dataSource;
 }
 
-/** TypeORM's statement that opens a transaction (PostgresQueryRunner.startTransaction). */
-const START_TRANSACTION = 'START TRANSACTION';
-
 /**
  * Runs `work` in a transaction bound to the current tenant: `app.tenant_id` is set for the
  * transaction, which row-level security policies read. Throws without a tenant context.
  *
- * The setting travels with TypeORM's `START TRANSACTION`, in the same simple-protocol message
- * (one round trip instead of two on every write of every service). Should TypeORM ever open the
- * transaction with other words, the setting is sent on its own after it: never skipped.
+ * The setting travels with the transaction's opening and its first statement, in one
+ * simple-protocol message, and writes handed to deferWrite go with the next statement or the
+ * COMMIT (pipelinedTransaction): a mission transition costs two round trips.
  */
 export async function tenantTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const { tenantId } = currentTenant();
-  const setting = `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)`;
-  const runner = dataSource.createQueryRunner();
-  const query = runner.query.bind(runner);
-  let tenantSet = false;
-  runner.query = ((statement: string, parameters?: unknown[], structured?: boolean) => {
-    if (tenantSet || statement !== START_TRANSACTION || parameters !== undefined) return query(statement, parameters, structured as never);
-    tenantSet = true;
-    return query(`${START_TRANSACTION}; ${setting}`);
-  }) as typeof runner.query;
-  try {
-    await runner.startTransaction();
-    if (!tenantSet) {
-      tenantSet = true;
-      await runner.query(setting);
-    }
-    const result = await work(runner.manager);
-    await runner.commitTransaction();
-    return result;
-  } catch (error) {
-    // The original error is what the caller needs, whatever the rollback says.
-    await runner.rollbackTransaction().catch(() => undefined);
-    throw error;
-  } finally {
-    await runner.release();
-  }
+  return pipelinedTransaction(dataSource, `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)`, work);
 }
 
 /** What runs a parameterised query: an EntityManager, a DataSource, or tenantReader(). */

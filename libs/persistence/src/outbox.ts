@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import { optionalTenant, runWithoutTenant, TENANT_HEADER, tenantHeaders, traceHeaders } from '@mission/tenant-context';
 import { isSealed, RecordCipher } from './data-keys';
+import { deferWrite, pipelinedTransaction } from './transaction-pipeline';
 
 /** An event to publish once the transaction that wrote it commits. */
 export interface OutboxEvent {
@@ -58,7 +59,8 @@ export async function enqueueOutbox(manager: EntityManager, schema: string, even
   // The relay opens a sealed payload under the row's tenant header: it must be the tenant it was sealed for.
   if (cipher && tenant && headers[TENANT_HEADER] !== tenant) throw new Error('An outbox event of one tenant cannot name another tenant in its headers');
   const payload = cipher && tenant ? await cipher.seal(manager, { table: OUTBOX_TABLE, id }, event.payload) : event.payload;
-  await manager.query(`INSERT INTO "${schema}".outbox (id, topic, type, key, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)`, [
+  // Goes with the transaction's next statement or its commit: nothing reads it back before then.
+  await deferWrite(manager, `INSERT INTO "${schema}".outbox (id, topic, type, key, payload, headers) VALUES ($1, $2, $3, $4, $5, $6)`, [
     id,
     event.topic,
     event.type,
@@ -160,13 +162,15 @@ export class OutboxRelay {
   private async drain(): Promise<void> {
     const batchSize = this.options.batchSize ?? 100;
     for (;;) {
-      const published = await this.dataSource.transaction(async (manager) => {
-        const [{ locked }] = await manager.query('SELECT pg_try_advisory_xact_lock(hashtext($1)) AS locked', [`outbox:${this.schema}`]);
-        if (!locked) return 0;
+      // Two round trips a pass: the lock and the rows in one message with the transaction's
+      // opening, the marks with its commit. The advisory lock is taken once, before the scan (an
+      // uncorrelated subquery is a one-time filter): a relay that does not get it reads and locks nothing.
+      const published = await pipelinedTransaction(this.dataSource, '', async (manager) => {
         const rows: OutboxRow[] = await manager.query(
           `SELECT id, topic, type, key, payload, headers FROM "${this.schema}".outbox
-           WHERE published_at IS NULL ORDER BY created_at, id LIMIT $1 FOR UPDATE`,
-          [batchSize],
+           WHERE published_at IS NULL AND (SELECT pg_try_advisory_xact_lock(hashtext($1)))
+           ORDER BY created_at, id LIMIT $2 FOR UPDATE`,
+          [`outbox:${this.schema}`, batchSize],
         );
         // Opened one after another (a data key not cached yet is read on the transaction's one
         // connection, which takes one query at a time); published up to the first row that cannot
@@ -190,7 +194,8 @@ export class OutboxRelay {
             })),
           );
           // Stop at an unreadable row, but keep what went before published: it is not sent again on every pass.
-          await manager.query(`UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [readable.map((row) => row.id)]);
+          const ids = readable.map((row) => row.id);
+          await deferWrite(manager, `UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id IN (${ids.map((_id, index) => `$${index + 1}`).join(', ')})`, ids);
         }
         return unreadable === undefined ? rows.length : { stoppedBy: unreadable };
       });

@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryRunner } from 'typeorm';
+import fc from 'fast-check';
+import { Client } from 'pg';
+import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryFailedError, QueryRunner } from 'typeorm';
 import { InProcessBroker, InProcessBus, IncomingMessage, isDependencyUnavailable } from '@mission/messaging';
 import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { dataKeysTableSql, RecordCipher } from './data-keys';
 import { openServiceDatabase, tenantTransaction } from './database';
+import { deferWrite } from './transaction-pipeline';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
 import { markProcessed, processedMessagesTableSql } from './processed-messages';
 import { createTestDatabase, TestDatabase } from './test-database';
@@ -89,6 +92,17 @@ const tenantB = randomUUID();
 
 function event(type: string, payload: unknown = { type }): OutboxEvent {
   return { topic: 'fixture.events.v1', type, key: `key-${type}`, payload };
+}
+
+/** Messages sent to PostgreSQL while `run` runs (every pg client's query calls). */
+async function countingMessages<T>(run: () => Promise<T>): Promise<{ result: T; messages: string[] }> {
+  const spy = jest.spyOn(Client.prototype, 'query');
+  try {
+    const result = await run();
+    return { result, messages: spy.mock.calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text))) };
+  } finally {
+    spy.mockRestore();
+  }
 }
 
 describe('persistence on PostgreSQL', () => {
@@ -291,6 +305,103 @@ describe('persistence on PostgreSQL', () => {
       expect(isDependencyUnavailable(duplicate)).toBe(false);
     });
 
+    describe('pipelined statements', () => {
+      const insertEvent = `INSERT INTO "${SCHEMA}".outbox (id, topic, type, key, payload, headers) VALUES ($1, current_setting($2, true), $3, $4, $5, $6)`;
+
+      it('sends a transaction that writes, reads back and writes again in two messages, in order and under its tenant', async () => {
+        const id = randomUUID();
+        const { result, messages } = await countingMessages(() =>
+          runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await deferWrite(manager, insertEvent, [id, 'app.tenant_id', 'fixture', 'k', '{"n":1}', '{}']);
+              const [row] = await manager.query(`SELECT topic, payload FROM "${SCHEMA}".outbox WHERE id = $1`, [id]);
+              await deferWrite(manager, `UPDATE "${SCHEMA}".outbox SET type = $2 WHERE id = $1`, [id, 'updated']);
+              return row as { topic: string; payload: unknown };
+            }),
+          ),
+        );
+        // The write was there for the read, in the tenant's transaction.
+        expect(result).toEqual({ topic: tenantA, payload: { n: 1 } });
+        expect(messages).toHaveLength(2);
+        expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nINSERT .*;\nSELECT topic/s);
+        expect(messages[1]).toMatch(/^UPDATE .*;\nCOMMIT$/s);
+        const [stored] = await dataSource.query(`SELECT type FROM "${SCHEMA}".outbox WHERE id = $1`, [id]);
+        expect(stored.type).toBe('updated');
+      });
+
+      it('fails the commit with the error of a held write and keeps nothing of the transaction; the connection serves the next one', async () => {
+        const single = await open(database.url, SCHEMA, 1);
+        try {
+          const id = randomUUID();
+          const failed = await runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(single, async (manager) => {
+              await deferWrite(manager, insertEvent, [id, 'app.tenant_id', 'fixture', 'k', '{}', '{}']);
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [41]);
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [41]);
+            }),
+          ).then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+          expect(failed).toBeInstanceOf(QueryFailedError);
+          expect((failed as QueryFailedError & { driverError: { code?: string } }).driverError.code).toBe('23505');
+          // The error names the statement that was sent, never the values inlined into the message.
+          expect((failed as QueryFailedError).query).toBe('COMMIT');
+          expect(await single.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".outbox WHERE id = $1`, [id])).toEqual([{ n: 0 }]);
+          expect(await single.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 41`)).toEqual([{ n: 0 }]);
+          // The one pooled connection is out of the aborted transaction.
+          const [{ tenant }] = await runWithTenant({ tenantId: tenantB }, () => tenantTransaction(single, (manager) => manager.query(`SELECT current_setting('app.tenant_id', true) AS tenant`)));
+          expect(tenant).toBe(tenantB);
+        } finally {
+          await single.destroy();
+        }
+      });
+
+      it('sends nothing for a transaction that neither reads nor writes, nor for one that fails before sending', async () => {
+        const { messages } = await countingMessages(async () => {
+          await runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, async () => 'nothing'));
+          await runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [42]);
+              throw new Error('changed my mind');
+            }),
+          ).catch(() => undefined);
+        });
+        expect(messages).toEqual([]);
+        expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 42`)).toEqual([{ n: 0 }]);
+      });
+
+      it('runs a statement whose parameters cannot be inlined as a parameterised one, after what was held', async () => {
+        await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(dataSource, async (manager) => {
+            await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1), ($2)`, [43, 44]);
+            const [{ n }] = await manager.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = ANY($1::int[])`, [[43, 44, 45]]);
+            expect(n).toBe(2);
+            throw new Error('roll back');
+          }),
+        ).catch((error: Error) => expect(error.message).toBe('roll back'));
+        expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id IN (43, 44)`)).toEqual([{ n: 0 }]);
+      });
+
+      it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {
+        await fc.assert(
+          fc.asyncProperty(fc.array(fc.string({ unit: 'grapheme', maxLength: 40 }).filter((text) => !text.includes('\u0000')), { minLength: 1, maxLength: 8 }), async (texts) => {
+            const ids = texts.map(() => randomUUID());
+            const stored = await runWithTenant({ tenantId: tenantA }, () =>
+              tenantTransaction(dataSource, async (manager) => {
+                for (const [index, text] of texts.entries()) await deferWrite(manager, insertEvent, [ids[index], 'app.tenant_id', text, `${text}\\'`, JSON.stringify({ text }), '{}']);
+                return manager.query(`SELECT id, type, key, payload FROM "${SCHEMA}".outbox WHERE id = ANY($1::uuid[])`, [ids]);
+              }),
+            );
+            expect(new Map(stored.map((row: { id: string; type: string; key: string; payload: unknown }) => [row.id, [row.type, row.key, row.payload]]))).toEqual(
+              new Map(texts.map((text, index) => [ids[index], [text, `${text}\\'`, { text }]])),
+            );
+          }),
+          { numRuns: 60 },
+        );
+      });
+    });
+
     it('throws without a tenant context and never runs the work', async () => {
       const work = jest.fn(async () => 'ran');
       await expect(Promise.resolve().then(() => tenantTransaction(dataSource, work))).rejects.toThrow(MissingTenantContextError);
@@ -341,8 +452,10 @@ describe('persistence on PostgreSQL', () => {
       const relay = new OutboxRelay(dataSource, SCHEMA, publisher);
       await expect(relay.backlog()).resolves.toBe(3);
 
-      // Outside any tenant context, as the relay runs in production.
-      await relayPass(publisher);
+      // Outside any tenant context, as the relay runs in production; in two messages (the lock and
+      // the rows with the opening, the marks with the commit).
+      const { messages } = await countingMessages(() => relayPass(publisher));
+      expect(messages).toEqual([expect.stringMatching(/^START TRANSACTION;\nSELECT id, topic/), expect.stringMatching(/^UPDATE .*;\nCOMMIT$/s)]);
 
       expect(publisher.published).toEqual([
         {

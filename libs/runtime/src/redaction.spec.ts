@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { redactQuery, redactQueryString } from './redaction';
+import { escapeLiteral } from 'pg';
+import { redactQuery, redactQueryString, redactSqlLiterals } from './redaction';
 
 describe('redactQuery', () => {
   it('keeps the path and the parameter names, never a value', () => {
@@ -23,6 +24,26 @@ describe('redactQuery', () => {
           const encoded = new URLSearchParams({ v: value }).toString().slice(2);
           expect(redacted).not.toContain(encoded);
         }
+      }),
+    );
+  });
+});
+
+describe('redactSqlLiterals', () => {
+  it('replaces every string literal, escaped quotes and prefixed forms included, and keeps the statement', () => {
+    expect(redactSqlLiterals(`START TRANSACTION;\nSELECT set_config('app.tenant_id', 'acme', true);\nUPDATE m SET s = 'it''s' WHERE id = E'x\\'y'`)).toBe(
+      `START TRANSACTION;\nSELECT set_config('REDACTED', 'REDACTED', true);\nUPDATE m SET s = 'REDACTED' WHERE id = 'REDACTED'`,
+    );
+    expect(redactSqlLiterals('SELECT "tenantId" FROM m WHERE id = $1')).toBe('SELECT "tenantId" FROM m WHERE id = $1');
+  });
+
+  it('never lets a literal through, whatever it holds', () => {
+    fc.assert(
+      fc.property(fc.array(fc.string({ minLength: 6, maxLength: 30 }).filter((value) => !value.includes('REDACTED') && /[A-Za-z0-9]{6}/.test(value)), { minLength: 1, maxLength: 5 }), (values) => {
+        // As the driver escapes a value inlined into a statement (backslashes make it an E'' string).
+        const sql = values.map((value, index) => `SELECT set_config('k${index}', ${escapeLiteral(value)}, true)`).join(';\n');
+        const redacted = redactSqlLiterals(sql);
+        for (const value of values) for (const run of value.match(/[A-Za-z0-9]{6,}/g) ?? []) expect(redacted).not.toContain(run);
       }),
     );
   });

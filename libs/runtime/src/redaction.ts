@@ -28,3 +28,12 @@ export function redactQueryString(query: string): string {
     })
     .join('&');
 }
+
+/**
+ * SQL with every string literal replaced by `'REDACTED'`: statements sent with their values
+ * inlined (a tenant read, a pipelined transaction) name tenants, ids and sealed payloads, which a
+ * span's statement text must not carry. Dollar-quoted bodies (migrations, functions) are kept.
+ */
+export function redactSqlLiterals(sql: string): string {
+  return sql.replace(/(?<![\w$])(?:[Ee]'(?:[^'\\]|''|\\.)*'?|[UuBbXxNn]?'(?:[^']|'')*'?)/g, `'${REDACTED}'`);
+}

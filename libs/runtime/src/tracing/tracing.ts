@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import { useOpenTelemetrySpans } from '@mission/tenant-context';
-import { redactQueryString } from '../redaction';
+import { redactQueryString, redactSqlLiterals } from '../redaction';
 
 /**
  * OpenTelemetry traces, off unless the standard variables ask for them: an exporter named in
@@ -77,9 +77,16 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
     instrumentations: [
       // Query values carry tenant content (a Brain search's `q`, cursors): spans keep the names only.
       new HttpInstrumentation({ ignoreIncomingRequestHook: isUntracedRequest, startIncomingSpanHook: redactedIncomingAttributes, startOutgoingSpanHook: redactedOutgoingAttributes }),
-      // Statement text only (no bound values: they carry tenant payloads), and only inside a
-      // trace: the outbox relay's polling would otherwise be a root trace every few hundred ms.
-      new PgInstrumentation({ enhancedDatabaseReporting: false, requireParentSpan: true }),
+      // Statement text only (no bound values, and inlined ones redacted: they carry tenant ids and
+      // payloads), and only inside a trace: the outbox relay's polling would otherwise be a root
+      // trace every few hundred ms.
+      new PgInstrumentation({
+        enhancedDatabaseReporting: false,
+        requireParentSpan: true,
+        requestHook: (span, { query }) => {
+          if (query.text.includes("'")) span.setAttribute('db.query.text', redactSqlLiterals(query.text));
+        },
+      }),
       // Command names only: values are tenant data and keys carry tenant ids.
       new IORedisInstrumentation({ dbStatementSerializer: (command) => command, requireParentSpan: true }),
     ],

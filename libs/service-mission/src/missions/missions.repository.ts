@@ -1,7 +1,7 @@
 import { DataSource, EntityManager } from 'typeorm';
 import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
 import { DecryptionError } from '@mission/crypto';
-import { deleteInBatches, isSealed, type Queryable, RecordCipher, type SweepTask } from '@mission/persistence';
+import { deferWrite, deleteInBatches, isSealed, type Queryable, RecordCipher, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
 const TABLE = 'missions';
@@ -26,11 +26,13 @@ export class MissionsRepository {
    * The hot statements (insert, read, lock, save) are fixed SQL rather than built by TypeORM on
    * every call: building them was a tenth of the service's work per mission. Columns are named as
    * MissionRow's properties, so a row maps like an entity TypeORM loaded; the plaintext columns of
-   * rows written before sealing are written empty.
+   * rows written before sealing are written empty. Writes go with the transaction's next
+   * statement or its commit (deferWrite).
    */
   async insert(manager: EntityManager, mission: MissionEntity): Promise<void> {
     const row = await this.toRow(manager, mission);
-    await manager.query(
+    await deferWrite(
+      manager,
       `INSERT INTO mission.missions (id, tenant_id, status, sealed, created_at, updated_at, completed_at, next_check_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
       [row.id, row.tenantId, row.status, row.sealed, row.createdAt, row.updatedAt, row.completedAt, row.nextCheckAt],
     );
@@ -60,7 +62,8 @@ export class MissionsRepository {
 
   async save(manager: EntityManager, mission: MissionEntity): Promise<void> {
     const row = await this.toRow(manager, mission);
-    await manager.query(
+    await deferWrite(
+      manager,
       `UPDATE mission.missions SET status = $3, sealed = $4, title = NULL, objective = NULL, input = NULL, steps = NULL, metadata = NULL, result = NULL, error = NULL,
               updated_at = $5, completed_at = $6, next_check_at = $7
        WHERE tenant_id = $1 AND id = $2`,
@@ -183,7 +186,8 @@ export class MissionsRepository {
   /** Records (or, once expired, replaces) what an Idempotency-Key stands for: its request fingerprint and mission, sealed. */
   async saveIdempotencyKey(manager: EntityManager, tenantId: string, key: string, requestHash: string, missionId: string, now: Date): Promise<void> {
     const sealed = await this.cipher.seal(manager, { table: IDEMPOTENCY_TABLE, id: key }, { requestHash, missionId });
-    await manager.query(
+    await deferWrite(
+      manager,
       `INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, $3, $4, $5)
        ON CONFLICT (tenant_id, key) DO UPDATE SET request_hash = EXCLUDED.request_hash, mission_id = EXCLUDED.mission_id, created_at = EXCLUDED.created_at`,
       [tenantId, key, sealed, missionId, now],

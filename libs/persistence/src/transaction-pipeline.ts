@@ -1,0 +1,165 @@
+import { escapeLiteral, type PoolClient, type QueryResult as PgResult } from 'pg';
+import { DataSource, EntityManager, QueryFailedError, QueryRunner } from 'typeorm';
+import { QueryResult } from 'typeorm/query-runner/QueryResult';
+
+/** TypeORM's statements that open and end a transaction (PostgresQueryRunner). */
+const START_TRANSACTION = 'START TRANSACTION';
+const COMMIT = 'COMMIT';
+const ROLLBACK = 'ROLLBACK';
+
+/**
+ * What a transaction has not sent yet: its opening (START TRANSACTION and what must follow it)
+ * until its first statement, and the writes held back by deferWrite until the next statement or
+ * the COMMIT.
+ */
+interface Pending {
+  opening: string | null;
+  writes: string[];
+}
+
+const pendingOf = new WeakMap<QueryRunner, Pending>();
+
+/**
+ * A parameter as PostgreSQL would receive it from node-postgres (its text form, untyped), as a
+ * literal: an untyped literal is typed from its context exactly as an untyped parameter is. Only
+ * text, finite numbers, booleans, dates and null; undefined for anything else (arrays, buffers,
+ * objects), which then travels as a real parameter.
+ */
+function asLiteral(value: unknown): string | undefined {
+  if (value === null || value === undefined) return 'NULL';
+  let text: string;
+  if (typeof value === 'string') text = value;
+  else if (typeof value === 'number' && Number.isFinite(value)) text = String(value);
+  else if (typeof value === 'boolean') text = value ? 'true' : 'false';
+  else if (value instanceof Date && Number.isFinite(value.getTime())) text = value.toISOString();
+  else return undefined;
+  // PostgreSQL refuses NUL in text either way; as a parameter the error names the statement.
+  if (text.includes('\u0000')) return undefined;
+  return escapeLiteral(text);
+}
+
+/**
+ * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
+ * parameter of another kind, or a statement holding quotes or dollar quotes (where a `$n` could
+ * be text rather than a placeholder) or several statements.
+ */
+export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
+  const text = statement.replace(/;\s*$/, '');
+  if (text.includes("'") || text.includes(';') || /\$(?!\d)/.test(text)) return undefined;
+  const literals = parameters.map(asLiteral);
+  if (literals.some((literal) => literal === undefined)) return undefined;
+  let complete = true;
+  const inlined = text.replace(/\$(\d+)/g, (_match, index: string) => {
+    const literal = literals[Number(index) - 1];
+    if (literal === undefined) complete = false;
+    return literal ?? '';
+  });
+  return complete ? inlined : undefined;
+}
+
+/** TypeORM's answer to `query(statement, parameters, structured)` for pg's result of it. */
+function typeormResult(raw: PgResult, structured: boolean | undefined): unknown {
+  const result = new QueryResult();
+  result.records = raw.rows;
+  result.affected = raw.rowCount ?? undefined;
+  result.raw = raw.command === 'UPDATE' || raw.command === 'DELETE' ? [raw.rows, raw.rowCount] : raw.rows;
+  return structured ? result : result.raw;
+}
+
+/**
+ * Runs `work` in a transaction whose statements travel together where they can: `opening` (SQL
+ * that must run first, e.g. the tenant setting) waits for the transaction's first statement and
+ * goes in the same simple-protocol message, and so do the writes `work` hands to deferWrite,
+ * which wait for the next statement or for the COMMIT. A transaction that locks a row, changes it
+ * and writes an outbox row costs two round trips instead of five or six; one that only writes,
+ * one. PostgreSQL runs the statements of a message in order and stops at the first error, which
+ * then aborts the transaction and surfaces where the message was sent (the next statement, or
+ * the commit): the transaction rolls back as a whole, as before.
+ *
+ * Parameters are inlined as escaped literals (see inlineParameters); a statement that cannot be
+ * inlined goes as an ordinary parameterised query after a message carrying what was pending.
+ */
+export async function pipelinedTransaction<T>(dataSource: DataSource, opening: string, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+  const runner = dataSource.createQueryRunner();
+  const pending: Pending = { opening: null, writes: [] };
+  pendingOf.set(runner, pending);
+  const query = runner.query.bind(runner);
+  let begun = false;
+
+  /**
+   * Sends one simple-protocol message on the transaction's connection; its last statement's
+   * result. A failure names the caller's statement (values inlined into the message stay out of
+   * errors and logs).
+   */
+  const send = async (text: string, statement: string): Promise<PgResult> => {
+    const client = (await runner.connect()) as PoolClient;
+    try {
+      const results = (await client.query(text)) as unknown as PgResult | PgResult[];
+      return Array.isArray(results) ? results[results.length - 1] : results;
+    } catch (error) {
+      throw new QueryFailedError(statement, [], error as Error);
+    }
+  };
+
+  runner.query = (async (statement: string, parameters?: unknown[], structured?: boolean) => {
+    if (!begun && statement === START_TRANSACTION && parameters === undefined) {
+      begun = true;
+      pending.opening = opening ? `${START_TRANSACTION};\n${opening}` : START_TRANSACTION;
+      return undefined;
+    }
+    const neverSent = pending.opening !== null;
+    if (statement === ROLLBACK) {
+      // Held writes are dropped; with nothing sent at all there is nothing to roll back.
+      pending.opening = null;
+      pending.writes = [];
+      return neverSent ? undefined : query(statement, parameters, structured as never);
+    }
+    const held = [...(neverSent ? [pending.opening as string] : []), ...pending.writes];
+    if (held.length === 0) return query(statement, parameters, structured as never);
+    pending.opening = null;
+    pending.writes = [];
+    // A transaction that neither read nor wrote has nothing to commit.
+    if (statement === COMMIT && neverSent && held.length === 1) return undefined;
+    const inlined = inlineParameters(statement, parameters);
+    if (inlined === undefined) {
+      await send(held.join(';\n'), statement);
+      return query(statement, parameters, structured as never);
+    }
+    return typeormResult(await send([...held, inlined].join(';\n'), statement), structured);
+  }) as typeof runner.query;
+
+  try {
+    await runner.startTransaction();
+    // Should TypeORM ever open a transaction with other words, the opening is sent on its own: never skipped.
+    if (!begun) {
+      begun = true;
+      if (opening) await query(opening);
+    }
+    const result = await work(runner.manager);
+    await runner.commitTransaction();
+    return result;
+  } catch (error) {
+    // The original error is what the caller needs, whatever the rollback says.
+    await runner.rollbackTransaction().catch(() => undefined);
+    throw error;
+  } finally {
+    pendingOf.delete(runner);
+    await runner.release();
+  }
+}
+
+/**
+ * A write whose result nobody reads (an INSERT or UPDATE without RETURNING): inside a
+ * pipelinedTransaction it waits for the transaction's next statement or its COMMIT and travels
+ * with it, and its error, if any, surfaces there; anywhere else, or with parameters that cannot
+ * be inlined, it runs at once.
+ */
+export async function deferWrite(manager: EntityManager, statement: string, parameters: readonly unknown[] = []): Promise<void> {
+  const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
+  const inlined = pending ? inlineParameters(statement, parameters) : undefined;
+  if (pending && inlined !== undefined) {
+    pending.writes.push(inlined);
+    return;
+  }
+  await manager.query(statement, [...parameters]);
+}
