@@ -179,13 +179,19 @@ async function oneMission(api: Api, problems: Problems): Promise<{ submitMs: num
 async function sequentialOnce(target: PreparedTarget, api: Api, options: BenchOptions, cores: number): Promise<SequentialRun> {
   const label = `${target.name} sequential`;
   if (options.waitQuietSeconds > 0) await harness.waitQuiet(target, options.waitQuietSeconds, cores);
-  const warmup = Math.min(20, Math.ceil(options.samples / 10));
-  log(`${label}: ${warmup} warm-up missions, then ${options.samples} measured, one at a time`);
+  // Warm as the http suite's targets are (--warmup seconds of the same load), and at least a tenth
+  // of the samples (at most 20): after a fresh start the first thousand or so missions are slower
+  // while the JIT compiles the path, which a one-at-a-time run of 200 would otherwise mostly measure.
+  const warmupMissions = Math.min(20, Math.ceil(options.samples / 10));
+  const warmupStarted = performance.now();
   const warmupProblems = new Problems();
-  for (let i = 0; i < warmup; i++) {
+  let warmedUp = 0;
+  while (warmedUp < warmupMissions || performance.now() - warmupStarted < options.warmupSeconds * 1000) {
     await oneMission(api, warmupProblems);
+    warmedUp++;
     harness.checkInterrupted();
   }
+  log(`${label}: warm-up: ${warmedUp} missions one at a time in ${((performance.now() - warmupStarted) / 1000).toFixed(1)} s; now ${options.samples} measured`);
   const problems = new Problems();
   const submitMs: number[] = [];
   const succeededMs: number[] = [];
