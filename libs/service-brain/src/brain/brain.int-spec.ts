@@ -14,7 +14,12 @@ import { InProcessBroker, InProcessBus } from '@mission/messaging';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
-import { BrainServiceHandle, openBrainReader, startBrainService } from '../brain-service';
+import fc from 'fast-check';
+import { RecordCipher } from '@mission/persistence';
+import { BrainServiceHandle, openBrainDatabase, openBrainReader, startBrainService } from '../brain-service';
+import { DerivedTenantIndexKeys } from '../index/blind-index';
+import { BrainRepository } from './brain.repository';
+import { BRAIN_SCHEMA, BrainService } from './brain.service';
 import { rankInMemory } from '../ranking/bm25';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
@@ -31,6 +36,18 @@ const CORPUS = [
   { title: 'Antenna arrays', content: 'Phased antenna arrays steer a radio beam without moving parts, by shifting the phase of each element.' },
   { title: 'Superconductivity', content: 'Below its critical temperature a superconductor carries current without resistance.' },
 ];
+
+/** A small deterministic generator (mulberry32), so the corpus is the same on every run. */
+function seeded(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
 
 describe('brain on PostgreSQL', () => {
   let database: TestDatabase;
@@ -210,6 +227,49 @@ describe('brain on PostgreSQL', () => {
         expect(actual.map((r) => r.text)).toEqual(expected.map((r) => r.id));
         // The database rounds each term's contribution to 1e-9 (order-independent sums).
         actual.forEach((result, index) => expect(result.score).toBeCloseTo(expected[index]?.score ?? NaN, 8));
+      }
+    });
+
+    it('ranks a query of common and rarer words the same whether the common words\u2019 lists are pruned or read whole', async () => {
+      const tenant = randomUUID();
+      // A Zipf-like vocabulary, so that some words are in most chunks and others in few.
+      const random = seeded(20261126);
+      const vocabulary = Array.from({ length: 400 }, (_, rank) => `w${rank.toString(36)}x${'abcdefghij'[rank % 10]}`);
+      const cumulative: number[] = [];
+      vocabulary.reduce((sum, _word, rank) => (cumulative[rank] = sum + 1 / (rank + 2)), 0);
+      const draw = (): string => {
+        const target = random() * cumulative[cumulative.length - 1];
+        return vocabulary[cumulative.findIndex((value) => value >= target)];
+      };
+      for (let d = 0; d < 40; d++) {
+        const sentences = Array.from({ length: 20 + Math.floor(random() * 40) }, () => `${Array.from({ length: 6 + Math.floor(random() * 10) }, draw).join(' ')}.`);
+        await ingest(tenant, { title: `Document ${d}`, content: sentences.join(' ') });
+      }
+      const dataSource = await openBrainDatabase(database.url);
+      try {
+        const keys = new DerivedTenantIndexKeys(secret);
+        const pruningRepository = new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), { minSkippedPostings: 0, maxBoundShare: 0.6, probeCost: 0 });
+        const pruning = new BrainService(dataSource, pruningRepository, keys);
+        const inFull = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), { minSkippedPostings: Number.POSITIVE_INFINITY, maxBoundShare: 0, probeCost: 0 }), keys);
+        await fc.assert(
+          fc.asyncProperty(
+            fc.integer({ min: 0, max: 9 }),
+            fc.array(fc.integer({ min: 10, max: vocabulary.length - 1 }), { minLength: 1, maxLength: 3 }),
+            fc.constantFrom(1, 3, 5, 10, 20),
+            async (common, others, k) => {
+              const q = [vocabulary[common], ...others.map((index) => vocabulary[index])].join(' ');
+              const [pruned, full] = await as(tenant, () => Promise.all([pruning.search(q, k), inFull.search(q, k)]));
+              // Score for score and tie for tie.
+              expect(pruned.map((r) => [r.chunkId, r.score])).toEqual(full.map((r) => [r.chunkId, r.score]));
+            },
+          ),
+          { numRuns: 150 },
+        );
+        // Both ways were taken: rankings proven whole from the candidates, and tries that fell back.
+        expect(pruningRepository.pruningOutcomes.pruned).toBeGreaterThan(20);
+        expect(pruningRepository.pruningOutcomes.rankedInFull).toBeGreaterThan(0);
+      } finally {
+        await dataSource.destroy();
       }
     });
 

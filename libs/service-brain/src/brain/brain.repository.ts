@@ -1,6 +1,7 @@
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
+import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 
 export interface DocumentRow {
   readonly id: string;
@@ -63,6 +64,55 @@ export class IndexKeyMismatchError extends Error {
   }
 }
 
+/** One term's contribution as an integer of 1e-9 units: sums of them are exact in any order. */
+const CONTRIBUTION = (alias: string, weight: string): string => `round(${weight} * ${alias}.tf / (${alias}.tf + $4::float8 + $5::float8 * ${alias}.length) * 1e9::float8)`;
+
+/** The winners joined to their text, document and score (the part both rankings share). */
+const WINNERS = `SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
+       FROM scored s
+       JOIN brain.chunks c ON c.seq = s.chunk_seq AND c.tenant_id = $1
+       JOIN brain.documents d ON d.id = c.document_id AND d.tenant_id = $1
+       ORDER BY s.score DESC, s.chunk_seq`;
+
+/** Every posting of every query term, aggregated per chunk ($2, $3: terms and weights). */
+const FULL_RANKING = `WITH scored AS (
+         SELECT p.chunk_seq, sum(${CONTRIBUTION('p', 'w.weight')}) / 1e9::float8 AS score
+         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
+         CROSS JOIN LATERAL (
+           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
+         ) p
+         GROUP BY p.chunk_seq
+         ORDER BY score DESC, p.chunk_seq
+         LIMIT $6
+       )
+       ${WINNERS}`;
+
+/**
+ * The candidates are the chunks holding an essential term ($2, $3), scored in full: the other
+ * terms ($7, $8) are looked up for each candidate by primary key instead of read whole (see
+ * planPruning; the caller checks that the result is exact).
+ */
+const PRUNED_RANKING = `WITH essential AS (
+         SELECT p.chunk_seq, sum(${CONTRIBUTION('p', 'w.weight')}) AS part
+         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
+         CROSS JOIN LATERAL (
+           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
+         ) p
+         GROUP BY p.chunk_seq
+       ), scored AS (
+         SELECT e.chunk_seq, (e.part + coalesce((
+             SELECT sum(${CONTRIBUTION('p', 'r.weight')})
+             FROM unnest($7::bigint[], $8::float8[]) AS r(term_hash, weight)
+             JOIN brain.postings p ON p.tenant_id = $1 AND p.term_hash = r.term_hash AND p.chunk_seq = e.chunk_seq
+           ), 0)) / 1e9::float8 AS score
+         FROM essential e
+         ORDER BY score DESC, e.chunk_seq
+         LIMIT $6
+       )
+       ${WINNERS}`;
+
+type RankedRow = Omit<RankedChunkRow, 'title' | 'source'> & { score: number | string; sealed: string | null; title: string | null; source: string | null };
+
 const CHUNK_BATCH = 1_000;
 const POSTING_BATCH = 50_000;
 
@@ -80,7 +130,13 @@ type StoredDocument = Omit<DocumentRow, keyof DocumentContent> & { sealed: strin
  */
 export class BrainRepository {
   /** Seals document content and chunk texts on the way in, opens them on the way out: the database holds neither in clear. */
-  constructor(private readonly cipher: RecordCipher) {}
+  /** How rankings went since start: pruned (the long posting lists skipped), or ranked in full after a pruned try. */
+  readonly pruningOutcomes = { pruned: 0, rankedInFull: 0 };
+
+  constructor(
+    private readonly cipher: RecordCipher,
+    private readonly pruning: PruningOptions = DEFAULT_PRUNING,
+  ) {}
 
   /**
    * Stores a document with its passages and index entries, and adds them to the tenant's
@@ -251,35 +307,40 @@ export class BrainRepository {
    * contribution is rounded to 1e-9 before summing: sums of such integral doubles are exact in
    * any order, so a chunk's score (and the order of near-ties) does not depend on the plan the
    * database picks for a given limit.
+   *
+   * When a query mixes common and rarer words, the common words' long lists are first only probed
+   * for the chunks holding a rarer one (planPruning); if that ranking cannot be proven whole, the
+   * query is ranked in full. Either way the result is the same.
    */
   async rank(
     manager: EntityManager,
     tenantId: string,
-    weights: ReadonlyArray<{ readonly termHash: string; readonly weight: number }>,
+    weights: ReadonlyArray<WeightedTerm>,
     normalisation: { readonly constant: number; readonly perTerm: number },
     limit: number,
   ): Promise<RankedChunkRow[]> {
-    const rows: Array<Omit<RankedChunkRow, 'title' | 'source'> & { score: number | string; sealed: string | null; title: string | null; source: string | null }> = await manager.query(
-      `WITH scored AS (
-         SELECT p.chunk_seq, sum(round(w.weight * p.tf / (p.tf + $4::float8 + $5::float8 * p.length) * 1e9::float8)) / 1e9::float8 AS score
-         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
-         CROSS JOIN LATERAL (
-           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
-         ) p
-         GROUP BY p.chunk_seq
-         ORDER BY score DESC, p.chunk_seq
-         LIMIT $6
-       )
-       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
-       FROM scored s
-       JOIN brain.chunks c ON c.seq = s.chunk_seq AND c.tenant_id = $1
-       JOIN brain.documents d ON d.id = c.document_id AND d.tenant_id = $1
-       ORDER BY s.score DESC, s.chunk_seq`,
-      [tenantId, weights.map((w) => w.termHash), weights.map((w) => w.weight), normalisation.constant, normalisation.perTerm, limit],
-    );
+    const plan = planPruning(weights, limit, this.pruning);
+    let rows: RankedRow[] | undefined;
+    if (plan) {
+      rows = await manager.query(PRUNED_RANKING, [
+        tenantId,
+        plan.essential.map((w) => w.termHash),
+        plan.essential.map((w) => w.weight),
+        normalisation.constant,
+        normalisation.perTerm,
+        limit,
+        plan.rest.map((w) => w.termHash),
+        plan.rest.map((w) => w.weight),
+      ]);
+      const exact = prunedRankingIsExact((rows ?? []).map((row) => Number(row.score)), limit, plan);
+      this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
+      if (!exact) rows = undefined;
+    }
+    rows ??= await manager.query(FULL_RANKING, [tenantId, weights.map((w) => w.termHash), weights.map((w) => w.weight), normalisation.constant, normalisation.perTerm, limit]);
+    const winners = rows as RankedRow[];
     // Only the winners are opened: one document's content once, however many of its chunks won.
     const documents = new Map<string, Promise<DocumentContent>>();
-    const contentOf = (row: (typeof rows)[number]): Promise<DocumentContent> => {
+    const contentOf = (row: RankedRow): Promise<DocumentContent> => {
       let content = documents.get(row.documentId);
       if (!content) {
         content = row.sealed ? this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.documentId }, row.sealed) : Promise.resolve({ title: row.title ?? '', source: row.source, metadata: {} });
@@ -289,7 +350,7 @@ export class BrainRepository {
     };
     const ranked: RankedChunkRow[] = [];
     // One at a time: a key not cached yet is read on the transaction's one connection.
-    for (const row of rows) {
+    for (const row of winners) {
       const { title, source } = await contentOf(row);
       const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
       ranked.push({ chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: Number(row.score) });

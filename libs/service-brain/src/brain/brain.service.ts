@@ -188,10 +188,10 @@ export class BrainService {
       if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
       const weights = [...queryFrequencies]
         .filter(([hash]) => stats.documentFrequencies.has(hash))
-        .map(([termHash, queryFrequency]) => ({
-          termHash,
-          weight: termWeight(queryFrequency, stats.chunkCount, stats.documentFrequencies.get(termHash) ?? 0, this.settings.bm25),
-        }));
+        .map(([termHash, queryFrequency]) => {
+          const documentFrequency = stats.documentFrequencies.get(termHash) ?? 0;
+          return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
+        });
       if (weights.length === 0) return [];
       return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit);
     });
