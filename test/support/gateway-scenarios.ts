@@ -226,7 +226,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const { privateKey, publicKey } = await generateKeyPair('ES256');
         const kid = (await exportJWK(publicKey)).kid ?? 'attacker';
         const forged = await new SignJWT({ scope: 'missions:read', tenant_id: tenantA.id, client_id: 'x' })
-          .setProtectedHeader({ alg: 'ES256', kid })
+          .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid })
           .setIssuer(deployment.issuer)
           .setAudience(deployment.gatewayUrl)
           .setSubject('x')

@@ -39,12 +39,12 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
 
   function signWithTestKey(claims: Record<string, unknown>, header: Record<string, unknown> = {}): Promise<string> {
     const key = testSigningKey();
-    return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', kid: key.kid, ...header } as { alg: string }).sign(key.privateKey);
+    return new SignJWT(claims).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid, ...header } as { alg: string }).sign(key.privateKey);
   }
 
   /** Signs without a JOSE library's checks, for headers a library would refuse to produce. */
   function signRawWithTestKey(header: Record<string, unknown>, claims: Record<string, unknown>): string {
-    const input = `${encode({ alg: 'ES256', kid: testSigningKey().kid, ...header })}.${encode(claims)}`;
+    const input = `${encode({ alg: 'ES256', typ: 'at+jwt', kid: testSigningKey().kid, ...header })}.${encode(claims)}`;
     return `${input}.${sign('sha256', Buffer.from(input), { key: testSigningKey().privateKey, dsaEncoding: 'ieee-p1363' }).toString('base64url')}`;
   }
 
@@ -72,7 +72,7 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
     it('refuses alg "none" in every spelling, with or without a trailing signature', async () => {
       const payload = encode(soundClaims());
       for (const alg of ['none', 'None', 'NONE', 'nOnE']) {
-        await expectInvalidToken(`${encode({ alg, typ: 'JWT' })}.${payload}.`);
+        await expectInvalidToken(`${encode({ alg, typ: 'at+jwt' })}.${payload}.`);
         await expectInvalidToken(`${encode({ alg, kid: await realKid() })}.${payload}.${encode('x')}`);
       }
     });
@@ -84,7 +84,7 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       expect(published).toBeDefined();
       const pem = createPublicKey({ key: published as never, format: 'jwk' }).export({ format: 'pem', type: 'spki' }).toString();
       for (const secret of [JSON.stringify(published), pem, published?.x ?? '']) {
-        const signingInput = `${encode({ alg: 'HS256', typ: 'JWT', kid })}.${encode(soundClaims())}`;
+        const signingInput = `${encode({ alg: 'HS256', typ: 'at+jwt', kid })}.${encode(soundClaims())}`;
         const signature = createHmac('sha256', secret).update(signingInput).digest('base64url');
         await expectInvalidToken(`${signingInput}.${signature}`);
       }
@@ -110,17 +110,17 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
 
     it('refuses a token signed by a foreign key that names the issuer’s real kid', async () => {
       const { privateKey } = await generateKeyPair('ES256');
-      const forged = await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', kid: await realKid() }).sign(privateKey);
+      const forged = await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: await realKid() }).sign(privateKey);
       await expectInvalidToken(forged);
       const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
-      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'RS256', kid: await realKid() }).sign(rsa.privateKey));
+      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'RS256', typ: 'at+jwt', kid: await realKid() }).sign(rsa.privateKey));
     });
 
     it('ignores a key embedded in the token (jwk header) and refuses the token', async () => {
       const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
       const jwk = await exportJWK(publicKey);
-      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', jwk }).sign(privateKey));
-      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', jwk, kid: await realKid() }).sign(privateKey));
+      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', jwk }).sign(privateKey));
+      await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', jwk, kid: await realKid() }).sign(privateKey));
     });
 
     it('never fetches a key set the token points to (jku, x5u) and refuses the token', async () => {
@@ -135,8 +135,8 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
       const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/jwks`;
       try {
-        await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', kid: 'attacker', jku: url }).sign(privateKey));
-        await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', kid: 'attacker', x5u: url }).sign(privateKey));
+        await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'attacker', jku: url }).sign(privateKey));
+        await expectInvalidToken(await new SignJWT(soundClaims()).setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: 'attacker', x5u: url }).sign(privateKey));
         expect(fetched).toBe(0);
       } finally {
         await new Promise((resolve) => server.close(resolve));
@@ -171,6 +171,12 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       // The raw signer is sound: without the critical header its token is accepted.
       expect((await call(gateway(), 'GET', probePath(), { token: signRawWithTestKey({}, soundClaims()) })).status).toBe(200);
       await expectInvalidToken(signRawWithTestKey({ crit: ['x-mission'], 'x-mission': true }, soundClaims()));
+    });
+
+    it('refuses a sound JWT of the issuer that is not an access token (RFC 9068: typ at+jwt), such as an ID token', async () => {
+      for (const typ of ['JWT', 'id_token+jwt']) await expectInvalidToken(await signWithTestKey(soundClaims(), { typ }));
+      await expectInvalidToken(signRawWithTestKey({ typ: undefined }, soundClaims()));
+      expect((await call(gateway(), 'GET', probePath(), { token: await signWithTestKey(soundClaims(), { typ: 'application/at+jwt' }) })).status).toBe(200);
     });
 
     it.each([

@@ -22,10 +22,10 @@ describe('TokenVerifier', () => {
     return { ...pair, kid };
   }
 
-  function token(claims: Record<string, unknown> = {}, key = signing, options: { iat?: number; exp?: number } = {}): Promise<string> {
+  function token(claims: Record<string, unknown> = {}, key = signing, options: { iat?: number; exp?: number; typ?: string } = {}): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
     return new SignJWT({ scope: 'missions:read missions:write', client_id: 'cl_1', tenant_id: '5f0c3c1e-7f5e-4f7e-9a55-0d3b2c1a0e11', ...claims })
-      .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+      .setProtectedHeader({ alg: 'ES256', kid: key.kid, typ: options.typ ?? 'at+jwt' })
       .setIssuer(String(claims.iss ?? issuer))
       .setAudience(String(claims.aud ?? audience))
       .setSubject('cl_1')
@@ -78,7 +78,7 @@ describe('TokenVerifier', () => {
     const publicJwk = published[0];
     const secret = new TextEncoder().encode(JSON.stringify(publicJwk));
     const forged = await new SignJWT({ tenant_id: '5f0c3c1e-7f5e-4f7e-9a55-0d3b2c1a0e11', scope: 'missions:read' })
-      .setProtectedHeader({ alg: 'HS256', kid: signing.kid })
+      .setProtectedHeader({ alg: 'HS256', kid: signing.kid, typ: 'at+jwt' })
       .setIssuer(issuer)
       .setAudience(audience)
       .setSubject('x')
@@ -89,12 +89,30 @@ describe('TokenVerifier', () => {
     await expect(new TokenVerifier({ issuer, audience }).verify(forged)).rejects.toBeInstanceOf(InvalidTokenError);
   });
 
+  it('refuses a JWT that is not an access token (RFC 9068 typ at+jwt), such as an ID token', async () => {
+    const verifier = new TokenVerifier({ issuer, audience });
+    for (const typ of ['JWT', 'id_token+jwt', '']) await expect(verifier.verify(await token({}, signing, { typ }))).rejects.toThrow('not an access token');
+    await expect(verifier.verify(await token({}, signing, { typ: 'application/at+jwt' }))).resolves.toBeDefined();
+  });
+
+  it('refuses a token without one of the claims an access token carries', async () => {
+    const withoutJti = await new SignJWT({ tenant_id: '5f0c3c1e-7f5e-4f7e-9a55-0d3b2c1a0e11' })
+      .setProtectedHeader({ alg: 'ES256', kid: signing.kid, typ: 'at+jwt' })
+      .setIssuer(issuer)
+      .setAudience(audience)
+      .setSubject('cl_1')
+      .setIssuedAt()
+      .setExpirationTime('1h')
+      .sign(signing.privateKey);
+    await expect(new TokenVerifier({ issuer, audience }).verify(withoutJti)).rejects.toThrow("jti claim is missing");
+  });
+
   it('refuses a token with a malformed tenant claim', async () => {
     await expect(new TokenVerifier({ issuer, audience }).verify(await token({ tenant_id: 'acme' }))).rejects.toThrow('malformed tenant');
   });
 
   it('refetches the key set when a token names a key published after the first fetch', async () => {
-    const verifier = new TokenVerifier({ issuer, audience, jwksCooldownMs: 0 });
+    const verifier = new TokenVerifier({ issuer, audience });
     await verifier.verify(await token());
     const before = jwksFetches;
     const rotated = await newKey();
@@ -102,14 +120,15 @@ describe('TokenVerifier', () => {
     expect(jwksFetches).toBe(before + 1);
   });
 
-  it('does not refetch for unknown keys within the cooldown', async () => {
-    const verifier = new TokenVerifier({ issuer, audience, jwksCooldownMs: 60_000 });
-    await verifier.verify(await token());
+  it('fetches the key set at most jwksRequestsPerMinute times a minute, however many unknown keys tokens name', async () => {
+    const verifier = new TokenVerifier({ issuer, audience, jwksRequestsPerMinute: 3 });
     const before = jwksFetches;
+    await verifier.verify(await token());
     const stranger = await generateKeyPair('ES256');
-    const unknown = { ...stranger, kid: randomUUID() };
-    for (let i = 0; i < 5; i++) await expect(verifier.verify(await token({}, unknown))).rejects.toBeInstanceOf(InvalidTokenError);
-    expect(jwksFetches).toBe(before);
+    for (let i = 0; i < 10; i++) await expect(verifier.verify(await token({}, { ...stranger, kid: randomUUID() }))).rejects.toBeInstanceOf(InvalidTokenError);
+    expect(jwksFetches - before).toBe(3);
+    // The known key still works from the cache.
+    await expect(verifier.verify(await token())).resolves.toBeDefined();
   });
 
   it('reports an unreachable identity provider as a dependency failure, not a bad token', async () => {
@@ -133,26 +152,33 @@ describe('TokenVerifier', () => {
     });
 
     it('forgets a token at its expiry (with the clock tolerance), and after five minutes at most', async () => {
+      // Only the clock is faked (the key set still comes over a real socket).
+      jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
       let now = Date.now();
-      const verifier = new TokenVerifier({ issuer, audience, now: () => now });
+      const advance = (ms: number): void => {
+        now += ms;
+        jest.setSystemTime(now);
+      };
+      const verifier = new TokenVerifier({ issuer, audience });
       const checks = jest.spyOn(verifier as unknown as { verifyNow(token: string): Promise<unknown> }, 'verifyNow');
       const issued = Math.floor(now / 1000);
       const shortLived = await token({}, signing, { iat: issued, exp: issued + 60 });
       await verifier.verify(shortLived);
-      now += (60 + CLOCK_TOLERANCE_SECONDS - 1) * 1000;
+      advance((60 + CLOCK_TOLERANCE_SECONDS - 1) * 1000);
       await expect(verifier.verify(shortLived)).resolves.toBeDefined();
-      now += 2_000;
+      advance(2_000);
       await expect(verifier.verify(shortLived)).rejects.toThrow('expired');
 
       const longLived = await token({}, signing, { iat: Math.floor(now / 1000), exp: Math.floor(now / 1000) + 3600 });
       await verifier.verify(longLived);
       const before = checks.mock.calls.length;
-      now += 4 * 60_000;
+      advance(4 * 60_000);
       await verifier.verify(longLived);
       expect(checks.mock.calls.length).toBe(before);
-      now += 2 * 60_000;
+      advance(2 * 60_000);
       await verifier.verify(longLived);
       expect(checks.mock.calls.length).toBe(before + 1);
+      jest.useRealTimers();
     });
 
     it('never remembers a token that failed, and keeps at most the configured number', async () => {
