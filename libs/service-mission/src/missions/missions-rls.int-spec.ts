@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { PostgresQueryRunner } from 'typeorm/driver/postgres/PostgresQueryRunner';
+import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { MissionView } from '@mission/contracts';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
@@ -75,17 +75,42 @@ describe('mission tables under row-level security', () => {
   });
 
   it('sets the tenant of a transaction in the message that opens it', async () => {
-    const statements = jest.spyOn(PostgresQueryRunner.prototype, 'query');
+    const messages = jest.spyOn(Client.prototype, 'query');
     try {
       const seen = await runWithTenant({ tenantId: tenantA }, () =>
         tenantTransaction(dataSource, async (manager) => (await manager.query(`SELECT current_setting('app.tenant_id') AS tenant, count(*)::int AS n FROM mission.missions`))[0]),
       );
       expect(seen).toEqual({ tenant: tenantA, n: 1 });
-      const sent = statements.mock.calls.map(([statement]) => statement);
-      expect(sent[0]).toBe(`START TRANSACTION; SELECT set_config('app.tenant_id', '${tenantA}', true)`);
+      const sent = messages.mock.calls.map(([statement]) => (typeof statement === 'string' ? statement : String((statement as { text?: string }).text)));
+      expect(sent[0]).toBe(`START TRANSACTION;\nSELECT set_config('app.tenant_id', '${tenantA}', true)`);
       expect(sent.filter((statement) => statement.includes('set_config'))).toHaveLength(1);
     } finally {
-      statements.mockRestore();
+      messages.mockRestore();
+    }
+  });
+
+  it('sends a mission\u2019s state change as two messages: the lock with the opening, the writes with the commit', async () => {
+    const change = (): Promise<void> =>
+      runWithTenant({ tenantId: tenantA }, () =>
+        tenantTransaction(dataSource, async (manager) => {
+          const mission = await repository.lockForTenant(manager, tenantA, missionA.id);
+          if (!mission) throw new Error('mission A not found');
+          mission.updatedAt = new Date();
+          await repository.save(manager, mission);
+        }),
+      );
+    // The first change also reads the tenant's data keys, which are cached from then on.
+    await change();
+    const messages = jest.spyOn(Client.prototype, 'query');
+    try {
+      await change();
+      const sent = messages.mock.calls.map(([statement]) => (typeof statement === 'string' ? statement : String((statement as { text?: string }).text)));
+      expect(sent).toEqual([
+        expect.stringMatching(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*\nSELECT .* FOR UPDATE$/s),
+        expect.stringMatching(/^UPDATE mission\.missions SET .*;\nCOMMIT$/s),
+      ]);
+    } finally {
+      messages.mockRestore();
     }
   });
 
