@@ -179,7 +179,8 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   });
   fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     if (body === '') return done(null, undefined);
-    parseJson(request, body as string, (error, value) => {
+    // Fastify's own parser answers through the callback (its type allows a promise; it returns none).
+    void parseJson(request, body as string, (error, value) => {
       if (error) return done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined);
       // Too deep to walk safely, or text PostgreSQL cannot store: refused here, before anything recurses into it.
       const refusal = jsonBodyRefusal(value);
