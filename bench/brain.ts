@@ -36,7 +36,10 @@ function option(name: string, fallback: number): number {
   return value;
 }
 
-const STOP_WORDS = 'the of and to a in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can who out up than its what them into only'.split(' ');
+const STOP_WORDS =
+  'the of and to a in is that for it as was with be by on not he this are or his from at which but have an they you were her she there been one all we their has would when if so no will more can who out up than its what them into only'.split(
+    ' ',
+  );
 const VOCABULARY_SIZE = 50_000;
 /** Zipf–Mandelbrot offset: the most frequent content word is about 0.4 % of content words. */
 const ZIPF_OFFSET = 30;
@@ -132,18 +135,22 @@ async function main(): Promise<void> {
     let documents = 0;
     const started = performance.now();
     let lastReport = started;
-    await whileNotDone(concurrency, () => chunks >= targetChunks, async (index) => {
-      const content = corpus.document(documentBytes);
-      const response = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: `Synthetic document ${index}`, content } });
-      if (response.status !== 201) throw new Error(`Ingestion answered ${response.status}: ${JSON.stringify(response.body)}`);
-      chunks += response.body.chunkCount;
-      bytes += Buffer.byteLength(content);
-      documents += 1;
-      if (performance.now() - lastReport > 15_000) {
-        lastReport = performance.now();
-        log(`  ${chunks} chunks, ${(bytes / 1e6).toFixed(0)} MB, ${(bytes / 1e6 / ((lastReport - started) / 1000)).toFixed(2)} MB/s`);
-      }
-    });
+    await whileNotDone(
+      concurrency,
+      () => chunks >= targetChunks,
+      async (index) => {
+        const content = corpus.document(documentBytes);
+        const response = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: `Synthetic document ${index}`, content } });
+        if (response.status !== 201) throw new Error(`Ingestion answered ${response.status}: ${JSON.stringify(response.body)}`);
+        chunks += response.body.chunkCount;
+        bytes += Buffer.byteLength(content);
+        documents += 1;
+        if (performance.now() - lastReport > 15_000) {
+          lastReport = performance.now();
+          log(`  ${chunks} chunks, ${(bytes / 1e6).toFixed(0)} MB, ${(bytes / 1e6 / ((lastReport - started) / 1000)).toFixed(2)} MB/s`);
+        }
+      },
+    );
     const ingestSeconds = (performance.now() - started) / 1000;
     log(`ingested ${documents} documents, ${chunks} chunks, ${(bytes / 1e6).toFixed(1)} MB in ${ingestSeconds.toFixed(1)} s`);
 
@@ -182,11 +189,21 @@ async function main(): Promise<void> {
 
     const report = {
       date: new Date().toISOString(),
-      machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGiB: Math.round(os.totalmem() / 2 ** 30), loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100) },
+      machine: {
+        cpus: os.cpus().length,
+        model: os.cpus()[0]?.model,
+        memoryGiB: Math.round(os.totalmem() / 2 ** 30),
+        loadAverage: os.loadavg().map((n) => Math.round(n * 100) / 100),
+      },
       corpus: { documents, chunks, megabytes: Math.round(bytes / 1e5) / 10, vocabulary: VOCABULARY_SIZE },
       vacuumed: vacuum,
       vacuumSeconds: Math.round(vacuumSeconds * 10) / 10,
-      ingestion: { seconds: Math.round(ingestSeconds * 10) / 10, megabytesPerSecond: Math.round((bytes / 1e6 / ingestSeconds) * 100) / 100, chunksPerSecond: Math.round(chunks / ingestSeconds), concurrency },
+      ingestion: {
+        seconds: Math.round(ingestSeconds * 10) / 10,
+        megabytesPerSecond: Math.round((bytes / 1e6 / ingestSeconds) * 100) / 100,
+        chunksPerSecond: Math.round(chunks / ingestSeconds),
+        concurrency,
+      },
       queryLatencyMs: { queries: queryCount, k: 10, http: percentiles(httpSamples), ranking: percentiles(rankingSamples), target: { p50: 15 } },
     };
     if (process.argv.includes('--json')) {

@@ -180,15 +180,32 @@ async function main(): Promise<void> {
     return decoder.decode(value, { ...headers, ...encoded.headers });
   };
   const submitRequest = { mission: missionContent() };
-  comparisons.push(await compare('in transit: a submit request, encoded and decoded', options.samples, roundTrip(sealed, receiver, submitRequest), roundTrip(plainJsonCodec, plainJsonCodec, submitRequest)));
-  comparisons.push(await compare('in transit: a Brain reply of 10 passages, encoded and decoded', options.samples, roundTrip(sealed, receiver, brainReply()), roundTrip(plainJsonCodec, plainJsonCodec, brainReply())));
+  comparisons.push(
+    await compare(
+      'in transit: a submit request, encoded and decoded',
+      options.samples,
+      roundTrip(sealed, receiver, submitRequest),
+      roundTrip(plainJsonCodec, plainJsonCodec, submitRequest),
+    ),
+  );
+  comparisons.push(
+    await compare(
+      'in transit: a Brain reply of 10 passages, encoded and decoded',
+      options.samples,
+      roundTrip(sealed, receiver, brainReply()),
+      roundTrip(plainJsonCodec, plainJsonCodec, brainReply()),
+    ),
+  );
 
   // --- end to end, for scale -----------------------------------------------------------------
   const stack = await startEmbeddedBrainStack({ label: 'bench-encryption', tenantName: 'Encryption bench', log });
   let endToEnd: { submit: Stats; query: Stats };
   try {
     for (let i = 0; i < 200; i++) {
-      await call(stack.gatewayUrl, 'POST', '/api/brain/documents', { token: stack.token, body: { title: `Doc ${i}`, content: `${'The dielectric constant of polar liquids falls with frequency. '.repeat(20)} sample ${i}` } });
+      await call(stack.gatewayUrl, 'POST', '/api/brain/documents', {
+        token: stack.token,
+        body: { title: `Doc ${i}`, content: `${'The dielectric constant of polar liquids falls with frequency. '.repeat(20)} sample ${i}` },
+      });
     }
     const submit: number[] = [];
     const query: number[] = [];
@@ -214,7 +231,9 @@ async function main(): Promise<void> {
     '',
     '| path | on p50 | off p50 | on p90 | off p90 | added (µs) | on ÷ off |',
     '|---|--:|--:|--:|--:|--:|--:|',
-    ...comparisons.map((c) => `| ${c.path} | ${c.on.p50.toFixed(3)} | ${c.off.p50.toFixed(3)} | ${c.on.p90.toFixed(3)} | ${c.off.p90.toFixed(3)} | ${c.addedMicroseconds} | ${c.ratio} |`),
+    ...comparisons.map(
+      (c) => `| ${c.path} | ${c.on.p50.toFixed(3)} | ${c.off.p50.toFixed(3)} | ${c.on.p90.toFixed(3)} | ${c.off.p90.toFixed(3)} | ${c.addedMicroseconds} | ${c.ratio} |`,
+    ),
     '',
     `End to end through the all-in-one process (encryption on), ${options.requests} requests each: POST /api/missions p50 ${endToEnd.submit.p50.toFixed(2)} ms (p90 ${endToEnd.submit.p90.toFixed(2)}), GET /api/brain/query?k=10 p50 ${endToEnd.query.p50.toFixed(2)} ms (p90 ${endToEnd.query.p90.toFixed(2)}).`,
     '',

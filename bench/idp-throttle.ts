@@ -47,7 +47,13 @@ function parseOptions(argv: readonly string[]): Options {
     if (!Number.isInteger(value) || value <= 0 || value > max) throw new Error(`--${name} must be a whole number from 1 to ${max}`);
     return value;
   };
-  return { rate: number('rate', 50, 1_000), seconds: number('seconds', 20, 600), victims: number('victims', 20, 200), sources: number('sources', 50, 250), write: values.has('write') };
+  return {
+    rate: number('rate', 50, 1_000),
+    seconds: number('seconds', 20, 600),
+    victims: number('victims', 20, 200),
+    sources: number('sources', 50, 250),
+    write: values.has('write'),
+  };
 }
 
 interface Credentials {
@@ -116,7 +122,11 @@ async function main(): Promise<void> {
   const agents: http.Agent[] = [];
   try {
     const deadline = Date.now() + 180_000;
-    while ((await fetch(`${gatewayUrl}/health/ready`).then((r) => r.status).catch(() => 0)) !== 200) {
+    while (
+      (await fetch(`${gatewayUrl}/health/ready`)
+        .then((r) => r.status)
+        .catch(() => 0)) !== 200
+    ) {
       if (server.exitCode !== null || Date.now() > deadline) throw new Error('the server did not become ready');
       await sleep(250);
     }
@@ -168,10 +178,12 @@ async function main(): Promise<void> {
               const victim = victims[i % victims.length];
               const source = i % options.sources;
               sent.push(
-                tokenRequest(tokenUrl, { clientId: victim.client.clientId, clientSecret: `guess-${i}` }, sourceAgents[source], `127.0.0.${2 + source}`).then(({ status, error }) => {
-                  const outcome = error ? `error ${error}` : String(status);
-                  attackStatuses.set(outcome, (attackStatuses.get(outcome) ?? 0) + 1);
-                }),
+                tokenRequest(tokenUrl, { clientId: victim.client.clientId, clientSecret: `guess-${i}` }, sourceAgents[source], `127.0.0.${2 + source}`).then(
+                  ({ status, error }) => {
+                    const outcome = error ? `error ${error}` : String(status);
+                    attackStatuses.set(outcome, (attackStatuses.get(outcome) ?? 0) + 1);
+                  },
+                ),
               );
               await sleep(Math.max(0, start + (i + 1) * interval - performance.now()));
             }
@@ -189,7 +201,14 @@ async function main(): Promise<void> {
     await sleep(2_000);
     const attacked = await measure(`${options.rate} wrong secrets/s`, true);
     const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' }).trim();
-    const report = { suite: 'idp-throttle', date: new Date().toISOString(), commit, machine: { cpus: os.availableParallelism(), node: process.version }, options, phases: [quiet, attacked] };
+    const report = {
+      suite: 'idp-throttle',
+      date: new Date().toISOString(),
+      commit,
+      machine: { cpus: os.availableParallelism(), node: process.version },
+      options,
+      phases: [quiet, attacked],
+    };
     const row = (phase: Record<string, unknown>, key: 'knownClient' | 'firstToken') => {
       const s = phase[key] as ReturnType<typeof summary>;
       return `| ${phase.phase} | ${key === 'knownClient' ? 'known client (closed loop)' : 'first token of a new client (1/s)'} | ${s.requests} | ${s.ok} | ${s.p50} | ${s.p99} | ${s.max} |`;

@@ -23,18 +23,7 @@ import { FINAL_MISSION_STATUSES, type MissionStatus, type MissionView } from '@m
 import { cpuBetween, cpuMsPer, cpuSnapshot, type CpuReport } from './support/cpu';
 import { finishReport, Harness, infrastructureOf, quietestOf, TargetStartError } from './support/harness';
 import { BenchOptions, MISSIONS_USAGE, optionsOrExit } from './support/options';
-import {
-  BenchReport,
-  brokerMs,
-  cpuMsText,
-  cpuUseTable,
-  foreignCpu,
-  gitInfo,
-  machineInfo,
-  noiseWarnings,
-  perUnitText,
-  totalMs,
-} from './support/report';
+import { BenchReport, brokerMs, cpuMsText, cpuUseTable, foreignCpu, gitInfo, machineInfo, noiseWarnings, perUnitText, totalMs } from './support/report';
 import { percentiles, Percentiles, round2 } from './support/stats';
 import { PreparedTarget, startTarget, TargetContext } from './support/targets';
 
@@ -494,7 +483,15 @@ function missionsTables(results: readonly MissionsTargetResult[]): string {
         `${cpuMsText(brokerMs(run.cpuMsPerMission))} | ${cpuMsText(totalMs(run.cpuMsPerMission))} | ${problemsText(run.problems)} |`,
     );
   }
-  return [`Sequential (one client, one mission at a time):`, '', ...sequential, '', `Throughput (clients submitting back to back, then until the last mission is final):`, '', ...throughput].join('\n');
+  return [
+    `Sequential (one client, one mission at a time):`,
+    '',
+    ...sequential,
+    '',
+    `Throughput (clients submitting back to back, then until the last mission is final):`,
+    '',
+    ...throughput,
+  ].join('\n');
 }
 
 function markdownReport(report: MissionsReport): string {
@@ -511,9 +508,9 @@ function markdownReport(report: MissionsReport): string {
     missionsTables(report.targets),
     '',
     `Sequential latency: from sending the submission to the \`GET /api/missions/:id\` (sent back to back) that shows \`succeeded\`; ` +
-      'submit → completedAt: to the mission\'s own completedAt instead (server clock, same machine, whole milliseconds). ' +
+      "submit → completedAt: to the mission's own completedAt instead (server clock, same machine, whole milliseconds). " +
       `Throughput: ${parameters.polling} ` +
-      'CPU ms/mission: CPU time of the Kafka broker started for the run and of all the target\'s processes over the phase, divided by its missions (sequential: the polls included).',
+      "CPU ms/mission: CPU time of the Kafka broker started for the run and of all the target's processes over the phase, divided by its missions (sequential: the polls included).",
   ];
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {
@@ -571,9 +568,13 @@ async function main(): Promise<number> {
     const idleCpu = await harness.idleCpu(target, machine.cpus);
     if (!target.token) throw new Error(`The ${name} target has no tenant token`);
     const api = new Api(target.origin, target.token, options.timeoutSeconds * 1000);
-    const { foreign: _sequentialForeign, ...sequential } = await quietestOf(harness, `${name} sequential`, options.waitQuietSeconds, () => sequentialOnce(target, api, options, machine.cpus));
+    const { foreign: _sequentialForeign, ...sequential } = await quietestOf(harness, `${name} sequential`, options.waitQuietSeconds, () =>
+      sequentialOnce(target, api, options, machine.cpus),
+    );
     harness.checkInterrupted();
-    const { foreign: _throughputForeign, ...throughput } = await quietestOf(harness, `${name} throughput`, options.waitQuietSeconds, () => throughputOnce(target, api, options, machine.cpus));
+    const { foreign: _throughputForeign, ...throughput } = await quietestOf(harness, `${name} throughput`, options.waitQuietSeconds, () =>
+      throughputOnce(target, api, options, machine.cpus),
+    );
     harness.checkInterrupted();
     log(`${name}: stopping`);
     const unclean = await target.stop();
@@ -609,7 +610,7 @@ async function main(): Promise<number> {
       warmupSeconds: options.warmupSeconds,
       timeoutSeconds: options.timeoutSeconds,
       mission: MISSION_BODY,
-      tenant: 'one enterprise tenant at the highest rpm, its machine client\'s token',
+      tenant: "one enterprise tenant at the highest rpm, its machine client's token",
       polling:
         `no polling while the clients submit; then one poller asks GET /api/missions?status=queued&limit=1, then ?status=running&limit=1, every ${POLL_INTERVAL_MS} ms until both are empty; ` +
         'the clock stops at the latest completedAt of the accepted missions (read by paging ?status=succeeded&limit=100, which checks that each one succeeded).',
@@ -622,7 +623,15 @@ async function main(): Promise<number> {
     ok: results.every((result) => result.flags.length === 0),
   };
 
-  return finishReport(options, `missions-${report.date}`, report, markdownReport(report), missionsTables(results), 'a submission was not accepted or a mission did not succeed (see above)', log);
+  return finishReport(
+    options,
+    `missions-${report.date}`,
+    report,
+    markdownReport(report),
+    missionsTables(results),
+    'a submission was not accepted or a mission did not succeed (see above)',
+    log,
+  );
 }
 
 harness.run(main);

@@ -108,7 +108,18 @@ interface RunningTarget extends Target {
 function startServer(name: string, env: Record<string, string>): ChildProcess {
   const child = spawn(process.execPath, ['-r', './tools/register.cjs', 'apps/standalone/src/main.ts'], {
     cwd: REPO_ROOT,
-    env: { ...process.env, NODE_ENV: 'production', LOG_LEVEL: 'warn', DATABASE_URL: '', KAFKA_BROKERS: '', ADMIN_CLIENT_ID: '', ADMIN_CLIENT_SECRET: '', PUBLIC_URL: '', IDP_ISSUER: '', ...env },
+    env: {
+      ...process.env,
+      NODE_ENV: 'production',
+      LOG_LEVEL: 'warn',
+      DATABASE_URL: '',
+      KAFKA_BROKERS: '',
+      ADMIN_CLIENT_ID: '',
+      ADMIN_CLIENT_SECRET: '',
+      PUBLIC_URL: '',
+      IDP_ISSUER: '',
+      ...env,
+    },
     stdio: ['ignore', 'ignore', 'pipe'],
     // Its own process group: the embedded PostgreSQL goes down with it if it has to be killed.
     detached: true,

@@ -63,7 +63,9 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
       (flags.length > 0 ? ` — FLAGGED: ${flags.join('; ')}` : ''),
   );
   if (cpu) {
-    log(`${label}: cpu client ${cpu.client}%, ${percentText(cpu.servers)}${Object.keys(cpu.others).length ? `, others: ${percentText(cpu.others)}` : ''}; machine ${cpu.machineBusy}% of ${cpu.machineCapacity}%`);
+    log(
+      `${label}: cpu client ${cpu.client}%, ${percentText(cpu.servers)}${Object.keys(cpu.others).length ? `, others: ${percentText(cpu.others)}` : ''}; machine ${cpu.machineBusy}% of ${cpu.machineCapacity}%`,
+    );
     log(`${label}: CPU ms per request: ${perUnitText(cpuMsPerRequest)}`);
   }
   if (rssMiB) log(`${label}: resident memory MiB (each process itself): ${perUnitText(rssMiB)}`);
@@ -163,7 +165,15 @@ async function main(): Promise<number> {
     ok: results.every((result) => result.flags.length === 0),
   };
 
-  return finishReport(options, report.date, report, markdownReport(report), markdownTable(results), 'at least one run had non-2xx responses, errors or mismatched bodies (see above)', log);
+  return finishReport(
+    options,
+    report.date,
+    report,
+    markdownReport(report),
+    markdownTable(results),
+    'at least one run had non-2xx responses, errors or mismatched bodies (see above)',
+    log,
+  );
 }
 
 harness.run(main);

@@ -5,12 +5,7 @@ const { compilerOptions } = require('../tsconfig.base.json');
 
 const root = path.join(__dirname, '..');
 
-const moduleNameMapper = Object.fromEntries(
-  Object.entries(compilerOptions.paths).map(([alias, [target]]) => [
-    `^${alias.replace(/[/]/g, '\\/')}$`,
-    path.join(root, target),
-  ]),
-);
+const moduleNameMapper = Object.fromEntries(Object.entries(compilerOptions.paths).map(([alias, [target]]) => [`^${alias.replace(/[/]/g, '\\/')}$`, path.join(root, target)]));
 
 module.exports = {
   rootDir: root,

@@ -135,13 +135,7 @@ export function cpuMsPer(cpu: CpuReport | null, count: number): Record<string, n
   return Object.fromEntries(Object.entries(cpu.serversCpuMs).map(([name, value]) => [name, Number((value / count).toPrecision(3))]));
 }
 
-export function cpuBetween(
-  before: Snapshot | undefined,
-  after: Snapshot | undefined,
-  servers: Record<string, number>,
-  cores: number,
-  databaseName?: string,
-): CpuReport | null {
+export function cpuBetween(before: Snapshot | undefined, after: Snapshot | undefined, servers: Record<string, number>, cores: number, databaseName?: string): CpuReport | null {
   if (!before || !after) return null;
   const seconds = (after.at - before.at) / 1000;
   if (seconds <= 0) return null;

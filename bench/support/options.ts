@@ -113,7 +113,8 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     flags.set(match[1], match[2] ?? true);
   }
   const known = new Set(SUITE_FLAGS[suite]);
-  for (const name of flags.keys()) if (!known.has(name)) throw new UsageError(`Unknown option --${name} (the ${suite} suite's: ${[...known].map((flag) => `--${flag}`).join(' ')})`);
+  for (const name of flags.keys())
+    if (!known.has(name)) throw new UsageError(`Unknown option --${name} (the ${suite} suite's: ${[...known].map((flag) => `--${flag}`).join(' ')})`);
   if (flags.has('help')) return 'help';
 
   const setting = (flag: string, variable: string): string | undefined => {
@@ -131,7 +132,13 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
 
   const suiteTargets = SUITE_TARGETS[suite];
   const targetList = setting('targets', 'BENCH_TARGETS');
-  const targets = targetList === undefined ? [...suiteTargets] : targetList.split(',').map((name) => name.trim()).filter(Boolean);
+  const targets =
+    targetList === undefined
+      ? [...suiteTargets]
+      : targetList
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean);
   for (const name of targets) {
     if (!(suiteTargets as readonly string[]).includes(name)) throw new UsageError(`Unknown target "${name}" (known: ${suiteTargets.join(', ')})`);
   }
@@ -141,7 +148,15 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
   const connections =
     connectionList === undefined
       ? [...DEFAULT_CONNECTIONS]
-      : [...new Set(connectionList.split(',').map((value) => value.trim()).filter(Boolean).map((value) => positive('--connections / BENCH_CONNECTIONS', value, true)))].sort((a, b) => a - b);
+      : [
+          ...new Set(
+            connectionList
+              .split(',')
+              .map((value) => value.trim())
+              .filter(Boolean)
+              .map((value) => positive('--connections / BENCH_CONNECTIONS', value, true)),
+          ),
+        ].sort((a, b) => a - b);
   if (connections.length === 0) throw new UsageError('--connections lists no count');
 
   const rateSetting = suite === 'http' ? setting('rate', 'BENCH_RATE') : undefined;

@@ -103,7 +103,13 @@ function git(args: string[]): string {
 
 export function gitInfo(): BenchReport['git'] {
   const status = git(['status', '--porcelain', '--', '.', ':(exclude)bench']);
-  const changes = status === 'unknown' ? [] : status.split('\n').filter(Boolean).map((line) => line.trim());
+  const changes =
+    status === 'unknown'
+      ? []
+      : status
+          .split('\n')
+          .filter(Boolean)
+          .map((line) => line.trim());
   return {
     commit: git(['rev-parse', 'HEAD']),
     branch: git(['rev-parse', '--abbrev-ref', 'HEAD']),
@@ -129,7 +135,8 @@ export function machineInfo(): BenchReport['machine'] {
 export function flagsOf(measured: LoadResult): string[] {
   const flags: string[] = [];
   if (measured.non2xx > 0) flags.push(`${measured.non2xx} non-2xx responses (${JSON.stringify(measured.statusCodes)})`);
-  if (measured.errors > 0) flags.push(`${measured.errors} errors, ${measured.timeouts} of them timeouts${measured.errorSamples.length ? `: ${measured.errorSamples.join('; ')}` : ''}`);
+  if (measured.errors > 0)
+    flags.push(`${measured.errors} errors, ${measured.timeouts} of them timeouts${measured.errorSamples.length ? `: ${measured.errorSamples.join('; ')}` : ''}`);
   if (measured.mismatches > 0) flags.push(`${measured.mismatches} responses with another body than the mission`);
   if (measured.ok === 0) flags.push('no successful response');
   return flags;
@@ -212,7 +219,11 @@ export function brokerMs(perUnit: Record<string, number> | null): number | undef
 /** All the target's processes together (servers, their children, a broker started for the run, the benchmark database's backends). */
 export function totalMs(perUnit: Record<string, number> | null): number | undefined {
   if (!perUnit) return undefined;
-  return Number(Object.values(perUnit).reduce((sum, value) => sum + value, 0).toPrecision(3));
+  return Number(
+    Object.values(perUnit)
+      .reduce((sum, value) => sum + value, 0)
+      .toPrecision(3),
+  );
 }
 
 /** `name 1.2, other 0.34` for a table cell. */
@@ -267,7 +278,9 @@ export function markdownTable(results: readonly TargetResult[]): string {
         problems === 0 ? '0' : `**${measured.non2xx} / ${measured.errors + measured.mismatches}**`,
         result.goal ? `${result.goal.met ? 'met' : 'not met'} (${result.goal.description})` : '–',
         '',
-      ].join(' | ').trim(),
+      ]
+        .join(' | ')
+        .trim(),
     );
   }
   return rows.join('\n');

@@ -57,16 +57,11 @@ export function resolveConfig(opts = {}) {
   const env = opts.env ?? process.env;
   const version = String(opts.version ?? env.KAFKA_VERSION ?? pomKafkaVersion());
   if (!/^\d+\.\d+\.\d+$/.test(version)) throw new Error(`invalid Kafka version "${version}"`);
-  const cacheRoot = path.resolve(
-    opts.cacheDir ?? env.KAFKA_CACHE_DIR ?? path.join(os.homedir(), '.cache/mission-service/kafka'),
-  );
+  const cacheRoot = path.resolve(opts.cacheDir ?? env.KAFKA_CACHE_DIR ?? path.join(os.homedir(), '.cache/mission-service/kafka'));
   const versionDir = path.join(cacheRoot, version);
   const stateDir = path.resolve(opts.stateDir ?? env.KAFKA_STATE_DIR ?? path.join(REPO_ROOT, '.data/kafka'));
   const port = toPort(opts.port ?? env.KAFKA_PORT ?? 19092, 'KAFKA_PORT');
-  const controllerPort = toPort(
-    opts.controllerPort ?? env.KAFKA_CONTROLLER_PORT ?? 19093,
-    'KAFKA_CONTROLLER_PORT',
-  );
+  const controllerPort = toPort(opts.controllerPort ?? env.KAFKA_CONTROLLER_PORT ?? 19093, 'KAFKA_CONTROLLER_PORT');
   if (port === controllerPort) throw new Error('KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ');
   // A PEM keystore (private key and certificate chain in one file) makes the client listener SSL.
   const sslKeystore = opts.sslKeystore ?? env.KAFKA_SSL_KEYSTORE ?? '';
@@ -75,7 +70,14 @@ export function resolveConfig(opts = {}) {
   if (!(timeoutMs > 0)) throw new Error('KAFKA_START_TIMEOUT_MS must be a positive number');
   const auth = String(opts.auth ?? env.KAFKA_AUTH ?? 'scram');
   if (auth !== 'scram' && auth !== 'none') throw new Error(`KAFKA_AUTH must be scram or none, not "${auth}"`);
-  const users = [...new Set(String(opts.users ?? env.KAFKA_USERS ?? DEFAULT_USERS.join(',')).split(',').map((user) => user.trim()).filter(Boolean))];
+  const users = [
+    ...new Set(
+      String(opts.users ?? env.KAFKA_USERS ?? DEFAULT_USERS.join(','))
+        .split(',')
+        .map((user) => user.trim())
+        .filter(Boolean),
+    ),
+  ];
   for (const user of users) {
     if (!/^[a-zA-Z0-9._-]+$/.test(user) || user === BROKER_USER) throw new Error(`KAFKA_USERS: "${user}" is not a usable user name`);
   }
@@ -129,7 +131,10 @@ function clientListener(cfg) {
 /** SASL and ACL settings: SCRAM for clients, PLAIN (a static broker user) on the controller listener. */
 function authProperties(cfg, client, secrets) {
   if (cfg.auth !== 'scram') return [];
-  const jaas = (module, options) => `${module} required ${Object.entries(options).map(([key, value]) => `${key}="${value}"`).join(' ')};`;
+  const jaas = (module, options) =>
+    `${module} required ${Object.entries(options)
+      .map(([key, value]) => `${key}="${value}"`)
+      .join(' ')};`;
   const listener = client.toLowerCase();
   return [
     `sasl.enabled.mechanisms=${SASL_MECHANISM}`,
@@ -215,26 +220,20 @@ async function fetchLocked(cfg, pomHash) {
   await fsp.mkdir(cfg.versionDir, { recursive: true });
 
   // -U: retry artifacts whose earlier download failed instead of trusting Maven's cached failure.
-  const args = [
-    '-q', '-B', '-U', '-f', POM, 'dependency:copy-dependencies',
-    '-DincludeScope=runtime', `-DoutputDirectory=${cfg.libsDir}`, `-Dkafka.version=${cfg.version}`,
-  ];
+  const args = ['-q', '-B', '-U', '-f', POM, 'dependency:copy-dependencies', '-DincludeScope=runtime', `-DoutputDirectory=${cfg.libsDir}`, `-Dkafka.version=${cfg.version}`];
   if (cfg.legacyLogging) args.push('-Dreload4j');
   cfg.log(`fetching Kafka ${cfg.version} from Maven Central into ${cfg.libsDir}`);
   const started = Date.now();
   const { code, output } = await run('mvn', args);
   if (code !== 0 || !fs.existsSync(path.join(cfg.libsDir, `kafka_2.13-${cfg.version}.jar`))) {
     await fsp.rm(cfg.libsDir, { recursive: true, force: true });
-    throw new Error(
-      `mvn failed to fetch Kafka ${cfg.version} (exit ${code}).\n` +
-        `Command: mvn ${args.join(' ')}\n${tail(output, 30)}`,
-    );
+    throw new Error(`mvn failed to fetch Kafka ${cfg.version} (exit ${code}).\n` + `Command: mvn ${args.join(' ')}\n${tail(output, 30)}`);
   }
-  const jars = fs.readdirSync(cfg.libsDir).filter((f) => f.endsWith('.jar')).sort();
-  await fsp.writeFile(
-    cfg.fetchMarker,
-    `${JSON.stringify({ version: cfg.version, pomSha256: pomHash, jars }, null, 2)}\n`,
-  );
+  const jars = fs
+    .readdirSync(cfg.libsDir)
+    .filter((f) => f.endsWith('.jar'))
+    .sort();
+  await fsp.writeFile(cfg.fetchMarker, `${JSON.stringify({ version: cfg.version, pomSha256: pomHash, jars }, null, 2)}\n`);
   cfg.log(`fetched ${jars.length} jars in ${((Date.now() - started) / 1000).toFixed(1)} s`);
   return cfg.libsDir;
 }
@@ -263,9 +262,7 @@ export async function startKafka(opts = {}) {
     const existing = readPidFile(cfg);
     if (existing && isOurBroker(existing.pid, cfg)) {
       if (existing.port !== cfg.port) {
-        throw new Error(
-          `the broker of ${cfg.stateDir} (pid ${existing.pid}) listens on port ${existing.port}, not ${cfg.port}; stop it first`,
-        );
+        throw new Error(`the broker of ${cfg.stateDir} (pid ${existing.pid}) listens on port ${existing.port}, not ${cfg.port}; stop it first`);
       }
       await waitUntilReady(cfg, existing.pid, Date.now() + cfg.timeoutMs);
       cfg.log(`already running (pid ${existing.pid}) on ${cfg.brokers}`);
@@ -273,11 +270,13 @@ export async function startKafka(opts = {}) {
     }
     await fsp.rm(cfg.pidFile, { force: true });
 
-    for (const [name, port] of [['KAFKA_PORT', cfg.port], ['KAFKA_CONTROLLER_PORT', cfg.controllerPort]]) {
+    for (const [name, port] of [
+      ['KAFKA_PORT', cfg.port],
+      ['KAFKA_CONTROLLER_PORT', cfg.controllerPort],
+    ]) {
       if (await canConnect(HOST, port)) {
         throw new Error(
-          `${HOST}:${port} is already in use by a process this script did not start ` +
-            `(no live broker recorded in ${cfg.pidFile}); stop it or choose another ${name}`,
+          `${HOST}:${port} is already in use by a process this script did not start ` + `(no live broker recorded in ${cfg.pidFile}); stop it or choose another ${name}`,
         );
       }
     }
@@ -298,9 +297,13 @@ export async function startKafka(opts = {}) {
       'java',
       [
         ...jvmOptions(cfg),
-        '-Xmx512m', '-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20', '-XX:InitiatingHeapOccupancyPercent=35',
+        '-Xmx512m',
+        '-XX:+UseG1GC',
+        '-XX:MaxGCPauseMillis=20',
+        '-XX:InitiatingHeapOccupancyPercent=35',
         '-XX:+ExplicitGCInvokesConcurrent',
-        'kafka.Kafka', cfg.propsFile,
+        'kafka.Kafka',
+        cfg.propsFile,
       ],
       { cwd: cfg.stateDir, detached: true, stdio: ['ignore', logFd, logFd] },
     );
@@ -309,10 +312,7 @@ export async function startKafka(opts = {}) {
     spawnError.catch(() => {});
     child.unref();
     if (!child.pid) await spawnError;
-    fs.writeFileSync(
-      cfg.pidFile,
-      `${JSON.stringify({ pid: child.pid, port: cfg.port, controllerPort: cfg.controllerPort, version: cfg.version })}\n`,
-    );
+    fs.writeFileSync(cfg.pidFile, `${JSON.stringify({ pid: child.pid, port: cfg.port, controllerPort: cfg.controllerPort, version: cfg.version })}\n`);
     cfg.log(`starting Kafka ${cfg.version} (pid ${child.pid}), log: ${cfg.logFile}`);
 
     try {
@@ -419,7 +419,12 @@ async function formatStorage(cfg, secrets) {
   let clusterId = readText(cfg.clusterIdFile);
   if (!clusterId) {
     const res = await runJava(cfg, ['kafka.tools.StorageTool', 'random-uuid']);
-    clusterId = res.stdout.trim().split('\n').map((line) => line.trim()).reverse().find((line) => /^[\w-]{22}$/.test(line));
+    clusterId = res.stdout
+      .trim()
+      .split('\n')
+      .map((line) => line.trim())
+      .reverse()
+      .find((line) => /^[\w-]{22}$/.test(line));
     if (!clusterId) throw new Error(`StorageTool random-uuid printed no cluster id:\n${res.output}`);
     await fsp.writeFile(cfg.clusterIdFile, `${clusterId}\n`);
   }
@@ -452,8 +457,7 @@ async function waitUntilReady(cfg, pid, deadline) {
     await sleep(250);
   }
   throw new Error(
-    `Kafka broker (pid ${pid}) was not ready on ${cfg.brokers} within ${cfg.timeoutMs / 1000} s ` +
-      `(last probe: ${lastError}). Last lines of ${cfg.logFile}:\n${logTail(cfg)}`,
+    `Kafka broker (pid ${pid}) was not ready on ${cfg.brokers} within ${cfg.timeoutMs / 1000} s ` + `(last probe: ${lastError}). Last lines of ${cfg.logFile}:\n${logTail(cfg)}`,
   );
 }
 
@@ -566,10 +570,7 @@ export async function probeBroker(host, port, { timeoutMs = 2000, coordinators =
     if (producerError !== 0) return { ready: false, detail: `InitProducerId error ${producerError}` };
 
     // FindCoordinator for a consumer group (key_type 0).
-    const coordinator = await call(API.findCoordinator, pick(API.findCoordinator, 1, 2), [
-      kafkaString('mission-service-infra-probe'),
-      Buffer.from([0]),
-    ]);
+    const coordinator = await call(API.findCoordinator, pick(API.findCoordinator, 1, 2), [kafkaString('mission-service-infra-probe'), Buffer.from([0])]);
     coordinator.int32(); // throttle_time_ms
     const coordinatorError = coordinator.int16();
     if (coordinatorError !== 0) return { ready: false, detail: `FindCoordinator error ${coordinatorError}` };
@@ -602,12 +603,7 @@ function kafkaString(value) {
 
 // Request header v1: api_key, api_version, correlation_id, client_id.
 function encodeRequest(apiKey, apiVersion, correlationId, body) {
-  const header = Buffer.concat([
-    int16(apiKey),
-    int16(apiVersion),
-    int32(correlationId),
-    kafkaString('mission-service-infra'),
-  ]);
+  const header = Buffer.concat([int16(apiKey), int16(apiVersion), int32(correlationId), kafkaString('mission-service-infra')]);
   return Buffer.concat([int32(header.length + body.length), header, body]);
 }
 

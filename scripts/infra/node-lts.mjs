@@ -24,7 +24,8 @@ const log = (message) => process.stderr.write(`[node-lts] ${message}\n`);
 
 function packageName() {
   const arch = { x64: 'x64', arm64: 'arm64' }[process.arch];
-  if (process.platform !== 'linux' || !arch) throw new Error(`No Node.js ${NODE_LTS_VERSION} package for ${process.platform}-${process.arch}: install it yourself and put it first on PATH`);
+  if (process.platform !== 'linux' || !arch)
+    throw new Error(`No Node.js ${NODE_LTS_VERSION} package for ${process.platform}-${process.arch}: install it yourself and put it first on PATH`);
   return `node-linux-${arch}`;
 }
 

@@ -72,9 +72,7 @@ async function ensureService({ name, port, start }, { log, timeoutMs }) {
 
 function startPostgres(cluster) {
   if (!commandExists('pg_ctlcluster') || !fs.existsSync(POSTGRES_CONFIG_DIR)) {
-    throw new Error(
-      `PostgreSQL is down and not installed (no pg_ctlcluster or ${POSTGRES_CONFIG_DIR}); install it with: apt-get install postgresql`,
-    );
+    throw new Error(`PostgreSQL is down and not installed (no pg_ctlcluster or ${POSTGRES_CONFIG_DIR}); install it with: apt-get install postgresql`);
   }
   // Several major versions may be installed; use the newest one that has the cluster.
   const version = fs
@@ -98,14 +96,22 @@ function startRedis(port) {
   runOrThrow(
     'redis-server',
     [
-      '--daemonize', 'yes',
+      '--daemonize',
+      'yes',
       // "-::1": bind IPv6 loopback too, but only where it exists.
-      '--bind', '127.0.0.1', '-::1',
-      '--port', String(port),
-      '--save', '',
-      '--appendonly', 'no',
-      '--dir', dir,
-      '--logfile', logfile,
+      '--bind',
+      '127.0.0.1',
+      '-::1',
+      '--port',
+      String(port),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+      '--logfile',
+      logfile,
     ],
     'Redis',
   );

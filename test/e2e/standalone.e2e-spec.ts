@@ -9,8 +9,29 @@ import { testSigningKeyEnv } from '../support/test-signing-key';
 describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bus)', async () => {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-e2e-'));
   const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
-  const env: Record<string, string> = { PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir, IDP_KEY_PUBLISH_DELAY_SECONDS: '2', GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS), ...testSigningKeyEnv() };
-  for (const name of ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_KEY_ENCRYPTION_KEY', 'KEK', 'KEK_FILE', 'KEK_PREVIOUS']) env[name] = '';
+  const env: Record<string, string> = {
+    PORT: String(port),
+    IDP_PORT: String(idpPort),
+    OPS_PORT: String(opsPort),
+    DATA_DIR: dataDir,
+    IDP_KEY_PUBLISH_DELAY_SECONDS: '2',
+    GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS),
+    ...testSigningKeyEnv(),
+  };
+  for (const name of [
+    'DATABASE_URL',
+    'KAFKA_BROKERS',
+    'REDIS_URL',
+    'ADMIN_CLIENT_ID',
+    'ADMIN_CLIENT_SECRET',
+    'PUBLIC_URL',
+    'IDP_ISSUER',
+    'IDP_KEY_ENCRYPTION_KEY',
+    'KEK',
+    'KEK_FILE',
+    'KEK_PREVIOUS',
+  ])
+    env[name] = '';
   const standalone = startProcess('standalone', 'apps/standalone/src/main.ts', env);
   const gatewayUrl = `http://127.0.0.1:${port}`;
   await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone]);

@@ -137,7 +137,11 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     }
     const again = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: missionBody, headers: { 'idempotency-key': idempotencyKey } });
     expect({ status: again.status, id: again.body.id }).toEqual({ status: 202, id: missionId });
-    const other = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: { ...missionBody, title: 'Another' }, headers: { 'idempotency-key': idempotencyKey } });
+    const other = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+      token: a.token,
+      body: { ...missionBody, title: 'Another' },
+      headers: { 'idempotency-key': idempotencyKey },
+    });
     expect({ status: other.status, code: other.body.code }).toEqual({ status: 422, code: 'idempotency_key_reused' });
   });
 
@@ -153,9 +157,15 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
   it('fails loudly, with nothing of the payload, when a ciphertext is moved to another tenant’s row', async () => {
     const [a, b] = tenants;
     // Waiting for approval, not final: read from the database every time (final missions are served from memory).
-    const victim = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: b.token, body: { title: 'B’s own', objective: 'B’s objective', steps: [{ type: 'approval', title: 'B decides' }] } });
+    const victim = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+      token: b.token,
+      body: { title: 'B’s own', objective: 'B’s objective', steps: [{ type: 'approval', title: 'B decides' }] },
+    });
     expect(victim.status).toBe(202);
-    await eventually(async () => ((await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token })).body.status === 'awaiting_approval' ? true : undefined), 'B’s mission to wait');
+    await eventually(
+      async () => ((await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token })).body.status === 'awaiting_approval' ? true : undefined),
+      'B’s mission to wait',
+    );
     // An operator with database access copies A's sealed mission over B's row.
     await db.query(`UPDATE mission.missions SET sealed = (SELECT sealed FROM mission.missions WHERE id = $1) WHERE id = $2`, [missionId, victim.body.id]);
     const read = await call(stack.gatewayUrl, 'GET', `/api/missions/${victim.body.id}`, { token: b.token });
@@ -163,7 +173,10 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     expect(read.body.code).toBe('internal_error');
     expect(JSON.stringify(read.body)).not.toContain(canary);
     // Within A's tenant, moved to another record (a HIT item's text onto another item), it fails the same way.
-    const second = await call(stack.gatewayUrl, 'POST', '/api/missions', { token: a.token, body: { title: 'Second', objective: 'o', steps: [{ type: 'approval', title: 'plain' }] } });
+    const second = await call(stack.gatewayUrl, 'POST', '/api/missions', {
+      token: a.token,
+      body: { title: 'Second', objective: 'o', steps: [{ type: 'approval', title: 'plain' }] },
+    });
     const secondHit = await eventually(async () => {
       const mission = await politeCall(stack.gatewayUrl, 'GET', `/api/missions/${second.body.id}`, { token: a.token });
       return mission.body.status === 'awaiting_approval' ? (mission.body.steps[0].hitId as string) : undefined;
@@ -199,7 +212,10 @@ describe('End-to-end payload encryption in the distributed deployment', () => {
     // The new KEK alone opens the mission; the old one alone no longer does.
     const dataSource = await openMissionDatabase(stack.database.url);
     try {
-      const open = (kek: KeyEncryptionKey) => runWithTenant({ tenantId: a.id }, () => new RecordCipher('mission', new LocalKeyProvider(kek)).open<{ objective: string }>(dataSource, { table: 'missions', id: missionId }, sealedBefore));
+      const open = (kek: KeyEncryptionKey) =>
+        runWithTenant({ tenantId: a.id }, () =>
+          new RecordCipher('mission', new LocalKeyProvider(kek)).open<{ objective: string }>(dataSource, { table: 'missions', id: missionId }, sealedBefore),
+        );
       await expect(open(newKek)).resolves.toMatchObject({ objective: `Summarise ${canaries.objective}` });
       await expect(open(oldKek)).rejects.toThrow(/Unknown key-encryption key/);
     } finally {

@@ -69,10 +69,10 @@ describe('Fault tolerance of the distributed deployment', () => {
   }
 
   async function completionsPerMission(ids: readonly string[]): Promise<Map<string, number>> {
-    const { rows } = await db.query(
-      `SELECT payload->>'missionId' AS id, count(*)::int AS n FROM mission.outbox WHERE type = $1 AND payload->>'missionId' = ANY($2) GROUP BY 1`,
-      [MessageTypes.missionCompleted, ids],
-    );
+    const { rows } = await db.query(`SELECT payload->>'missionId' AS id, count(*)::int AS n FROM mission.outbox WHERE type = $1 AND payload->>'missionId' = ANY($2) GROUP BY 1`, [
+      MessageTypes.missionCompleted,
+      ids,
+    ]);
     return new Map(rows.map((row: { id: string; n: number }) => [row.id, row.n]));
   }
 
@@ -288,7 +288,9 @@ describe('Fault tolerance of the distributed deployment', () => {
       const uploads = await Promise.all(held.map((upload) => upload.finish(1_500)));
       const answeredAfterMs = performance.now() - signalledAt;
       const gateway = await gatewayRestart;
-      process.stdout.write(`fault report (graceful stops): mission-service ${Math.round(missionService.stoppedInMs)} ms, gateway ${Math.round(gateway.stoppedInMs)} ms, held uploads answered after ${Math.round(answeredAfterMs)} ms\n`);
+      process.stdout.write(
+        `fault report (graceful stops): mission-service ${Math.round(missionService.stoppedInMs)} ms, gateway ${Math.round(gateway.stoppedInMs)} ms, held uploads answered after ${Math.round(answeredAfterMs)} ms\n`,
+      );
       for (const upload of uploads) expect(upload).toMatchObject({ status: 201, body: { id: expect.any(String), chunkCount: expect.any(Number) } });
       expect(gateway.stoppedInMs).toBeGreaterThanOrEqual(answeredAfterMs - 100);
       expect(gateway.stoppedInMs).toBeLessThan(GRACE_MS - 5_000);
@@ -331,7 +333,12 @@ describe('Fault tolerance of the distributed deployment', () => {
     const [waiting] = await waitAll([id], (m) => m.status === 'awaiting_approval', 'the mission to await approval');
     const hitId = waiting.steps[0].hitId;
 
-    const bus = new KafkaBus({ ...kafkaClientOptions(kafka), clientId: 'fault-test', logger: silent, codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })) });
+    const bus = new KafkaBus({
+      ...kafkaClientOptions(kafka),
+      clientId: 'fault-test',
+      logger: silent,
+      codec: sealedPayloads(await resolvePayloadKeys({ KEK: stack.kek, KEK_PREVIOUS: [] })),
+    });
     const rawProducer = rawKafka.producer({ allowAutoTopicCreation: false });
     await bus.start();
     await rawProducer.connect();
@@ -371,7 +378,13 @@ describe('Fault tolerance of the distributed deployment', () => {
       expect((await completionsPerMission([id])).get(id)).toBe(1);
       const processed = await db.query(`SELECT count(*)::int AS n FROM mission.processed_messages WHERE message_id = $1`, [rows[0].id]);
       expect(processed.rows[0].n).toBe(1);
-      const report = { submitted: 1, redelivered: 2, completed: after.status === 'succeeded' ? 1 : 0, duplicated: (await hitItemsPerMission([id]))[0] - 1, lost: after.status === 'succeeded' ? 0 : 1 };
+      const report = {
+        submitted: 1,
+        redelivered: 2,
+        completed: after.status === 'succeeded' ? 1 : 0,
+        duplicated: (await hitItemsPerMission([id]))[0] - 1,
+        lost: after.status === 'succeeded' ? 0 : 1,
+      };
       process.stdout.write(`fault report (duplicate delivery): ${JSON.stringify(report)}\n`);
     } finally {
       await rawProducer.disconnect();
@@ -401,36 +414,40 @@ describe('Fault tolerance of the distributed deployment', () => {
     expect(status).toBe(200);
   }, 60_000);
 
-  itWithOwnBroker('loses no accepted mission when Kafka stops for a few seconds during submissions', async () => {
-    const kafka = (command: string): void => {
-      execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, stdio: 'ignore' });
-    };
-    const accepted: string[] = [];
-    const outcomes: number[] = [];
-    let submitting = true;
-    const submitter = (async () => {
-      while (submitting) {
-        const result = await submit([{ type: 'brain.query' }]).catch(() => ({ status: 0, id: undefined }));
-        outcomes.push(result.status);
-        if (result.id) accepted.push(result.id);
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      }
-    })();
-    await new Promise((resolve) => setTimeout(resolve, 1_500));
-    kafka('stop');
-    await new Promise((resolve) => setTimeout(resolve, 4_000));
-    kafka('start');
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
-    submitting = false;
-    await submitter;
+  itWithOwnBroker(
+    'loses no accepted mission when Kafka stops for a few seconds during submissions',
+    async () => {
+      const kafka = (command: string): void => {
+        execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, stdio: 'ignore' });
+      };
+      const accepted: string[] = [];
+      const outcomes: number[] = [];
+      let submitting = true;
+      const submitter = (async () => {
+        while (submitting) {
+          const result = await submit([{ type: 'brain.query' }]).catch(() => ({ status: 0, id: undefined }));
+          outcomes.push(result.status);
+          if (result.id) accepted.push(result.id);
+          await new Promise((resolve) => setTimeout(resolve, 50));
+        }
+      })();
+      await new Promise((resolve) => setTimeout(resolve, 1_500));
+      kafka('stop');
+      await new Promise((resolve) => setTimeout(resolve, 4_000));
+      kafka('start');
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      submitting = false;
+      await submitter;
 
-    const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the outage', 120_000);
-    const report = await loadReport(outcomes, accepted, done);
-    process.stdout.write(`fault report (Kafka outage): ${JSON.stringify(report)}\n`);
-    expect(report.accepted).toBeGreaterThan(0);
-    expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);
-    expect(report.completed).toBe(report.accepted);
-    expect(report.duplicated).toBe(0);
-    expect(report.lost).toBe(0);
-  }, 300_000);
+      const done = await waitAll(accepted, (m) => FINAL.includes(m.status), 'accepted missions to finish after the outage', 120_000);
+      const report = await loadReport(outcomes, accepted, done);
+      process.stdout.write(`fault report (Kafka outage): ${JSON.stringify(report)}\n`);
+      expect(report.accepted).toBeGreaterThan(0);
+      expect(outcomes.every((status) => status === 202 || status === 503 || status === 0)).toBe(true);
+      expect(report.completed).toBe(report.accepted);
+      expect(report.duplicated).toBe(0);
+      expect(report.lost).toBe(0);
+    },
+    300_000,
+  );
 });

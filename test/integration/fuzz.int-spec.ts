@@ -29,7 +29,10 @@ describe('HTTP fuzzing of the gateway (all-in-one process)', () => {
     // Things that exist, so requests get past "not found": a mission waiting for approval, its item, a document.
     const mission = await call(gatewayUrl, 'POST', '/api/missions', { token, body: { title: 'Fuzz target', objective: 'Wait', steps: [{ type: 'approval', title: 'Decide' }] } });
     expect(mission.status).toBe(202);
-    const hitId = await eventually(async () => (await politeCall(gatewayUrl, 'GET', `/api/missions/${mission.body.id}`, { token })).body.steps?.[0]?.hitId as string | undefined, 'the approval item');
+    const hitId = await eventually(
+      async () => (await politeCall(gatewayUrl, 'GET', `/api/missions/${mission.body.id}`, { token })).body.steps?.[0]?.hitId as string | undefined,
+      'the approval item',
+    );
     const document = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: 'Fuzz', content: 'Microwave dielectrics and their loss tangent.' } });
     expect(document.status).toBe(201);
     // The operator routes get another tenant's id: the operator token may change a tenant's tier,

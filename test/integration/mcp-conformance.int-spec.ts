@@ -34,13 +34,22 @@ describe('MCP conformance suite against /mcp', () => {
     tool = { entry: /MCP_CONFORMANCE=(\S+)/.exec(ensured.stdout)?.[1] ?? '', node: /NODE_LTS=(\S+)/.exec(ensured.stdout)?.[1] ?? '' };
     expect(tool.entry && tool.node).toBeTruthy();
     standalone = await startStandaloneProcess('mcp-conformance');
-    const tenant = await call(standalone.gatewayUrl, 'POST', '/admin/tenants', { token: standalone.operatorToken, body: { name: 'Conformance', tier: 'enterprise', rpm: 100_000 } });
+    const tenant = await call(standalone.gatewayUrl, 'POST', '/admin/tenants', {
+      token: standalone.operatorToken,
+      body: { name: 'Conformance', tier: 'enterprise', rpm: 100_000 },
+    });
     expect(tenant.status).toBe(201);
     const token = (await clientCredentialsToken(standalone.issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
     const target = new URL(standalone.gatewayUrl);
     proxy = http.createServer((request, response) => {
       const upstream = http.request(
-        { host: target.hostname, port: target.port, path: request.url, method: request.method, headers: { ...request.headers, host: target.host, authorization: `Bearer ${token}` } },
+        {
+          host: target.hostname,
+          port: target.port,
+          path: request.url,
+          method: request.method,
+          headers: { ...request.headers, host: target.host, authorization: `Bearer ${token}` },
+        },
         (answer) => {
           response.writeHead(answer.statusCode ?? 502, answer.headers);
           answer.pipe(response);
@@ -63,22 +72,33 @@ describe('MCP conformance suite against /mcp', () => {
   /** Runs one scenario; resolves with the checks it recorded (its results directory's checks.json). */
   async function scenario(name: string): Promise<Check[]> {
     const dir = path.join(outputs, name);
-    await promisify(execFile)(tool.node, [tool.entry, 'server', '--url', mcpUrl, '--scenario', name, '-o', dir], { cwd: REPO_ROOT, timeout: 120_000 }).catch((error: { stdout?: string; stderr?: string }) => {
-      throw new Error(`conformance ${name} failed to run:\n${error.stdout ?? ''}${error.stderr ?? ''}`);
-    });
+    await promisify(execFile)(tool.node, [tool.entry, 'server', '--url', mcpUrl, '--scenario', name, '-o', dir], { cwd: REPO_ROOT, timeout: 120_000 }).catch(
+      (error: { stdout?: string; stderr?: string }) => {
+        throw new Error(`conformance ${name} failed to run:\n${error.stdout ?? ''}${error.stderr ?? ''}`);
+      },
+    );
     const [results] = await readdir(dir);
     return JSON.parse(await readFile(path.join(dir, results ?? '', 'checks.json'), 'utf8')) as Check[];
   }
 
-  it.each(['server-initialize', 'ping', 'tools-list'])('passes %s', async (name) => {
-    const checks = await scenario(name);
-    expect(checks.filter((check) => check.status === 'SUCCESS').length).toBeGreaterThan(0);
-    expect(checks.filter((check) => check.status === 'FAILURE' || check.status === 'WARNING').map((check) => `${check.id}: ${check.description ?? ''}`)).toEqual([]);
-  }, 180_000);
+  it.each(['server-initialize', 'ping', 'tools-list'])(
+    'passes %s',
+    async (name) => {
+      const checks = await scenario(name);
+      expect(checks.filter((check) => check.status === 'SUCCESS').length).toBeGreaterThan(0);
+      expect(checks.filter((check) => check.status === 'FAILURE' || check.status === 'WARNING').map((check) => `${check.id}: ${check.description ?? ''}`)).toEqual([]);
+    },
+    180_000,
+  );
 
   it('passes server-sse-polling with only the warnings of a stateless server', async () => {
     const checks = await scenario('server-sse-polling');
     expect(checks.filter((check) => check.status === 'FAILURE')).toEqual([]);
-    expect(checks.filter((check) => check.status === 'WARNING').map((check) => check.id).sort()).toEqual(['server-sse-polling-session', 'server-sse-priming-event', 'server-sse-retry-field']);
+    expect(
+      checks
+        .filter((check) => check.status === 'WARNING')
+        .map((check) => check.id)
+        .sort(),
+    ).toEqual(['server-sse-polling-session', 'server-sse-priming-event', 'server-sse-retry-field']);
   }, 180_000);
 });

@@ -44,7 +44,12 @@ describe(`npm start from a private checkout (${asRoot ? 'as root' : 'as an ordin
     const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
     // A newcomer's environment: none of the test run's brokers, databases or data directories.
     const basics = Object.fromEntries(['PATH', 'HOME', 'LANG', 'TMPDIR'].flatMap((name) => (process.env[name] ? [[name, process.env[name] as string]] : [])));
-    standalone = startProcess('private-checkout', 'apps/standalone/src/main.ts', { ...basics, PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), LOG_LEVEL: 'info' }, { cwd: checkout, inheritEnv: false });
+    standalone = startProcess(
+      'private-checkout',
+      'apps/standalone/src/main.ts',
+      { ...basics, PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), LOG_LEVEL: 'info' },
+      { cwd: checkout, inheritEnv: false },
+    );
     await waitUntilReady(`http://127.0.0.1:${port}/health/ready`, [standalone], 120_000);
     const document = await fetch(`http://127.0.0.1:${port}/api/openapi.json`);
     expect(document.status).toBe(200);

@@ -41,7 +41,9 @@ describe('Metrics and traces in the distributed deployment', () => {
     const response = await fetch(`${stack.opsUrl('mission-service')}/metrics`);
     expect(response.status).toBe(200);
     const text = await response.text();
-    expect(sample(text, 'bus_handle_duration_seconds_count', { service: 'mission-service', topic: 'mission.requests.v1', group: 'mission-service', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
+    expect(
+      sample(text, 'bus_handle_duration_seconds_count', { service: 'mission-service', topic: 'mission.requests.v1', group: 'mission-service', outcome: 'ok' }),
+    ).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'bus_send_duration_seconds_count', { topic: 'mission.events.v1', result: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'bus_consumer_lag', { topic: 'mission.requests.v1', group: 'mission-service' })).toBeGreaterThanOrEqual(0);
     expect(sample(text, 'db_pool_connections', { schema: 'mission', state: 'idle' })).toBeGreaterThanOrEqual(0);
@@ -59,7 +61,9 @@ describe('Metrics and traces in the distributed deployment', () => {
     expect(idpResponse.status).toBe(200);
     const idp = await idpResponse.text();
     expect(sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'POST', route: '/token', status_code: '200' })).toBeGreaterThanOrEqual(2);
-    expect(sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'GET', route: '/.well-known/openid-configuration', status_code: '200' })).toBeGreaterThanOrEqual(2);
+    expect(
+      sample(idp, 'http_server_request_duration_seconds_count', { service: 'idp', method: 'GET', route: '/.well-known/openid-configuration', status_code: '200' }),
+    ).toBeGreaterThanOrEqual(2);
     expect(sample(idp, 'bus_handle_duration_seconds_count', { service: 'idp', topic: 'identity.requests.v1', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(idp, 'db_pool_connections', { schema: 'identity', state: 'idle' })).toBeGreaterThanOrEqual(0);
     expect(idp).not.toContain(tenant.body.id);
@@ -92,11 +96,20 @@ describe('Metrics and traces in the distributed deployment', () => {
     expect(submitted.headers.get('traceparent')).toBe(`00-${traceId}-${server?.spanId}-01`);
     // mission-service processed the request the gateway sent from inside that span, and queried PostgreSQL under it.
     const missionRequest = spans.find((span) => span.service === 'mission-service' && span.kind === CONSUMER && span.name === 'process mission.requests.v1');
-    expect(missionRequest).toMatchObject({ parentSpanId: server?.spanId, attributes: expect.objectContaining({ 'messaging.system': 'kafka', 'messaging.destination.name': 'mission.requests.v1' }) });
-    const queries = spans.filter((span) => span.service === 'mission-service' && (span.attributes['db.system.name'] === 'postgresql' || span.attributes['db.system'] === 'postgresql'));
+    expect(missionRequest).toMatchObject({
+      parentSpanId: server?.spanId,
+      attributes: expect.objectContaining({ 'messaging.system': 'kafka', 'messaging.destination.name': 'mission.requests.v1' }),
+    });
+    const queries = spans.filter(
+      (span) => span.service === 'mission-service' && (span.attributes['db.system.name'] === 'postgresql' || span.attributes['db.system'] === 'postgresql'),
+    );
     expect(queries.some((span) => span.parentSpanId === missionRequest?.spanId)).toBe(true);
     // The rate limiter's Redis calls are part of the gateway's request.
-    expect(spans.some((span) => span.service === 'gateway' && span.parentSpanId === server?.spanId && (span.attributes['db.system'] === 'redis' || span.attributes['db.system.name'] === 'redis'))).toBe(true);
+    expect(
+      spans.some(
+        (span) => span.service === 'gateway' && span.parentSpanId === server?.spanId && (span.attributes['db.system'] === 'redis' || span.attributes['db.system.name'] === 'redis'),
+      ),
+    ).toBe(true);
     // The work the mission went on to do, through the outbox and the bus, stays in the same trace:
     // brain-service answered a request sent from one of mission-service's spans.
     const brainRequest = spans.find((span) => span.service === 'brain-service' && span.kind === CONSUMER);

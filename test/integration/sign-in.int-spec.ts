@@ -71,9 +71,11 @@ describe('Sign-in of a tenant user in a real browser', () => {
       await page.fill('input[name="password"]', password);
       await page.click('button[type="submit"]');
     }
-    await page.waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 }).catch(async (error: unknown) => {
-      throw new Error(`The browser did not reach the callback; it shows ${page.url()}:\n${(await page.content()).slice(0, 2_000)}`, { cause: error });
-    });
+    await page
+      .waitForURL((url) => url.toString().startsWith(redirectUri), { timeout: 15_000 })
+      .catch(async (error: unknown) => {
+        throw new Error(`The browser did not reach the callback; it shows ${page.url()}:\n${(await page.content()).slice(0, 2_000)}`, { cause: error });
+      });
     const landed = new URL(page.url());
     expect(landed.searchParams.get('state')).toBe(state);
     expect(landed.searchParams.get('iss')).toBe(stack.issuer);

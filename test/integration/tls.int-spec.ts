@@ -191,7 +191,10 @@ describe('TLS on every hop', () => {
       const token = await httpsRequest(tokenEndpoint, {
         ca,
         method: 'POST',
-        headers: { authorization: `Basic ${Buffer.from(`${tenantClient.clientId}:${tenantClient.clientSecret}`).toString('base64')}`, 'content-type': 'application/x-www-form-urlencoded' },
+        headers: {
+          authorization: `Basic ${Buffer.from(`${tenantClient.clientId}:${tenantClient.clientSecret}`).toString('base64')}`,
+          'content-type': 'application/x-www-form-urlencoded',
+        },
         body: 'grant_type=client_credentials',
       });
       const accessToken = (JSON.parse(token.body) as { access_token: string }).access_token;
@@ -232,7 +235,9 @@ describe('TLS on every hop', () => {
       await expect(plainRequest(`${issuer}/health/live`)).rejects.toThrow();
       const port = Number(new URL(gatewayUrl).port);
       // The control: this client does negotiate TLS 1.1 with a server that allows it.
-      const oldServer = tls.createServer({ cert: await readFile(pki.certFile), key: await readFile(pki.keyFile), minVersion: 'TLSv1', ciphers: 'DEFAULT@SECLEVEL=0' }, (socket) => socket.end());
+      const oldServer = tls.createServer({ cert: await readFile(pki.certFile), key: await readFile(pki.keyFile), minVersion: 'TLSv1', ciphers: 'DEFAULT@SECLEVEL=0' }, (socket) =>
+        socket.end(),
+      );
       const oldPort = await new Promise<number>((resolve) => oldServer.listen(0, '127.0.0.1', () => resolve((oldServer.address() as { port: number }).port)));
       try {
         expect(await tlsHandshake(oldPort, ca, 'TLSv1', 'TLSv1.1')).toBe('TLSv1.1');
@@ -327,9 +332,32 @@ describe('TLS on every hop', () => {
 
     beforeAll(async () => {
       port = await freePort();
-      redis = spawn('redis-server', ['--port', '0', '--tls-port', String(port), '--bind', '127.0.0.1', '--tls-cert-file', pki.certFile, '--tls-key-file', pki.keyFile, '--tls-ca-cert-file', pki.caFile, '--tls-auth-clients', 'no', '--save', '', '--appendonly', 'no'], {
-        stdio: 'ignore',
-      });
+      redis = spawn(
+        'redis-server',
+        [
+          '--port',
+          '0',
+          '--tls-port',
+          String(port),
+          '--bind',
+          '127.0.0.1',
+          '--tls-cert-file',
+          pki.certFile,
+          '--tls-key-file',
+          pki.keyFile,
+          '--tls-ca-cert-file',
+          pki.caFile,
+          '--tls-auth-clients',
+          'no',
+          '--save',
+          '',
+          '--appendonly',
+          'no',
+        ],
+        {
+          stdio: 'ignore',
+        },
+      );
       const deadline = Date.now() + 10_000;
       while (!(await tlsHandshake(port, ca, 'TLSv1.2', 'TLSv1.3').catch(() => null))) {
         if (Date.now() > deadline) throw new Error('redis-server with TLS did not start');
@@ -370,7 +398,11 @@ describe('TLS on every hop', () => {
     let brokers: string;
     let access: KafkaAccess;
     const kafka = (command: string, env: Record<string, string>): string =>
-      execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }).toString('utf8');
+      execFileSync(process.execPath, [path.join(REPO_ROOT, 'scripts', 'infra', 'kafka.mjs'), command], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      }).toString('utf8');
     let env: Record<string, string>;
 
     beforeAll(async () => {
@@ -395,7 +427,15 @@ describe('TLS on every hop', () => {
     }, 60_000);
 
     const newBus = (ssl: tls.ConnectionOptions | undefined) =>
-      new KafkaBus({ brokers: [brokers], sasl: kafkaSaslFor(access, 'admin'), clientId: `tls-${randomUUID().slice(0, 8)}`, ssl, logger: silent, topics: [{ name: 'tls.events', partitions: 1 }], requestTimeoutMs: 5_000 });
+      new KafkaBus({
+        brokers: [brokers],
+        sasl: kafkaSaslFor(access, 'admin'),
+        clientId: `tls-${randomUUID().slice(0, 8)}`,
+        ssl,
+        logger: silent,
+        topics: [{ name: 'tls.events', partitions: 1 }],
+        requestTimeoutMs: 5_000,
+      });
 
     it('publishes and consumes over TLS with the CA', async () => {
       const bus = newBus({ ca: [ca.toString('utf8')], minVersion: 'TLSv1.2' });

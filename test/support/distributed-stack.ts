@@ -46,7 +46,15 @@ export interface DistributedStack {
 export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
   const database = await createTestDatabase(adminPostgresUrl);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
-  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth, gatewayOps, idpOps] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort(), freePort(), freePort()]);
+  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth, gatewayOps, idpOps] = await Promise.all([
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+    freePort(),
+  ]);
   const gatewayUrl = `http://127.0.0.1:${gatewayPort}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
   const admin = { clientId: 'operator', clientSecret: randomBytes(24).toString('base64url') };
@@ -94,7 +102,15 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
     },
     gateway: {
       entry: 'apps/gateway/src/main.ts',
-      env: { ...common, ...kafkaEnvFor(kafka, 'gateway'), PORT: String(gatewayPort), OPS_PORT: String(gatewayOps), PUBLIC_URL: gatewayUrl, IDP_ISSUER: issuer, REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379' },
+      env: {
+        ...common,
+        ...kafkaEnvFor(kafka, 'gateway'),
+        PORT: String(gatewayPort),
+        OPS_PORT: String(gatewayOps),
+        PUBLIC_URL: gatewayUrl,
+        IDP_ISSUER: issuer,
+        REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+      },
       ready: `${gatewayUrl}/health/ready`,
       ops: `http://127.0.0.1:${gatewayOps}`,
     },
@@ -139,7 +155,9 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
       const exit = { code: stopping.child.exitCode, signal: stopping.child.signalCode };
       const graceful = signal === 'SIGTERM' || signal === 'SIGINT';
       if (graceful ? exit.code !== 0 : exit.signal !== signal) {
-        throw new Error(`${name} did not exit as ${signal} asks (${graceful ? 'code 0' : `killed by ${signal}`}): ${JSON.stringify(exit)} after ${Math.round(stoppedInMs)} ms\n${stopping.output()}`);
+        throw new Error(
+          `${name} did not exit as ${signal} asks (${graceful ? 'code 0' : `killed by ${signal}`}): ${JSON.stringify(exit)} after ${Math.round(stoppedInMs)} ms\n${stopping.output()}`,
+        );
       }
       await whileStopped?.();
       const child = startProcess(name, apps[name].entry, apps[name].env);

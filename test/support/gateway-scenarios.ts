@@ -273,12 +273,21 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
           { path: '/api/missions', token: tenantA.token, rawBody: `{"title":"Deep","objective":"o","input":${deep(5_000)}}` },
           { path: '/api/missions', token: tenantA.token, rawBody: JSON.stringify({ title: 'Nul\u0000title', objective: 'o' }) },
           { path: '/api/missions', token: tenantA.token, rawBody: JSON.stringify({ title: 'Nul key', objective: 'o', metadata: { 'a\u0000b': 'c' } }) },
-          { path: '/mcp', token: tenantA.token, rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_mission","arguments":{"title":"t","objective":"o","input":${deep(5_000)}}}}` },
+          {
+            path: '/mcp',
+            token: tenantA.token,
+            rawBody: `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"submit_mission","arguments":{"title":"t","objective":"o","input":${deep(5_000)}}}}`,
+          },
           { path: '/admin/tenants', token: adminToken, rawBody: JSON.stringify({ name: 'Nul\u0000Corp', tier: 'starter' }) },
         ];
         for (const { path, token, rawBody } of hostile) {
           const response = await call(deployment.gatewayUrl, 'POST', path, { token, rawBody, headers: path === '/mcp' ? { accept: 'application/json, text/event-stream' } : {} });
-          expect({ path, status: response.status, code: response.body?.code, field: response.body?.errors?.[0]?.field }).toEqual({ path, status: 400, code: 'validation_failed', field: 'body' });
+          expect({ path, status: response.status, code: response.body?.code, field: response.body?.errors?.[0]?.field }).toEqual({
+            path,
+            status: 400,
+            code: 'validation_failed',
+            field: 'body',
+          });
         }
         const token = await fetch(`${deployment.issuer}/token`, {
           method: 'POST',
@@ -295,7 +304,12 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const raw = await rawExchange(deployment.gatewayUrl, `GET ${target} HTTP/1.1\r\nHost: gateway\r\nAuthorization: Bearer ${tenantA.token}\r\n\r\n`);
         expect(raw.statusLine).toBe('HTTP/1.1 431 Request header fields too large');
         expect(raw.headers).toMatchObject({ 'content-type': 'application/problem+json', connection: 'close', 'x-request-id': expect.any(String) });
-        expect(JSON.parse(raw.body)).toMatchObject({ status: 431, code: 'headers_too_large', requestId: raw.headers['x-request-id'], detail: expect.stringContaining('POST /api/brain/query') });
+        expect(JSON.parse(raw.body)).toMatchObject({
+          status: 431,
+          code: 'headers_too_large',
+          requestId: raw.headers['x-request-id'],
+          detail: expect.stringContaining('POST /api/brain/query'),
+        });
         expect(raw.closedByServer).toBe(true);
         // A brain:read client sends the same query in a body.
         const reader = await clientCredentialsToken(deployment.issuer, tenantA.clientId, tenantA.clientSecret, 'brain:read');
@@ -365,7 +379,14 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
       it('runs several Brain steps in order', async () => {
         const submitted = await call(deployment.gatewayUrl, 'POST', '/api/missions', {
           token: tenantA.token,
-          body: { title: 'Two queries', objective: 'O', steps: [{ type: 'brain.query', query: 'first', k: 2 }, { type: 'brain.query', query: 'second' }] },
+          body: {
+            title: 'Two queries',
+            objective: 'O',
+            steps: [
+              { type: 'brain.query', query: 'first', k: 2 },
+              { type: 'brain.query', query: 'second' },
+            ],
+          },
         });
         expect(submitted.status).toBe(202);
         const done = await waitForMission(deployment.gatewayUrl, tenantA.token, submitted.body.id);
@@ -390,7 +411,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
       });
 
       it('holds titles to 200 characters and an approval’s description to 10,000', async () => {
-        const at = (title: string, steps?: unknown[]) => call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title, objective: 'O', ...(steps ? { steps } : {}) } });
+        const at = (title: string, steps?: unknown[]) =>
+          call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, body: { title, objective: 'O', ...(steps ? { steps } : {}) } });
         const longest = await at('t'.repeat(200), [{ type: 'approval', title: 'a'.repeat(200), description: 'd'.repeat(10_000) }]);
         expect(longest.status).toBe(202);
         const tooLong = await at('t'.repeat(201), [{ type: 'approval', title: 'a'.repeat(201), description: 'd'.repeat(10_001) }]);

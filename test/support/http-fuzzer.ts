@@ -159,9 +159,31 @@ function mutate(value: unknown, random: Random): unknown {
 }
 
 /** Raw bodies no JSON encoder produces. */
-const RAW_BODIES = ['{', '{"title":', 'not json', '[]', 'null', '"text"', '1e400', '{"a":1,"a":2}', '\u0000', '\ufeff{}', `${'['.repeat(10_000)}${']'.repeat(10_000)}`, `${'{"a":'.repeat(3_000)}1${'}'.repeat(3_000)}`];
+const RAW_BODIES = [
+  '{',
+  '{"title":',
+  'not json',
+  '[]',
+  'null',
+  '"text"',
+  '1e400',
+  '{"a":1,"a":2}',
+  '\u0000',
+  '\ufeff{}',
+  `${'['.repeat(10_000)}${']'.repeat(10_000)}`,
+  `${'{"a":'.repeat(3_000)}1${'}'.repeat(3_000)}`,
+];
 
-const CONTENT_TYPES = ['application/json', 'application/json; charset=utf-8', 'text/plain', 'application/x-www-form-urlencoded', 'application/json; charset=latin1', 'multipart/form-data; boundary=x', 'application/problem+json', ''];
+const CONTENT_TYPES = [
+  'application/json',
+  'application/json; charset=utf-8',
+  'text/plain',
+  'application/x-www-form-urlencoded',
+  'application/json; charset=latin1',
+  'multipart/form-data; boundary=x',
+  'application/problem+json',
+  '',
+];
 
 /** A string's UTF-8 bytes as a Latin-1 string: what fetch sends byte for byte in a header. */
 function rawBytes(text: string): string {
@@ -191,7 +213,7 @@ function queryFor(operation: Operation, document: Record<string, any>, random: R
   for (const { name, schema } of operation.query) {
     if (random() < 0.4) continue;
     const value = random() < 0.5 ? fromSchema(schema, document, random) : nastyValue(random);
-    params.append(name, typeof value === 'string' ? value.slice(0, 3_000) : JSON.stringify(value) ?? 'undefined');
+    params.append(name, typeof value === 'string' ? value.slice(0, 3_000) : (JSON.stringify(value) ?? 'undefined'));
   }
   if (random() < 0.15) params.append(pick(random, ['cursor', 'limit', 'status', 'q', 'k', 'extra', 'access_token']), String(pick(random, NASTY_STRINGS)).slice(0, 3_000));
   if (random() < 0.05) params.append('cursor', Buffer.from(JSON.stringify({ v: 1, at: pick(random, NASTY_STRINGS), id: randomUUID() })).toString('base64url'));
@@ -215,7 +237,9 @@ function operationsOf(document: Record<string, any>): Operation[] {
   for (const [path, item] of Object.entries<Record<string, any>>(document.paths ?? {})) {
     for (const [method, operation] of Object.entries<Record<string, any>>(item)) {
       if (!['get', 'post', 'put', 'patch', 'delete'].includes(method)) continue;
-      const query = ((operation.parameters ?? []) as Array<Record<string, any>>).filter((parameter) => parameter.in === 'query').map((parameter) => ({ name: String(parameter.name), schema: parameter.schema as JsonSchema }));
+      const query = ((operation.parameters ?? []) as Array<Record<string, any>>)
+        .filter((parameter) => parameter.in === 'query')
+        .map((parameter) => ({ name: String(parameter.name), schema: parameter.schema as JsonSchema }));
       const body = operation.requestBody?.content?.['application/json']?.schema as JsonSchema | undefined;
       operations.push({ method: method.toUpperCase(), path, query, body });
     }
@@ -228,7 +252,12 @@ function mcpMessage(tools: ReadonlyArray<{ name: string; inputSchema?: JsonSchem
   const roll = random();
   if (roll < 0.7) {
     const tool = pick(random, tools);
-    return { jsonrpc: '2.0', id: Math.floor(random() * 1e6), method: 'tools/call', params: { name: tool.name, arguments: mutate(fromSchema(tool.inputSchema, document, random), random) } };
+    return {
+      jsonrpc: '2.0',
+      id: Math.floor(random() * 1e6),
+      method: 'tools/call',
+      params: { name: tool.name, arguments: mutate(fromSchema(tool.inputSchema, document, random), random) },
+    };
   }
   return pick(random, [
     { jsonrpc: '2.0', id: 1, method: 'tools/list' },
@@ -239,7 +268,10 @@ function mcpMessage(tools: ReadonlyArray<{ name: string; inputSchema?: JsonSchem
     { id: 1, method: 'tools/list' },
     { jsonrpc: '2.0', method: 'notifications/initialized' },
     { jsonrpc: '2.0', id: { a: 1 }, method: 'ping' },
-    [{ jsonrpc: '2.0', id: 1, method: 'tools/list' }, { jsonrpc: '2.0', id: 2, method: 'tools/list' }],
+    [
+      { jsonrpc: '2.0', id: 1, method: 'tools/list' },
+      { jsonrpc: '2.0', id: 2, method: 'tools/list' },
+    ],
     { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: pick(random, NASTY_STRINGS), capabilities: {}, clientInfo: { name: 'fuzz', version: '1' } } },
     { jsonrpc: '2.0', id: 1, method: pick(random, NASTY_STRINGS) },
   ]);
@@ -267,7 +299,8 @@ function check(pathname: string, status: number, contentType: string, text: stri
   if (contentType.startsWith('application/problem+json')) {
     try {
       const problem = JSON.parse(text) as Record<string, unknown>;
-      if (problem.status !== status || typeof problem.code !== 'string' || typeof problem.requestId !== 'string') return `a problem without its status, code or request id: ${text.slice(0, 300)}`;
+      if (problem.status !== status || typeof problem.code !== 'string' || typeof problem.requestId !== 'string')
+        return `a problem without its status, code or request id: ${text.slice(0, 300)}`;
     } catch {
       return `problem+json that is not JSON: ${text.slice(0, 300)}`;
     }
@@ -324,7 +357,13 @@ export async function fuzzGateway(target: FuzzTarget, seed: number, requests: nu
   return { seed, requests, byStatus, findings };
 }
 
-function buildRequest(target: FuzzTarget, operations: readonly Operation[], tools: ReadonlyArray<{ name: string; inputSchema?: JsonSchema }>, document: Record<string, any>, random: Random): Sent {
+function buildRequest(
+  target: FuzzTarget,
+  operations: readonly Operation[],
+  tools: ReadonlyArray<{ name: string; inputSchema?: JsonSchema }>,
+  document: Record<string, any>,
+  random: Random,
+): Sent {
   const headers: Record<string, string> = {};
   const token = tokenFor(target, random);
   if (token !== undefined) headers.authorization = random() < 0.97 ? `Bearer ${token}` : `${pick(random, ['Basic', 'bearer', 'Bearer  ', 'Token'])} ${token}`;
@@ -339,7 +378,12 @@ function buildRequest(target: FuzzTarget, operations: readonly Operation[], tool
     headers['content-type'] = raw ? pick(random, CONTENT_TYPES) : 'application/json';
     if (random() < 0.1) headers['mcp-protocol-version'] = String(pick(random, ['2025-11-25', '2026-07-28', '1999-01-01', 'garbage']));
     const method = random() < 0.95 ? 'POST' : pick(random, ['GET', 'DELETE', 'PUT']);
-    return { method, url: `${target.gatewayUrl}/mcp`, headers, body: method === 'GET' || method === 'DELETE' ? undefined : raw ? pick(random, RAW_BODIES) : JSON.stringify(message) };
+    return {
+      method,
+      url: `${target.gatewayUrl}/mcp`,
+      headers,
+      body: method === 'GET' || method === 'DELETE' ? undefined : raw ? pick(random, RAW_BODIES) : JSON.stringify(message),
+    };
   }
 
   const operation = pick(random, operations);

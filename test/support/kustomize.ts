@@ -78,7 +78,10 @@ export function renderKustomization(directory: string): K8sObject[] {
   }
   for (const image of kustomization.images ?? []) {
     for (const object of objects) {
-      const containers = [...containersOf(object), ...(((object.spec as { template?: { spec?: { initContainers?: Array<Record<string, unknown>> } } })?.template?.spec?.initContainers) ?? [])];
+      const containers = [
+        ...containersOf(object),
+        ...((object.spec as { template?: { spec?: { initContainers?: Array<Record<string, unknown>> } } })?.template?.spec?.initContainers ?? []),
+      ];
       for (const container of containers) {
         const [current, tag] = String(container.image).split(':');
         if (current !== image.name) continue;

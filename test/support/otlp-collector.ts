@@ -27,7 +27,9 @@ interface OtlpAttribute {
 interface OtlpExport {
   resourceSpans?: Array<{
     resource?: { attributes?: OtlpAttribute[] };
-    scopeSpans?: Array<{ spans?: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: OtlpAttribute[]; status?: { code?: number } }> }>;
+    scopeSpans?: Array<{
+      spans?: Array<{ traceId: string; spanId: string; parentSpanId?: string; name: string; kind: number; attributes?: OtlpAttribute[]; status?: { code?: number } }>;
+    }>;
   }>;
 }
 

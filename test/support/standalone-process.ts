@@ -17,14 +17,33 @@ export interface StandaloneProcess {
 }
 
 /** Variables of the test run's own environment that would wire the process to something else. */
-const WIRING = ['DATABASE_URL', 'KAFKA_BROKERS', 'REDIS_URL', 'ADMIN_CLIENT_ID', 'ADMIN_CLIENT_SECRET', 'PUBLIC_URL', 'IDP_ISSUER', 'IDP_KEY_ENCRYPTION_KEY', 'KEK', 'KEK_FILE', 'KEK_PREVIOUS'];
+const WIRING = [
+  'DATABASE_URL',
+  'KAFKA_BROKERS',
+  'REDIS_URL',
+  'ADMIN_CLIENT_ID',
+  'ADMIN_CLIENT_SECRET',
+  'PUBLIC_URL',
+  'IDP_ISSUER',
+  'IDP_KEY_ENCRYPTION_KEY',
+  'KEK',
+  'KEK_FILE',
+  'KEK_PREVIOUS',
+];
 
 export async function startStandaloneProcess(name: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<StandaloneProcess> {
   const dataDir = await mkdtemp(path.join(os.tmpdir(), `mission-${name}-`));
   const [port, idpPort, opsPort] = [await freePort(), await freePort(), await freePort()];
   const gatewayUrl = `http://127.0.0.1:${port}`;
   const issuer = `http://127.0.0.1:${idpPort}`;
-  const env: Record<string, string> = { ...Object.fromEntries(WIRING.map((variable) => [variable, ''])), PORT: String(port), IDP_PORT: String(idpPort), OPS_PORT: String(opsPort), DATA_DIR: dataDir, ...extraEnv };
+  const env: Record<string, string> = {
+    ...Object.fromEntries(WIRING.map((variable) => [variable, ''])),
+    PORT: String(port),
+    IDP_PORT: String(idpPort),
+    OPS_PORT: String(opsPort),
+    DATA_DIR: dataDir,
+    ...extraEnv,
+  };
   const standalone = startProcess(name, 'apps/standalone/src/main.ts', env);
   try {
     await waitUntilReady(`${gatewayUrl}/health/ready`, [standalone]);

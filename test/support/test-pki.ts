@@ -43,7 +43,27 @@ export async function createTestPki(): Promise<TestPki> {
     'basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=IP:127.0.0.1,DNS:localhost\n',
   );
   for (const ca of ['ca', 'other-ca']) {
-    openssl(['req', '-x509', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', `${ca}.key`, '-out', `${ca}.pem`, '-days', '2', '-subj', `/CN=Mission Service test ${ca}`], dir);
+    openssl(
+      [
+        'req',
+        '-x509',
+        '-new',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        `${ca}.key`,
+        '-out',
+        `${ca}.pem`,
+        '-days',
+        '2',
+        '-subj',
+        `/CN=Mission Service test ${ca}`,
+      ],
+      dir,
+    );
   }
   issue(dir, 'server', 'ca');
   const [key, cert] = await Promise.all([readFile(path.join(dir, 'server.key'), 'utf8'), readFile(path.join(dir, 'server.pem'), 'utf8')]);

@@ -173,7 +173,11 @@ describe('docker-compose.yml', () => {
   it('runs the Kafka setup as the administrator, the only one besides the broker given its password', () => {
     const setup = environmentOf('kafka-setup');
     expect(setup).toMatchObject({ KAFKA_BROKERS: kafkaAddress(), KAFKA_SASL_USERNAME: 'admin', KAFKA_SASL_PASSWORD_FILE: '/run/secrets/kafka-admin' });
-    expect(Object.keys(compose.services).filter((service) => secretsOf(service).includes('kafka-admin')).sort()).toEqual(['kafka', 'kafka-setup']);
+    expect(
+      Object.keys(compose.services)
+        .filter((service) => secretsOf(service).includes('kafka-admin'))
+        .sort(),
+    ).toEqual(['kafka', 'kafka-setup']);
     expect(dependsOn('kafka-setup').kafka).toEqual({ condition: 'service_healthy' });
     expect(existsSync(path.join(root, 'tools', 'kafka', 'compose-broker.sh'))).toBe(true);
   });

@@ -39,7 +39,8 @@ type PodSpec = {
 function modelOf(object: K8sObject): { validate(): void } {
   const [group, version] = object.apiVersion.includes('/') ? object.apiVersion.split('/') : ['', object.apiVersion];
   const groupKey = group === '' ? 'v1' : group.replace(/\.([a-z])/g, (_m, c: string) => c.toUpperCase()).replace(/^([a-z]+)K8sIo$/, '$1K8sIo');
-  const namespace = (group === '' ? models.v1 : (models as Record<string, any>)[groupKey]?.[version as string]) as Record<string, new (data: unknown) => { validate(): void }> | undefined;
+  const namespace = (group === '' ? models.v1 : (models as Record<string, any>)[groupKey]?.[version as string]) as
+    Record<string, new (data: unknown) => { validate(): void }> | undefined;
   const Model = namespace?.[object.kind];
   if (!Model) throw new Error(`No model for ${object.apiVersion} ${object.kind}`);
   return new Model(object);
@@ -48,7 +49,8 @@ function modelOf(object: K8sObject): { validate(): void } {
 describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
   const objects = render(overlay);
   const index = byKey(objects);
-  const deployment = (app: string) => index.get(`Deployment/${app}`) as K8sObject & { spec: { replicas: number; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
+  const deployment = (app: string) =>
+    index.get(`Deployment/${app}`) as K8sObject & { spec: { replicas: number; template: { metadata: { labels: Record<string, string> }; spec: PodSpec } } };
 
   it('renders objects that all validate against the Kubernetes schemas, in one namespace', () => {
     expect(objects.length).toBeGreaterThan(30);
@@ -136,7 +138,9 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
   });
 
   it('has Prometheus scrape every app on /metrics, on a port its container serves and the scrape policy admits', () => {
-    const scrape = objects.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'prometheus-scrape') as K8sObject & { spec: { ingress: Array<{ ports: Array<{ port: number }> }> } };
+    const scrape = objects.find((object) => object.kind === 'NetworkPolicy' && object.metadata.name === 'prometheus-scrape') as K8sObject & {
+      spec: { ingress: Array<{ ports: Array<{ port: number }> }> };
+    };
     const admitted = new Set(scrape.spec.ingress.flatMap((rule) => rule.ports.map((port) => port.port)));
     for (const app of APPS) {
       const template = (deployment(app).spec.template as { metadata: { annotations?: Record<string, string> } }).metadata;
@@ -149,7 +153,10 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
       const labels = deployment(app).spec.template.metadata.labels;
       const openPorts = objects
         .filter((object) => object.kind === 'NetworkPolicy')
-        .map((object) => object as K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }> } })
+        .map(
+          (object) =>
+            object as K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }> } },
+        )
         .filter((policy) => Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labels[key] === value))
         .flatMap((policy) => (policy.spec.ingress ?? []).filter((rule) => rule.from === undefined).flatMap((rule) => (rule.ports ?? []).map((p) => p.port)));
       expect({ app, open: openPorts.includes(port) }).toEqual({ app, open: false });
@@ -158,21 +165,39 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
 
   it('lets only the gateway and the idp receive outside traffic, and each app reach only what it needs', () => {
     const policies = objects.filter((object) => object.kind === 'NetworkPolicy') as Array<
-      K8sObject & { spec: { podSelector: { matchLabels?: Record<string, string> }; ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }>; egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: Array<{ port: number }> }> } }
+      K8sObject & {
+        spec: {
+          podSelector: { matchLabels?: Record<string, string> };
+          ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }>;
+          egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: Array<{ port: number }> }>;
+        };
+      }
     >;
     expect(policies.find((policy) => policy.metadata.name === 'default-deny')?.spec.podSelector).toEqual({});
     const labelsOf = (app: string) => deployment(app).spec.template.metadata.labels;
-    const applies = (policy: (typeof policies)[number], app: string) => Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labelsOf(app)[key] === value);
+    const applies = (policy: (typeof policies)[number], app: string) =>
+      Object.entries(policy.spec.podSelector.matchLabels ?? {}).every(([key, value]) => labelsOf(app)[key] === value);
 
     const openIngress = policies.filter((policy) => (policy.spec.ingress ?? []).some((rule) => rule.from === undefined));
-    const idpEnv = Object.fromEntries(((deployment('idp').spec.template.spec.containers[0] as unknown as { env: Array<{ name: string; value?: string }> }).env ?? []).map((variable) => [variable.name, variable.value]));
+    const idpEnv = Object.fromEntries(
+      ((deployment('idp').spec.template.spec.containers[0] as unknown as { env: Array<{ name: string; value?: string }> }).env ?? []).map((variable) => [
+        variable.name,
+        variable.value,
+      ]),
+    );
     if (overlay === 'prod') {
       // In prod the idp trusts X-Forwarded-For, so only the ingress controller may reach it.
       expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway']);
       expect(idpEnv.TRUST_PROXY).toBe('true');
       const idpIngress = policies.find((policy) => policy.metadata.name === 'idp-ingress');
       expect(idpIngress?.spec.ingress).toEqual([
-        { from: [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } }, { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'gateway' } } }], ports: [{ protocol: 'TCP', port: 3001 }] },
+        {
+          from: [
+            { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ingress-nginx' } } },
+            { podSelector: { matchLabels: { 'app.kubernetes.io/name': 'gateway' } } },
+          ],
+          ports: [{ protocol: 'TCP', port: 3001 }],
+        },
       ]);
     } else {
       expect(APPS.filter((app) => openIngress.some((policy) => applies(policy, app)))).toEqual(['gateway', 'idp']);
@@ -182,12 +207,17 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     const reaches = (app: string) =>
       policies
         .filter((policy) => applies(policy, app) && policy.metadata.name !== 'default-deny')
-        .flatMap((policy) => (policy.spec.egress ?? []).flatMap((rule) => rule.to.map((to) => `${to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns'}:${rule.ports.map((p) => p.port).join('/')}`)))
+        .flatMap((policy) =>
+          (policy.spec.egress ?? []).flatMap((rule) =>
+            rule.to.map((to) => `${to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns'}:${rule.ports.map((p) => p.port).join('/')}`),
+          ),
+        )
         .sort();
     expect(reaches('gateway')).toEqual(['dns:53/53', 'idp:3001', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'redis:6379']);
     // The idp keeps the budgets of failed authentications in Redis.
     expect(reaches('idp')).toEqual(['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432', 'redis:6379']);
-    for (const app of ['mission-service', 'brain-service', 'hit-service']) expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
+    for (const app of ['mission-service', 'brain-service', 'hit-service'])
+      expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
     // Every path from one app to another is admitted on both sides: the gateway's egress to the idp, and the idp's ingress from it.
     const admits = (app: string, from: string, port: number) =>
       policies
@@ -197,7 +227,9 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
             (rule) =>
               (rule.ports ?? []).some((p) => p.port === port) &&
               (rule.from === undefined ||
-                (rule.from as Array<{ podSelector?: { matchLabels: Record<string, string> } }>).some((peer) => Object.entries(peer.podSelector?.matchLabels ?? { none: 'none' }).every(([key, value]) => labelsOf(from)[key] === value))),
+                (rule.from as Array<{ podSelector?: { matchLabels: Record<string, string> } }>).some((peer) =>
+                  Object.entries(peer.podSelector?.matchLabels ?? { none: 'none' }).every(([key, value]) => labelsOf(from)[key] === value),
+                )),
           ),
         );
     expect(admits('idp', 'gateway', 3001)).toBe(true);
@@ -227,8 +259,15 @@ describe('the gateway’s fallback limit and the idp’s keys', () => {
   it('prod: the gateway fetches the signing keys over HTTPS from the idp, trusting the platform CA', () => {
     const prod = byKey(render('prod'));
     expect(configOf(prod).IDP_JWKS_URI).toMatch(/^https:\/\/idp:3001\//);
-    type Container = { env: Array<{ name: string; value?: string }>; volumeMounts: Array<{ name: string; mountPath: string }>; readinessProbe: { httpGet: { scheme?: string } }; livenessProbe: { httpGet: { scheme?: string } }; startupProbe: { httpGet: { scheme?: string } } };
-    const pod = (app: string) => (prod.get(`Deployment/${app}`)?.spec as { template: { spec: { containers: Container[]; volumes: Array<{ name: string; secret?: { secretName: string } }> } } }).template.spec;
+    type Container = {
+      env: Array<{ name: string; value?: string }>;
+      volumeMounts: Array<{ name: string; mountPath: string }>;
+      readinessProbe: { httpGet: { scheme?: string } };
+      livenessProbe: { httpGet: { scheme?: string } };
+      startupProbe: { httpGet: { scheme?: string } };
+    };
+    const pod = (app: string) =>
+      (prod.get(`Deployment/${app}`)?.spec as { template: { spec: { containers: Container[]; volumes: Array<{ name: string; secret?: { secretName: string } }> } } }).template.spec;
     const envOf = (container: Container) => Object.fromEntries(container.env.map((entry) => [entry.name, entry.value]));
     const idp = pod('idp');
     const [idpContainer] = idp.containers as [Container];
@@ -248,7 +287,10 @@ describe('the gateway’s fallback limit and the idp’s keys', () => {
 
 describe('TLS to Kafka, PostgreSQL and Redis', () => {
   type Pod = {
-    containers: Array<{ env?: Array<{ name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string; optional?: boolean } } }>; volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }> }>;
+    containers: Array<{
+      env?: Array<{ name: string; valueFrom?: { configMapKeyRef?: { name: string; key: string; optional?: boolean } } }>;
+      volumeMounts?: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
+    }>;
     volumes?: Array<{ name: string; configMap?: { name: string; optional?: boolean } }>;
   };
   const podOf = (object: K8sObject | undefined): Pod => (object?.spec as { template: { spec: Pod } }).template.spec;
@@ -272,7 +314,8 @@ describe('TLS to Kafka, PostgreSQL and Redis', () => {
         expect({ app, name, reference: reference?.name, path: settings[reference?.key ?? ''] }).toEqual({ app, name, reference: 'mission-platform', path: `${directory}/ca.crt` });
       }
     }
-    for (const app of APPS.filter((name) => name !== 'gateway')) expect({ app, directory: caDirectory(podOf(prod.get(`Job/${app}-migrate`))) }).toEqual({ app, directory: '/etc/mission/ca' });
+    for (const app of APPS.filter((name) => name !== 'gateway'))
+      expect({ app, directory: caDirectory(podOf(prod.get(`Job/${app}-migrate`))) }).toEqual({ app, directory: '/etc/mission/ca' });
   });
 
   it('in dev: nothing asks for TLS, and the optional CA ConfigMap and settings may be absent', () => {
@@ -285,7 +328,8 @@ describe('TLS to Kafka, PostgreSQL and Redis', () => {
       const pod = podOf(dev.get(`Deployment/${app}`));
       expect(pod.volumes?.find((volume) => volume.name === 'platform-ca')?.configMap).toEqual({ name: 'mission-platform-ca', optional: true });
       for (const variable of pod.containers[0].env ?? []) {
-        if (variable.name.endsWith('_TLS_CA')) expect({ app, variable: variable.name, optional: variable.valueFrom?.configMapKeyRef?.optional }).toEqual({ app, variable: variable.name, optional: true });
+        if (variable.name.endsWith('_TLS_CA'))
+          expect({ app, variable: variable.name, optional: variable.valueFrom?.configMapKeyRef?.optional }).toEqual({ app, variable: variable.name, optional: true });
       }
     }
   });
@@ -296,8 +340,27 @@ describe('the fallback renderer', () => {
     expect(strategicMerge({ containers: [{ name: 'a', image: 'x', args: [1] }, { name: 'b' }] }, { containers: [{ name: 'a', args: [2] }] })).toEqual({
       containers: [{ name: 'a', image: 'x', args: [2] }, { name: 'b' }],
     });
-    expect(strategicMerge({ env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }] }, { env: [{ name: 'B', value: '3' }, { name: 'C', value: '4' }] })).toEqual({
-      env: [{ name: 'C', value: '4' }, { name: 'A', value: '1' }, { name: 'B', value: '3' }],
+    expect(
+      strategicMerge(
+        {
+          env: [
+            { name: 'A', value: '1' },
+            { name: 'B', value: '2' },
+          ],
+        },
+        {
+          env: [
+            { name: 'B', value: '3' },
+            { name: 'C', value: '4' },
+          ],
+        },
+      ),
+    ).toEqual({
+      env: [
+        { name: 'C', value: '4' },
+        { name: 'A', value: '1' },
+        { name: 'B', value: '3' },
+      ],
     });
   });
 

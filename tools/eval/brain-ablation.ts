@@ -162,7 +162,9 @@ function main(): void {
   const stopwordsFile = option('stopwords');
   const invalid = unknown.length > 0 || (idfForm !== undefined && idfForm !== 'rsj') || (feedback !== undefined && feedback !== 'bo1') || stopwordsFile === '';
   if (invalid || (idfForm === undefined && feedback === undefined && stopwordsFile === undefined)) {
-    throw new Error(`Usage: eval:brain:ablation [--stopwords=FILE] [--idf=rsj] [--feedback=bo1] [--json], at least one change (got: ${process.argv.slice(2).join(' ') || 'nothing'})`);
+    throw new Error(
+      `Usage: eval:brain:ablation [--stopwords=FILE] [--idf=rsj] [--feedback=bo1] [--json], at least one change (got: ${process.argv.slice(2).join(' ') || 'nothing'})`,
+    );
   }
   const baseline: Configuration = { stopwords: ENGLISH_STOPWORDS, stopwordsLabel: 'Snowball English', idf: 'non-negative', feedback: false };
   const variant: Configuration = {

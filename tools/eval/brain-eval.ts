@@ -56,7 +56,9 @@ async function main(): Promise<void> {
   const concurrency = Number(/^--concurrency=(\d+)$/.exec(process.argv.find((arg) => arg.startsWith('--concurrency=')) ?? '')?.[1] ?? 8);
   const asJson = process.argv.includes('--json');
   const collection = loadCollection();
-  log(`collection: ${collection.documents.length} documents, ${collection.queries.length} queries, ${[...collection.qrels.values()].reduce((n, s) => n + s.size, 0)} relevance judgements`);
+  log(
+    `collection: ${collection.documents.length} documents, ${collection.queries.length} queries, ${[...collection.qrels.values()].reduce((n, s) => n + s.size, 0)} relevance judgements`,
+  );
 
   const stack = await startEmbeddedBrainStack({ label: 'eval-brain', tenantName: 'Vaswani evaluation', log });
   const { gatewayUrl, token } = stack;

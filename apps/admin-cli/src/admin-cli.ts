@@ -83,7 +83,12 @@ function numberOrText(value: string): number | string {
 }
 
 function list(value: string | undefined): string[] | undefined {
-  return value === undefined ? undefined : value.split(',').map((part) => part.trim()).filter(Boolean);
+  return value === undefined
+    ? undefined
+    : value
+        .split(',')
+        .map((part) => part.trim())
+        .filter(Boolean);
 }
 
 function tenantPath(id: string | undefined, what: string): string {
@@ -135,7 +140,11 @@ export function commandToCall(args: readonly string[]): AdminCall {
       expectPositional(1);
       const options = take(parsed, ['tier', 'rpm', 'storage-documents', 'storage-bytes']);
       const rpm = single(options, 'rpm');
-      return { method: 'PATCH', path: tenantPath(id, command), body: defined({ tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm), storage: storageOf(options) }) };
+      return {
+        method: 'PATCH',
+        path: tenantPath(id, command),
+        body: defined({ tier: single(options, 'tier'), rpm: rpm === undefined ? undefined : numberOrText(rpm), storage: storageOf(options) }),
+      };
     }
     case 'clients create': {
       expectPositional(1);
@@ -144,7 +153,8 @@ export function commandToCall(args: readonly string[]): AdminCall {
     }
     case 'users create': {
       expectPositional(1);
-      if (parsed.options.has('password')) throw new UsageError('A password is never given on the command line (other users of the machine can read it): pipe it in with --password-stdin');
+      if (parsed.options.has('password'))
+        throw new UsageError('A password is never given on the command line (other users of the machine can read it): pipe it in with --password-stdin');
       const options = take(parsed, ['username', 'password-stdin', 'scopes']);
       if (!options.has('password-stdin')) throw new UsageError('users create needs --password-stdin (the password on standard input)');
       return {

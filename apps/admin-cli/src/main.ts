@@ -3,7 +3,9 @@ import { AdminCall, commandToCall, perform, quickstart, resolveEnvironment, USAG
 async function readStdin(): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of process.stdin) chunks.push(Buffer.from(chunk));
-  return Buffer.concat(chunks).toString('utf8').replace(/\r?\n$/, '');
+  return Buffer.concat(chunks)
+    .toString('utf8')
+    .replace(/\r?\n$/, '');
 }
 
 /** `npm run admin -- <command>`: the operator API from a terminal, printing its JSON. */

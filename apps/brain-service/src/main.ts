@@ -11,5 +11,6 @@ runService({
     await (await openBrainDatabase(databaseUrl)).destroy();
   },
   rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openBrainDatabase(databaseUrl), 'brain', keys),
-  start: ({ bus, config, metrics, keys }) => startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
+  start: ({ bus, config, metrics, keys }) =>
+    startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
 });

@@ -1,7 +1,17 @@
 import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
-import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
+import {
+  assertHttpsIssuer,
+  createLogger,
+  createMetricsRegistry,
+  onShutdownSignal,
+  platformKafkaBus,
+  redisTlsCa,
+  resolvePayloadKeys,
+  serverTls,
+  startHealthServer,
+} from '@mission/runtime';
 import { createGateway, GatewayConfigSchema, GatewayReadiness } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
@@ -11,7 +21,10 @@ async function main(): Promise<void> {
   assertHttpsIssuer(tls, config.IDP_ISSUER);
   const jwks = config.IDP_JWKS_URI ? new URL(config.IDP_JWKS_URI) : undefined;
   if (jwks?.protocol === 'http:' && !['127.0.0.1', 'localhost', '[::1]'].includes(jwks.hostname)) {
-    logger.warn({ jwksUri: config.IDP_JWKS_URI }, 'The signing keys are fetched over plain HTTP: anyone who can spoof that host can forge tokens; use https (k8s/README.md, TLS and keys)');
+    logger.warn(
+      { jwksUri: config.IDP_JWKS_URI },
+      'The signing keys are fetched over plain HTTP: anyone who can spoof that host can forge tokens; use https (k8s/README.md, TLS and keys)',
+    );
   }
   const metrics = createMetricsRegistry('gateway');
   const bus = await platformKafkaBus({ config, clientId: 'gateway', payloadKeys: await resolvePayloadKeys(config), logger, metrics });

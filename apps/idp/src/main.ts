@@ -1,7 +1,19 @@
 import './tracing';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
-import { contextLogger, createLogger, createMetricsRegistry, MIGRATE_ONLY_FLAG, onShutdownSignal, platformKafkaBus, redisTlsCa, resolvePayloadKeys, runMigrationsOnly, serverTls, startHealthServer } from '@mission/runtime';
+import {
+  contextLogger,
+  createLogger,
+  createMetricsRegistry,
+  MIGRATE_ONLY_FLAG,
+  onShutdownSignal,
+  platformKafkaBus,
+  redisTlsCa,
+  resolvePayloadKeys,
+  runMigrationsOnly,
+  serverTls,
+  startHealthServer,
+} from '@mission/runtime';
 import { IdpConfigSchema, openIdentityDatabase, parseTestPublishedKeys, startIdp } from '@mission/service-idp';
 
 /** The idp as its own process (one container): Kafka for provisioning requests, PostgreSQL for identities. */

@@ -6,7 +6,19 @@ import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
 import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
 import { startMissionService } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
-import { assertHttpsIssuer, busMetrics, contextLogger, createMetricsRegistry, Logger, PayloadKeys, platformKafkaBus, redisTlsCa, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
+import {
+  assertHttpsIssuer,
+  busMetrics,
+  contextLogger,
+  createMetricsRegistry,
+  Logger,
+  PayloadKeys,
+  platformKafkaBus,
+  redisTlsCa,
+  resolvePayloadKeys,
+  serverTls,
+  startHealthServer,
+} from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
 
@@ -22,7 +34,11 @@ export interface StandaloneHandle {
 /** In-process messages never leave the process and stay plain; on Kafka they are sealed like every other process's. */
 async function createBus(config: StandaloneConfig, logger: Logger, metrics: Registry, payloadKeys: PayloadKeys): Promise<MessageBus> {
   if (!config.KAFKA_BROKERS) {
-    return new InProcessBus(new InProcessBroker(), { logger: contextLogger(logger.child({ component: 'bus' })), metrics: busMetrics(metrics), maxInFlight: config.BUS_MAX_IN_FLIGHT });
+    return new InProcessBus(new InProcessBroker(), {
+      logger: contextLogger(logger.child({ component: 'bus' })),
+      metrics: busMetrics(metrics),
+      maxInFlight: config.BUS_MAX_IN_FLIGHT,
+    });
   }
   return platformKafkaBus({ config: { ...config, KAFKA_BROKERS: config.KAFKA_BROKERS }, clientId: 'standalone', payloadKeys, logger, metrics });
 }
@@ -51,7 +67,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     const metrics = createMetricsRegistry('mission-service');
     // On Kafka the other processes must open what this one seals: the KEK is then configured, never generated.
     const payloadKeys = await resolvePayloadKeys(config, { generateIn: config.KAFKA_BROKERS ? undefined : dataDir });
-    if (payloadKeys.generatedFile) logger.info({ file: payloadKeys.generatedFile }, 'Payload key-encryption key generated (mode 0600): keep it, the data encrypted under it needs it');
+    if (payloadKeys.generatedFile)
+      logger.info({ file: payloadKeys.generatedFile }, 'Payload key-encryption key generated (mode 0600): keep it, the data encrypted under it needs it');
     const bus = await createBus(config, logger, metrics, payloadKeys);
     const tls = await serverTls(config);
     assertHttpsIssuer(tls, config.IDP_ISSUER);

@@ -30,7 +30,12 @@ export const env = {
   origins: () =>
     z
       .string()
-      .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean))
+      .transform((value) =>
+        value
+          .split(',')
+          .map((part) => part.trim())
+          .filter(Boolean),
+      )
       .refine((list) => list.every((entry) => URL.canParse(entry) && new URL(entry).origin === entry), {
         message: 'must be a comma-separated list of origins such as https://app.example.com (no path, no trailing slash)',
       }),
@@ -38,7 +43,12 @@ export const env = {
   hostPorts: () =>
     z
       .string()
-      .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean))
+      .transform((value) =>
+        value
+          .split(',')
+          .map((part) => part.trim())
+          .filter(Boolean),
+      )
       .refine((list) => list.length > 0 && list.every((entry) => /^[^\s:]+:\d{1,5}$/.test(entry)), {
         message: 'must be a comma-separated list of host:port',
       }),

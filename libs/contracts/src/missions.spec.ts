@@ -20,15 +20,16 @@ describe('SubmitMissionSchema', () => {
     const parsed = parseOrThrow(SubmitMissionSchema, {
       title: 'T',
       objective: 'O',
-      steps: [{ type: 'brain.query', query: 'q', k: 3 }, { type: 'approval', title: 'Check' }],
+      steps: [
+        { type: 'brain.query', query: 'q', k: 3 },
+        { type: 'approval', title: 'Check' },
+      ],
     });
     expect(parsed.steps).toHaveLength(2);
   });
 
   it('names each invalid field', () => {
-    expect(fieldsOf({ title: '', objective: 'x'.repeat(10_001), metadata: { k: 1 } }).sort()).toEqual(
-      ['metadata.k', 'objective', 'title'].sort(),
-    );
+    expect(fieldsOf({ title: '', objective: 'x'.repeat(10_001), metadata: { k: 1 } }).sort()).toEqual(['metadata.k', 'objective', 'title'].sort());
   });
 
   it('rejects unknown fields, at the top and inside steps', () => {

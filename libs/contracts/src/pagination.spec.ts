@@ -22,7 +22,15 @@ describe('list cursors', () => {
 
   it('refuses, as a 400 validation problem, timestamps the database would refuse', () => {
     const id = '00000000-0000-4000-8000-000000000000';
-    for (const at of ['0000-01-01T00:00:00Z', '0000-12-31T23:59:59.999Z', '2026-01-01T00:00:00-23:59', '2026-01-01T00:00:00+14:00', '2026-13-01T00:00:00Z', '2026-02-30T00:00:00Z', '+275760-09-13T00:00:00.000Z']) {
+    for (const at of [
+      '0000-01-01T00:00:00Z',
+      '0000-12-31T23:59:59.999Z',
+      '2026-01-01T00:00:00-23:59',
+      '2026-01-01T00:00:00+14:00',
+      '2026-13-01T00:00:00Z',
+      '2026-02-30T00:00:00Z',
+      '+275760-09-13T00:00:00.000Z',
+    ]) {
       let error: unknown;
       try {
         decodeCursor(cursorOf({ v: 1, at, id }));
@@ -36,7 +44,16 @@ describe('list cursors', () => {
   it('answers any string either with a position the database can store or with a validation problem, never anything else', () => {
     const anything = fc.oneof(
       fc.string({ maxLength: 200 }),
-      fc.record({ v: fc.constantFrom(1, 2, '1'), at: fc.oneof(fc.string(), fc.date({ noInvalidDate: false }).map((date) => (Number.isNaN(date.getTime()) ? 'x' : date.toISOString()))), id: fc.oneof(fc.uuid(), fc.string()) }).map(cursorOf),
+      fc
+        .record({
+          v: fc.constantFrom(1, 2, '1'),
+          at: fc.oneof(
+            fc.string(),
+            fc.date({ noInvalidDate: false }).map((date) => (Number.isNaN(date.getTime()) ? 'x' : date.toISOString())),
+          ),
+          id: fc.oneof(fc.uuid(), fc.string()),
+        })
+        .map(cursorOf),
     );
     fc.assert(
       fc.property(anything, (cursor) => {

@@ -23,7 +23,29 @@ const SCHEMAS: ReadonlyArray<readonly [string, z.ZodType]> = [
 /** Bodies a hostile client may send: any JSON, and objects that look almost right. */
 const hostile = fc.oneof(
   fc.jsonValue({ maxDepth: 6 }),
-  fc.dictionary(fc.constantFrom('title', 'objective', 'steps', 'type', 'q', 'k', 'limit', 'cursor', 'status', 'name', 'tier', 'rpm', 'scopes', 'comment', 'content', 'metadata', '__proto__', 'constructor'), fc.jsonValue({ maxDepth: 3 })),
+  fc.dictionary(
+    fc.constantFrom(
+      'title',
+      'objective',
+      'steps',
+      'type',
+      'q',
+      'k',
+      'limit',
+      'cursor',
+      'status',
+      'name',
+      'tier',
+      'rpm',
+      'scopes',
+      'comment',
+      'content',
+      'metadata',
+      '__proto__',
+      'constructor',
+    ),
+    fc.jsonValue({ maxDepth: 3 }),
+  ),
 );
 
 describe('request schemas against arbitrary input', () => {

@@ -10,12 +10,5 @@ export const Scopes = {
 export type Scope = (typeof Scopes)[keyof typeof Scopes];
 
 /** What a tenant client gets unless created with fewer. */
-export const TENANT_SCOPES = [
-  Scopes.missionsRead,
-  Scopes.missionsWrite,
-  Scopes.brainRead,
-  Scopes.brainWrite,
-  Scopes.hitsRead,
-  Scopes.hitsApprove,
-] as const;
+export const TENANT_SCOPES = [Scopes.missionsRead, Scopes.missionsWrite, Scopes.brainRead, Scopes.brainWrite, Scopes.hitsRead, Scopes.hitsApprove] as const;
 export type TenantScope = (typeof TENANT_SCOPES)[number];

@@ -1,15 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorBody, ErrorCode, isErrorBody } from '@mission/contracts';
-import {
-  isTenantId,
-  runWithoutTenant,
-  runWithTenant,
-  runWithTrace,
-  TENANT_HEADER,
-  tenantHeaders,
-  traceHeaders,
-  type TraceSpan,
-} from '@mission/tenant-context';
+import { isTenantId, runWithoutTenant, runWithTenant, runWithTrace, TENANT_HEADER, tenantHeaders, traceHeaders, type TraceSpan } from '@mission/tenant-context';
 import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
 import { isDependencyUnavailable } from './unavailable';
 

@@ -277,7 +277,10 @@ describe('Dispatcher', () => {
     await instance.take(later);
     expect(started).toEqual(['100']);
     // Partition 1 is kept: a message queued behind its key runs; partition 0 is taken away.
-    const kept = [{ topic: 't', partition: 1, offset: '200', key: 'k2' }, { topic: 't', partition: 1, offset: '201', key: 'k2' }];
+    const kept = [
+      { topic: 't', partition: 1, offset: '200', key: 'k2' },
+      { topic: 't', partition: 1, offset: '201', key: 'k2' },
+    ];
     for (const message of kept) await instance.take(message);
     instance.retain(new Set(['t\u00001']));
     await finish('200');
@@ -294,7 +297,10 @@ describe('Dispatcher', () => {
 
   it('neither runs queued messages of a partition taken away nor blocks or rewinds when its running handler fails', async () => {
     const { instance, started, finish, rewinds } = dispatcher({ keyed: true });
-    const [first, second] = [{ topic: 't', partition: 0, offset: '100', key: 'k' }, { topic: 't', partition: 0, offset: '101', key: 'k' }];
+    const [first, second] = [
+      { topic: 't', partition: 0, offset: '100', key: 'k' },
+      { topic: 't', partition: 0, offset: '101', key: 'k' },
+    ];
     await instance.take(first);
     await instance.take(second);
     instance.retain(new Set());

@@ -109,11 +109,15 @@ describe('RecordCipher on PostgreSQL', () => {
     const renewed = await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'new' })));
     expect(renewed.split('.')[1]).not.toBe(old.split('.')[1]);
     expect(await keysOf(tenant)).toBe(2);
-    expect((await runWithTenant({ tenantId: other }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'other again' })))).split('.')[1]).toBe(othersOld.split('.')[1]);
+    expect((await runWithTenant({ tenantId: other }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'other again' })))).split('.')[1]).toBe(
+      othersOld.split('.')[1],
+    );
     await expect(openWith(tenant, old)).resolves.toEqual({ n: 'old' });
     await expect(openWith(tenant, renewed)).resolves.toEqual({ n: 'new' });
     // The next writes use the new key, not a third one.
-    expect((await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'again' })))).split('.')[1]).toBe(renewed.split('.')[1]);
+    expect((await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => fresh.seal(manager, record, { n: 'again' })))).split('.')[1]).toBe(
+      renewed.split('.')[1],
+    );
     expect(await keysOf(tenant)).toBe(2);
   });
 
@@ -142,7 +146,11 @@ describe('RecordCipher on PostgreSQL', () => {
     const sealed = await seal(tenantA, { secret: 'A only' });
     const keyId = sealed.split('.')[1];
     const intruder = randomUUID();
-    await dataSource.query(`INSERT INTO "${SCHEMA}".data_keys (id, tenant_id, kek_id, wrapped) SELECT $2, $3, kek_id, wrapped FROM "${SCHEMA}".data_keys WHERE id = $1`, [keyId, randomUUID(), intruder]);
+    await dataSource.query(`INSERT INTO "${SCHEMA}".data_keys (id, tenant_id, kek_id, wrapped) SELECT $2, $3, kek_id, wrapped FROM "${SCHEMA}".data_keys WHERE id = $1`, [
+      keyId,
+      randomUUID(),
+      intruder,
+    ]);
     const forged = sealed.replace(keyId, (await dataSource.query(`SELECT id FROM "${SCHEMA}".data_keys WHERE tenant_id = $1`, [intruder]))[0].id);
     await expect(open(intruder, forged)).rejects.toBeInstanceOf(DecryptionError);
   });

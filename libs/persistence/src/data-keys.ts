@@ -131,7 +131,12 @@ export class RecordCipher {
       const context = this.wrapContext(row.tenant_id, row.id);
       const key = await this.provider.unwrap({ kekId: row.kek_id, wrapped: row.wrapped }, context);
       const rewrapped = await this.provider.wrap(key, context);
-      await dataSource.query(`UPDATE "${this.schema}".data_keys SET kek_id = $2, wrapped = $3 WHERE id = $1 AND kek_id = $4`, [row.id, rewrapped.kekId, rewrapped.wrapped, row.kek_id]);
+      await dataSource.query(`UPDATE "${this.schema}".data_keys SET kek_id = $2, wrapped = $3 WHERE id = $1 AND kek_id = $4`, [
+        row.id,
+        rewrapped.kekId,
+        rewrapped.wrapped,
+        row.kek_id,
+      ]);
     }
     return rows.length;
   }
@@ -168,7 +173,10 @@ export class RecordCipher {
   private async keyById(manager: Queryable, tenantId: string, keyId: string): Promise<Buffer> {
     const cached = this.unwrapped.get(this.cacheKey(tenantId, keyId));
     if (cached) return cached;
-    const [row]: Array<{ kek_id: string; wrapped: string }> = await manager.query(`SELECT kek_id, wrapped FROM "${this.schema}".data_keys WHERE id = $1 AND tenant_id = $2`, [keyId, tenantId]);
+    const [row]: Array<{ kek_id: string; wrapped: string }> = await manager.query(`SELECT kek_id, wrapped FROM "${this.schema}".data_keys WHERE id = $1 AND tenant_id = $2`, [
+      keyId,
+      tenantId,
+    ]);
     if (!row) throw new DecryptionError(`No data key ${keyId} for this tenant`);
     return this.unwrap(keyId, tenantId, row.kek_id, row.wrapped);
   }

@@ -180,7 +180,8 @@ class ReadBatcher {
   private async sendOne(read: QueuedRead): Promise<void> {
     try {
       const results = (await this.pool.query(read.text)) as unknown;
-      if (!Array.isArray(results) || results.length !== 2) throw new Error(`PostgreSQL answered a tenant read with ${Array.isArray(results) ? results.length : 1} results instead of 2`);
+      if (!Array.isArray(results) || results.length !== 2)
+        throw new Error(`PostgreSQL answered a tenant read with ${Array.isArray(results) ? results.length : 1} results instead of 2`);
       read.resolve((results as QueryResult[])[1].rows);
     } catch (error) {
       read.reject(error);

@@ -57,8 +57,16 @@ function isRoot(): boolean {
 /** The `postgres` system account, created when missing (as Debian's packages would). */
 function postgresAccount(): RunAs {
   const lookup = (): RunAs => ({
-    uid: Number(execFileSync('id', ['-u', 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim()),
-    gid: Number(execFileSync('id', ['-g', 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim()),
+    uid: Number(
+      execFileSync('id', ['-u', 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim(),
+    ),
+    gid: Number(
+      execFileSync('id', ['-g', 'postgres'], { stdio: ['ignore', 'pipe', 'ignore'] })
+        .toString()
+        .trim(),
+    ),
   });
   try {
     return lookup();

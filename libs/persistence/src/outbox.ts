@@ -195,7 +195,11 @@ export class OutboxRelay {
           );
           // Stop at an unreadable row, but keep what went before published: it is not sent again on every pass.
           const ids = readable.map((row) => row.id);
-          await deferWrite(manager, `UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id IN (${ids.map((_id, index) => `$${index + 1}`).join(', ')})`, ids);
+          await deferWrite(
+            manager,
+            `UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id IN (${ids.map((_id, index) => `$${index + 1}`).join(', ')})`,
+            ids,
+          );
         }
         return unreadable === undefined ? rows.length : { stoppedBy: unreadable };
       });

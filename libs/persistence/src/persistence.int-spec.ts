@@ -146,10 +146,9 @@ describe('persistence on PostgreSQL', () => {
         expect(migrationRuns[RACE_SCHEMA]).toBe(1);
         const applied = await replicas[0].query(`SELECT name FROM "${RACE_SCHEMA}".migrations`);
         expect(applied).toEqual([{ name: 'CreateFixture1700000000000' }]);
-        const tables: Array<{ table_name: string }> = await replicas[0].query(
-          `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`,
-          [RACE_SCHEMA],
-        );
+        const tables: Array<{ table_name: string }> = await replicas[0].query(`SELECT table_name FROM information_schema.tables WHERE table_schema = $1 ORDER BY table_name`, [
+          RACE_SCHEMA,
+        ]);
         expect(tables.map((row) => row.table_name)).toEqual(['fixture', 'migrations', 'outbox', 'processed_messages']);
       } finally {
         await Promise.all(replicas.map((replica) => replica.destroy()));
@@ -350,7 +349,9 @@ describe('persistence on PostgreSQL', () => {
           expect(await single.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".outbox WHERE id = $1`, [id])).toEqual([{ n: 0 }]);
           expect(await single.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 41`)).toEqual([{ n: 0 }]);
           // The one pooled connection is out of the aborted transaction.
-          const [{ tenant }] = await runWithTenant({ tenantId: tenantB }, () => tenantTransaction(single, (manager) => manager.query(`SELECT current_setting('app.tenant_id', true) AS tenant`)));
+          const [{ tenant }] = await runWithTenant({ tenantId: tenantB }, () =>
+            tenantTransaction(single, (manager) => manager.query(`SELECT current_setting('app.tenant_id', true) AS tenant`)),
+          );
           expect(tenant).toBe(tenantB);
         } finally {
           await single.destroy();
@@ -385,18 +386,25 @@ describe('persistence on PostgreSQL', () => {
 
       it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {
         await fc.assert(
-          fc.asyncProperty(fc.array(fc.string({ unit: 'grapheme', maxLength: 40 }).filter((text) => !text.includes('\u0000')), { minLength: 1, maxLength: 8 }), async (texts) => {
-            const ids = texts.map(() => randomUUID());
-            const stored = await runWithTenant({ tenantId: tenantA }, () =>
-              tenantTransaction(dataSource, async (manager) => {
-                for (const [index, text] of texts.entries()) await deferWrite(manager, insertEvent, [ids[index], 'app.tenant_id', text, `${text}\\'`, JSON.stringify({ text }), '{}']);
-                return manager.query(`SELECT id, type, key, payload FROM "${SCHEMA}".outbox WHERE id = ANY($1::uuid[])`, [ids]);
-              }),
-            );
-            expect(new Map(stored.map((row: { id: string; type: string; key: string; payload: unknown }) => [row.id, [row.type, row.key, row.payload]]))).toEqual(
-              new Map(texts.map((text, index) => [ids[index], [text, `${text}\\'`, { text }]])),
-            );
-          }),
+          fc.asyncProperty(
+            fc.array(
+              fc.string({ unit: 'grapheme', maxLength: 40 }).filter((text) => !text.includes('\u0000')),
+              { minLength: 1, maxLength: 8 },
+            ),
+            async (texts) => {
+              const ids = texts.map(() => randomUUID());
+              const stored = await runWithTenant({ tenantId: tenantA }, () =>
+                tenantTransaction(dataSource, async (manager) => {
+                  for (const [index, text] of texts.entries())
+                    await deferWrite(manager, insertEvent, [ids[index], 'app.tenant_id', text, `${text}\\'`, JSON.stringify({ text }), '{}']);
+                  return manager.query(`SELECT id, type, key, payload FROM "${SCHEMA}".outbox WHERE id = ANY($1::uuid[])`, [ids]);
+                }),
+              );
+              expect(new Map(stored.map((row: { id: string; type: string; key: string; payload: unknown }) => [row.id, [row.type, row.key, row.payload]]))).toEqual(
+                new Map(texts.map((text, index) => [ids[index], [text, `${text}\\'`, { text }]])),
+              );
+            },
+          ),
           { numRuns: 60 },
         );
       });

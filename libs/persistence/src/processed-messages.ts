@@ -18,9 +18,9 @@ export function processedMessagesTableSql(schema: string): string[] {
  * message changes nothing.
  */
 export async function markProcessed(manager: EntityManager, schema: string, consumer: string, messageId: string): Promise<boolean> {
-  const rows: unknown[] = await manager.query(
-    `INSERT INTO "${schema}".processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1`,
-    [consumer, messageId],
-  );
+  const rows: unknown[] = await manager.query(`INSERT INTO "${schema}".processed_messages (consumer, message_id) VALUES ($1, $2) ON CONFLICT DO NOTHING RETURNING 1`, [
+    consumer,
+    messageId,
+  ]);
   return rows.length === 1;
 }

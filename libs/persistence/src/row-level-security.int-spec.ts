@@ -44,7 +44,9 @@ describe('row-level security helpers', () => {
   });
 
   it('makes the tenant column NOT NULL and the table forced under RLS', async () => {
-    const [column] = await dataSource.query(`SELECT is_nullable FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'notes' AND column_name = 'tenant_id'`, [SCHEMA]);
+    const [column] = await dataSource.query(`SELECT is_nullable FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'notes' AND column_name = 'tenant_id'`, [
+      SCHEMA,
+    ]);
     expect(column.is_nullable).toBe('NO');
   });
 

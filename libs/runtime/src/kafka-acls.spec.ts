@@ -26,7 +26,10 @@ describe('Kafka ACLs of the platform', () => {
       expect([group, BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.GROUP, group, AclOperationTypes.READ))]).toEqual([group, [expect.any(String)]]);
     }
     expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.identityRequests, AclOperationTypes.READ))).toEqual(['idp']);
-    expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.missionEvents, AclOperationTypes.READ)).sort()).toEqual(['hit-service', 'mission-service']);
+    expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.missionEvents, AclOperationTypes.READ)).sort()).toEqual([
+      'hit-service',
+      'mission-service',
+    ]);
   });
 
   it("keeps replies to their requester: a service reads and creates only its own, and servers may answer anyone's", () => {

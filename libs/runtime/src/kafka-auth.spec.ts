@@ -37,11 +37,15 @@ describe('kafkaSasl', () => {
 
   it('refuses PLAIN without TLS, and takes it over TLS', async () => {
     await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: passwordFile })).rejects.toThrow(/KAFKA_TLS=on/);
-    await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: passwordFile, KAFKA_TLS: 'on' })).resolves.toMatchObject({ mechanism: 'plain' });
+    await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'plain', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: passwordFile, KAFKA_TLS: 'on' })).resolves.toMatchObject({
+      mechanism: 'plain',
+    });
   });
 
   it('refuses an unreadable or empty password file', async () => {
-    await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: path.join(dir, 'missing') })).rejects.toThrow(/cannot be read \(ENOENT\)/);
+    await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: path.join(dir, 'missing') })).rejects.toThrow(
+      /cannot be read \(ENOENT\)/,
+    );
     const empty = path.join(dir, 'empty');
     await writeFile(empty, '\n');
     await expect(kafkaSasl({ KAFKA_SASL_MECHANISM: 'scram-sha-512', KAFKA_SASL_USERNAME: 'gateway', KAFKA_SASL_PASSWORD_FILE: empty })).rejects.toThrow(/one non-empty line/);

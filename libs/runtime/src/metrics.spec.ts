@@ -29,7 +29,9 @@ describe('metrics', () => {
     const text = await registry.metrics();
     expect(sample(text, 'bus_send_duration_seconds_count', { service: 'mission-service', topic: 'mission.events.v1', result: 'ok' })).toBe(1);
     expect(sample(text, 'bus_send_duration_seconds_count', { service: 'mission-service', topic: 'mission.events.v1', result: 'error' })).toBe(1);
-    expect(sample(text, 'bus_handle_duration_seconds_bucket', { le: '0.025', service: 'mission-service', topic: 'hit.events.v1', group: 'mission-hit-events', outcome: 'ok' })).toBe(1);
+    expect(
+      sample(text, 'bus_handle_duration_seconds_bucket', { le: '0.025', service: 'mission-service', topic: 'hit.events.v1', group: 'mission-hit-events', outcome: 'ok' }),
+    ).toBe(1);
     expect(sample(text, 'bus_dead_letters_total', { service: 'mission-service', topic: 'hit.events.v1', group: 'mission-hit-events' })).toBe(1);
     expect(sample(text, 'bus_consumer_lag', { service: 'mission-service', topic: 'hit.events.v1', group: 'mission-hit-events', partition: '3' })).toBe(42);
     // After a rebalance the group may no longer own partition 3: its last lag is dropped.

@@ -21,7 +21,12 @@ export const PayloadKeySettings = {
   KEK_FILE: z.string().min(1).optional(),
   KEK_PREVIOUS: z
     .string()
-    .transform((value) => value.split(',').map((part) => part.trim()).filter(Boolean))
+    .transform((value) =>
+      value
+        .split(',')
+        .map((part) => part.trim())
+        .filter(Boolean),
+    )
     .refine((keys) => keys.every(isKey), 'must be a comma-separated list of base64url keys of 32 bytes')
     .default([]),
 };
@@ -60,7 +65,11 @@ export async function resolvePayloadKeys(config: PayloadKeyConfig, options: { re
   }
   if (!options.generateIn) throw new ConfigError(['KEK: required (or KEK_FILE): the key that encrypts tenant payloads on the bus and at rest']);
   const file = path.join(options.generateIn, GENERATED_KEK_FILE);
-  const stored = await readOrCreateSecretFile(file, (raw) => GeneratedKekFileSchema.parse(raw), () => ({ kek: KeyEncryptionKey.generate().toBase64Url() }));
+  const stored = await readOrCreateSecretFile(
+    file,
+    (raw) => GeneratedKekFileSchema.parse(raw),
+    () => ({ kek: KeyEncryptionKey.generate().toBase64Url() }),
+  );
   return { provider: new LocalKeyProvider(KeyEncryptionKey.fromBase64Url(stored.value.kek), previous), generatedFile: stored.created ? file : undefined };
 }
 

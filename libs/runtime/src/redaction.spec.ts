@@ -17,14 +17,23 @@ describe('redactQuery', () => {
 
   it('never lets a value through, whatever the query holds', () => {
     fc.assert(
-      fc.property(fc.array(fc.tuple(fc.stringMatching(/^[a-z]{1,8}$/), fc.string({ minLength: 12, maxLength: 40 }).filter((value) => !value.includes('REDACTED'))), { minLength: 1, maxLength: 6 }), (pairs) => {
-        const query = new URLSearchParams(pairs).toString();
-        const redacted = redactQuery(`/api/brain/query?${query}`);
-        for (const [, value] of pairs) {
-          const encoded = new URLSearchParams({ v: value }).toString().slice(2);
-          expect(redacted).not.toContain(encoded);
-        }
-      }),
+      fc.property(
+        fc.array(
+          fc.tuple(
+            fc.stringMatching(/^[a-z]{1,8}$/),
+            fc.string({ minLength: 12, maxLength: 40 }).filter((value) => !value.includes('REDACTED')),
+          ),
+          { minLength: 1, maxLength: 6 },
+        ),
+        (pairs) => {
+          const query = new URLSearchParams(pairs).toString();
+          const redacted = redactQuery(`/api/brain/query?${query}`);
+          for (const [, value] of pairs) {
+            const encoded = new URLSearchParams({ v: value }).toString().slice(2);
+            expect(redacted).not.toContain(encoded);
+          }
+        },
+      ),
     );
   });
 });
@@ -39,12 +48,18 @@ describe('redactSqlLiterals', () => {
 
   it('never lets a literal through, whatever it holds', () => {
     fc.assert(
-      fc.property(fc.array(fc.string({ minLength: 6, maxLength: 30 }).filter((value) => !value.includes('REDACTED') && /[A-Za-z0-9]{6}/.test(value)), { minLength: 1, maxLength: 5 }), (values) => {
-        // As the driver escapes a value inlined into a statement (backslashes make it an E'' string).
-        const sql = values.map((value, index) => `SELECT set_config('k${index}', ${escapeLiteral(value)}, true)`).join(';\n');
-        const redacted = redactSqlLiterals(sql);
-        for (const value of values) for (const run of value.match(/[A-Za-z0-9]{6,}/g) ?? []) expect(redacted).not.toContain(run);
-      }),
+      fc.property(
+        fc.array(
+          fc.string({ minLength: 6, maxLength: 30 }).filter((value) => !value.includes('REDACTED') && /[A-Za-z0-9]{6}/.test(value)),
+          { minLength: 1, maxLength: 5 },
+        ),
+        (values) => {
+          // As the driver escapes a value inlined into a statement (backslashes make it an E'' string).
+          const sql = values.map((value, index) => `SELECT set_config('k${index}', ${escapeLiteral(value)}, true)`).join(';\n');
+          const redacted = redactSqlLiterals(sql);
+          for (const value of values) for (const run of value.match(/[A-Za-z0-9]{6,}/g) ?? []) expect(redacted).not.toContain(run);
+        },
+      ),
     );
   });
 });

@@ -42,7 +42,6 @@ export interface ServiceDefinition {
   start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry; keys: KeyProvider }): Promise<ServiceHandle>;
 }
 
-
 /**
  * The entry point of a back-end service running as its own process (a container in production):
  * validated config, Kafka, health endpoints for the orchestrator, graceful shutdown that drains
@@ -70,11 +69,16 @@ export function runService(definition: ServiceDefinition): void {
     await bus.start();
     await handle.afterBusStart?.();
     let draining = false;
-    const health = await startHealthServer(config.HOST, config.HEALTH_PORT, async () => {
-      const service = await handle.ready();
-      const busHealth = bus.health();
-      return { up: !draining && service.up && busHealth.up, details: { ...service.details, bus: busHealth, draining } };
-    }, metrics);
+    const health = await startHealthServer(
+      config.HOST,
+      config.HEALTH_PORT,
+      async () => {
+        const service = await handle.ready();
+        const busHealth = bus.health();
+        return { up: !draining && service.up && busHealth.up, details: { ...service.details, bus: busHealth, draining } };
+      },
+      metrics,
+    );
     logger.info({ healthPort: health.port }, 'Service started');
     onShutdownSignal(logger, async () => {
       draining = true;

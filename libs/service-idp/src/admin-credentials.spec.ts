@@ -32,15 +32,11 @@ describe('resolveAdminCredentials', () => {
     await expect(resolveAdminCredentials({ env: { ADMIN_CLIENT_ID: 'operator' }, dataDir, embedded: true })).rejects.toThrow(
       'Set both ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET, or neither',
     );
-    await expect(resolveAdminCredentials({ env: { ADMIN_CLIENT_SECRET: 'a-long-enough-secret' }, dataDir, embedded: true })).rejects.toThrow(
-      'Set both',
-    );
+    await expect(resolveAdminCredentials({ env: { ADMIN_CLIENT_SECRET: 'a-long-enough-secret' }, dataDir, embedded: true })).rejects.toThrow('Set both');
   });
 
   it('refuses to invent credentials outside the embedded mode', async () => {
-    await expect(resolveAdminCredentials({ env: {}, dataDir, embedded: false })).rejects.toThrow(
-      'ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET are required outside the embedded mode',
-    );
+    await expect(resolveAdminCredentials({ env: {}, dataDir, embedded: false })).rejects.toThrow('ADMIN_CLIENT_ID and ADMIN_CLIENT_SECRET are required outside the embedded mode');
     await expect(stat(fileOf())).rejects.toMatchObject({ code: 'ENOENT' });
   });
 

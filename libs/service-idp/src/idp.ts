@@ -132,7 +132,11 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     const { createOidcProvider } = require('./oidc/provider') as typeof import('./oidc/provider');
     const users = new UsersRepository(dataSource);
     const adminClient = { clientId: options.adminClient.clientId, secretHash: await hashClientSecret(options.adminClient.clientSecret) };
-    authenticationLimiter = createRateLimiter({ redisUrl: options.redisUrl, redisTlsCa: options.redisTlsCa, logger: { info: (message, context) => logger.info(message, context), warn: (message, context) => logger.warn(message, context) } });
+    authenticationLimiter = createRateLimiter({
+      redisUrl: options.redisUrl,
+      redisTlsCa: options.redisTlsCa,
+      logger: { info: (message, context) => logger.info(message, context), warn: (message, context) => logger.warn(message, context) },
+    });
     await authenticationLimiter.start();
     const throttle = new AuthenticationThrottle(authenticationLimiter);
     // oidc-provider takes its key set at construction: a changed set gets a new provider (all state

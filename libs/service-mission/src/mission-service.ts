@@ -56,7 +56,14 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
     url: databaseUrl,
     schema: MISSION_SCHEMA,
     entities: [MissionRow],
-    migrations: [CreateMissions1763769600000, CreateIdempotencyKeys1763856000000, EnableRowLevelSecurity1764547200000, SweepIdempotencyKeys1764806400000, SealMissionContent1764892800000, StepChecks1766620800000],
+    migrations: [
+      CreateMissions1763769600000,
+      CreateIdempotencyKeys1763856000000,
+      EnableRowLevelSecurity1764547200000,
+      SweepIdempotencyKeys1764806400000,
+      SealMissionContent1764892800000,
+      StepChecks1766620800000,
+    ],
     applicationName: 'mission-service',
     serviceRole: serviceRoleName(MISSION_SCHEMA),
   });
@@ -74,10 +81,14 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   const steps = new StepRequests(cipher, { ...DEFAULT_RUNNER_TIMINGS, ...options.runnerTimings });
   const missions = new MissionsService(dataSource, repository, () => relay.kick(), steps, new FinalMissionCache(options.finalMissionCache));
   const runner = new MissionRunner(dataSource, repository, steps, options.logger, () => relay.kick());
-  const housekeeper = new Housekeeper(dataSource, [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)], {
-    onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
-    onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
-  });
+  const housekeeper = new Housekeeper(
+    dataSource,
+    [expiredIdempotencyKeysSweep(IDEMPOTENCY_TTL_HOURS), processedMessagesSweep(MISSION_SCHEMA), publishedOutboxSweep(MISSION_SCHEMA)],
+    {
+      onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
+      onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
+    },
+  );
 
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
   options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onMissionEvent(message));

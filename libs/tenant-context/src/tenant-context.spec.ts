@@ -71,7 +71,13 @@ describe('trace context', () => {
       parentId: '00f067aa0ba902b7',
       flags: '01',
     });
-    for (const bad of ['', 'garbage', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01', '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01']) {
+    for (const bad of [
+      '',
+      'garbage',
+      '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
+      '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    ]) {
       expect(parseTraceparent(bad)).toBeUndefined();
     }
   });

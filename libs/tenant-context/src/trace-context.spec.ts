@@ -1,7 +1,18 @@
 import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { activeSpanTraceparent, childTraceparent, currentTraceparent, describeActiveSpan, newTraceparent, parseTraceparent, runWithTrace, TRACEPARENT_HEADER, traceHeaders, useOpenTelemetrySpans } from './trace-context';
+import {
+  activeSpanTraceparent,
+  childTraceparent,
+  currentTraceparent,
+  describeActiveSpan,
+  newTraceparent,
+  parseTraceparent,
+  runWithTrace,
+  TRACEPARENT_HEADER,
+  traceHeaders,
+  useOpenTelemetrySpans,
+} from './trace-context';
 
 /** The trace context with OpenTelemetry recording: real spans, parented across hops by `traceparent`. */
 describe('trace context with OpenTelemetry spans', () => {

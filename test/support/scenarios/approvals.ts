@@ -24,7 +24,11 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
     const submitted = await submit(tenant, {
       title: 'Needs a human',
       objective: 'Decide',
-      steps: [{ type: 'brain.query', query: 'before' }, { type: 'approval', title, description: 'Check the numbers' }, { type: 'brain.query', query: 'after' }],
+      steps: [
+        { type: 'brain.query', query: 'before' },
+        { type: 'approval', title, description: 'Check the numbers' },
+        { type: 'brain.query', query: 'after' },
+      ],
     });
     expect(submitted.status).toBe(202);
     const waiting = await awaitingApproval(tenant, submitted.body.id);
@@ -195,7 +199,13 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
           else if (FINAL.includes(mission.status)) firstFinal.set(missionId, mission);
         }
         if (Date.now() > until && firstFinal.size === missions.length) break;
-        if (Date.now() > until + 30_000) throw new Error(`Missions not final: ${missions.filter(({ missionId }) => !firstFinal.has(missionId)).map(({ missionId }) => missionId).join(', ')}`);
+        if (Date.now() > until + 30_000)
+          throw new Error(
+            `Missions not final: ${missions
+              .filter(({ missionId }) => !firstFinal.has(missionId))
+              .map(({ missionId }) => missionId)
+              .join(', ')}`,
+          );
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
       return missions.map(({ missionId }) => firstFinal.get(missionId));
@@ -206,7 +216,10 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       // Both at once; the order they are sent in alternates.
       const answers = await Promise.all(
         waiting.map(async ({ hitId }, n) => {
-          const [approve, reject] = n % 2 === 0 ? await Promise.all([decide(hitId, 'approve'), decide(hitId, 'reject')]) : (await Promise.all([decide(hitId, 'reject'), decide(hitId, 'approve')])).reverse();
+          const [approve, reject] =
+            n % 2 === 0
+              ? await Promise.all([decide(hitId, 'approve'), decide(hitId, 'reject')])
+              : (await Promise.all([decide(hitId, 'reject'), decide(hitId, 'approve')])).reverse();
           return { approve: approve!, reject: reject! };
         }),
       );
@@ -222,7 +235,9 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
         const mission = finals[n];
         expect(mission.status).toBe(decision === 'approved' ? 'succeeded' : 'rejected');
         expect(mission.steps[1].output).toEqual({ hitId, decision, decidedBy: racer.clientId });
-        expect(mission.steps.map((step: { status: string }) => step.status)).toEqual(decision === 'approved' ? ['succeeded', 'succeeded', 'succeeded'] : ['succeeded', 'failed', 'skipped']);
+        expect(mission.steps.map((step: { status: string }) => step.status)).toEqual(
+          decision === 'approved' ? ['succeeded', 'succeeded', 'succeeded'] : ['succeeded', 'failed', 'skipped'],
+        );
       }
     });
 
@@ -244,7 +259,9 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       );
       const finals = await settled(waiting);
       // Which way each race went (all are correct): whether a decision met an already cancelled mission is luck.
-      process.stdout.write(`race report (approve vs cancel): ${JSON.stringify(answers.map(({ approved, cancelled }, n) => [approved.status, cancelled.status, finals[n].status]))}\n`);
+      process.stdout.write(
+        `race report (approve vs cancel): ${JSON.stringify(answers.map(({ approved, cancelled }, n) => [approved.status, cancelled.status, finals[n].status]))}\n`,
+      );
       for (const [n, { approved, cancelled }] of answers.entries()) {
         const mission = finals[n];
         const item = await read(`/api/hit/${waiting[n]!.hitId}`);
@@ -306,7 +323,9 @@ export function describeApprovalScenarios(context: ScenarioContext): void {
       const seen: string[] = [];
       let cursor: string | null = null;
       do {
-        const page: any = await call(gateway(), 'GET', `/api/missions?status=awaiting_approval&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, { token: tenantC.token });
+        const page: any = await call(gateway(), 'GET', `/api/missions?status=awaiting_approval&limit=2${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`, {
+          token: tenantC.token,
+        });
         expect(page.status).toBe(200);
         seen.push(...page.body.items.map((m: { id: string; status: string }) => m.id));
         cursor = page.body.nextCursor;

@@ -69,7 +69,10 @@ export function describeBrainScenarios(context: ScenarioContext): void {
     it('ranks the passage that is about the query first, best first', async () => {
       const topic = `zeolite${randomUUID().slice(0, 8)}`;
       const strong = await ingest(owner, { title: `${topic} catalysts`, content: `The ${topic} lattice traps molecules; ${topic} catalysts crack oil.` });
-      const weak = await ingest(owner, { title: 'Refineries', content: `Refineries crack crude oil into fuels, sometimes over a ${topic} bed among many other catalysts and furnaces.` });
+      const weak = await ingest(owner, {
+        title: 'Refineries',
+        content: `Refineries crack crude oil into fuels, sometimes over a ${topic} bed among many other catalysts and furnaces.`,
+      });
       const answer = await query(owner, `q=${topic}&k=5`);
       expect(answer.body.results.map((r: { documentId: string }) => r.documentId)).toEqual([strong.body.id, weak.body.id]);
       expect(answer.body.results[0].score).toBeGreaterThan(answer.body.results[1].score);
@@ -150,9 +153,16 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       const overMissionLimit = JSON.stringify({ title: 'x', objective: 'y'.repeat(MIB + 1) });
       const failures: string[] = [];
       for (let attempt = 0; attempt < 30; attempt++) {
-        for (const [path, payload] of [['/api/brain/documents', body], ['/api/missions', overMissionLimit]] as const) {
+        for (const [path, payload] of [
+          ['/api/brain/documents', body],
+          ['/api/missions', overMissionLimit],
+        ] as const) {
           try {
-            const response = await fetch(`${gateway()}${path}`, { method: 'POST', headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' }, body: payload });
+            const response = await fetch(`${gateway()}${path}`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${owner.token}`, 'content-type': 'application/json' },
+              body: payload,
+            });
             const problem = (await response.json()) as { code?: string };
             if (response.status !== 413 || problem.code !== 'payload_too_large') failures.push(`${path}: ${response.status} ${problem.code}`);
           } catch (error) {
@@ -219,71 +229,86 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       expect(done.result.steps[0].results[0].documentId).toBe(document.id);
     });
 
-  describe('storage quotas', () => {
-    const usageOf = async (tenant: Tenant) => {
-      const response = await call(gateway(), 'GET', `/admin/tenants/${tenant.id}/usage`, { token: context.adminToken });
-      expect(response.status).toBe(200);
-      return response.body as { tenantId: string; documents: { used: number; limit: number }; bytes: { used: number; limit: number } };
-    };
+    describe('storage quotas', () => {
+      const usageOf = async (tenant: Tenant) => {
+        const response = await call(gateway(), 'GET', `/admin/tenants/${tenant.id}/usage`, { token: context.adminToken });
+        expect(response.status).toBe(200);
+        return response.body as { tenantId: string; documents: { used: number; limit: number }; bytes: { used: number; limit: number } };
+      };
 
-    it('shows each tier’s quota, takes an enterprise tenant’s own, and refuses one for another tier', async () => {
-      const starter = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Quota starter', tier: 'starter' } });
-      expect(starter.body.storage).toEqual({ documents: 1_000, bytes: 100 * MIB });
-      const custom = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Quota enterprise', tier: 'enterprise', rpm: 10_000, storage: { documents: 7 } } });
-      expect(custom.status).toBe(201);
-      expect(custom.body.storage).toEqual({ documents: 7, bytes: 100 * 1024 * MIB });
-      expectProblem(await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'No', tier: 'business', storage: { documents: 5 } } }), 400, 'validation_failed');
-      expectProblem(await call(gateway(), 'PATCH', `/admin/tenants/${starter.body.id}`, { token: context.adminToken, body: { storage: { bytes: 5 } } }), 400, 'validation_failed');
-      expectProblem(await call(gateway(), 'PATCH', `/admin/tenants/${custom.body.id}`, { token: context.adminToken, body: { storage: { documents: -1 } } }), 400, 'validation_failed');
-      // Another tier drops the enterprise tenant's own quota for the tier's.
-      const down = await call(gateway(), 'PATCH', `/admin/tenants/${custom.body.id}`, { token: context.adminToken, body: { tier: 'business' } });
-      expect(down.body.storage).toEqual({ documents: 10_000, bytes: 1024 * MIB });
-      expectProblem(await call(gateway(), 'GET', `/admin/tenants/${randomUUID()}/usage`, { token: context.adminToken }), 404, 'not_found');
-      expectProblem(await call(gateway(), 'GET', `/admin/tenants/${starter.body.id}/usage`, { token: owner.token }), 403, 'insufficient_scope');
-    });
-
-    it('refuses a document past the tenant’s documents or bytes with 403 quota_exceeded, on REST and MCP, and counts what deletion frees', async () => {
-      const tenant = await enterpriseTenant('Quota holder');
-      const patched = await call(gateway(), 'PATCH', `/admin/tenants/${tenant.id}`, { token: context.adminToken, body: { storage: { documents: 2, bytes: 1_000 } } });
-      expect(patched.body.storage).toEqual({ documents: 2, bytes: 1_000 });
-      // The gateway reads a changed quota within 5 s.
-      await new Promise((resolve) => setTimeout(resolve, 5_500));
-      const first = await ingest(tenant, { title: 'One', content: 'a'.repeat(300) });
-      expect(first.status).toBe(201);
-      expectProblem(await ingest(tenant, { title: 'Too many bytes', content: 'b'.repeat(701) }), 403, 'quota_exceeded');
-      const second = await ingest(tenant, { title: 'Two', content: 'c'.repeat(700) });
-      expect(second.status).toBe(201);
-      const refused = await ingest(tenant, { title: 'Three', content: 'd' });
-      expectProblem(refused, 403, 'quota_exceeded');
-      expect(refused.body.detail).toContain('2 documents');
-      expect(await usageOf(tenant)).toEqual({ tenantId: tenant.id, documents: { used: 2, limit: 2 }, bytes: { used: 1_000, limit: 1_000 } });
-      // Refused documents left nothing behind: not listed, not found.
-      const listed = await call(gateway(), 'GET', '/api/brain/documents', { token: tenant.token });
-      expect(listed.body.items.map((item: { title: string }) => item.title).sort()).toEqual(['One', 'Two']);
-      expect((await query(tenant, 'q=d&k=5')).body.results).toEqual([]);
-      // The same quota through MCP.
-      const mcp = await fetch(`${gateway()}/mcp`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${tenant.token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
-        body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ingest_document', arguments: { title: 'Via MCP', content: 'e' } } }),
+      it('shows each tier’s quota, takes an enterprise tenant’s own, and refuses one for another tier', async () => {
+        const starter = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Quota starter', tier: 'starter' } });
+        expect(starter.body.storage).toEqual({ documents: 1_000, bytes: 100 * MIB });
+        const custom = await call(gateway(), 'POST', '/admin/tenants', {
+          token: context.adminToken,
+          body: { name: 'Quota enterprise', tier: 'enterprise', rpm: 10_000, storage: { documents: 7 } },
+        });
+        expect(custom.status).toBe(201);
+        expect(custom.body.storage).toEqual({ documents: 7, bytes: 100 * 1024 * MIB });
+        expectProblem(
+          await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'No', tier: 'business', storage: { documents: 5 } } }),
+          400,
+          'validation_failed',
+        );
+        expectProblem(
+          await call(gateway(), 'PATCH', `/admin/tenants/${starter.body.id}`, { token: context.adminToken, body: { storage: { bytes: 5 } } }),
+          400,
+          'validation_failed',
+        );
+        expectProblem(
+          await call(gateway(), 'PATCH', `/admin/tenants/${custom.body.id}`, { token: context.adminToken, body: { storage: { documents: -1 } } }),
+          400,
+          'validation_failed',
+        );
+        // Another tier drops the enterprise tenant's own quota for the tier's.
+        const down = await call(gateway(), 'PATCH', `/admin/tenants/${custom.body.id}`, { token: context.adminToken, body: { tier: 'business' } });
+        expect(down.body.storage).toEqual({ documents: 10_000, bytes: 1024 * MIB });
+        expectProblem(await call(gateway(), 'GET', `/admin/tenants/${randomUUID()}/usage`, { token: context.adminToken }), 404, 'not_found');
+        expectProblem(await call(gateway(), 'GET', `/admin/tenants/${starter.body.id}/usage`, { token: owner.token }), 403, 'insufficient_scope');
       });
-      const text = await mcp.text();
-      expect(text).toContain('quota_exceeded');
-      expect(text).toContain('"isError":true');
-      // Deleting frees its place and its bytes.
-      expect((await call(gateway(), 'DELETE', `/api/brain/documents/${first.body.id}`, { token: tenant.token })).status).toBe(204);
-      expect(await usageOf(tenant)).toEqual({ tenantId: tenant.id, documents: { used: 1, limit: 2 }, bytes: { used: 700, limit: 1_000 } });
-      expect((await ingest(tenant, { title: 'Three again', content: 'f'.repeat(300) })).status).toBe(201);
-    }, 60_000);
 
-    it('lets concurrent ingestions at the edge of the quota through only as far as it allows', async () => {
-      const tenant = await enterpriseTenant('Quota race');
-      await call(gateway(), 'PATCH', `/admin/tenants/${tenant.id}`, { token: context.adminToken, body: { storage: { documents: 3 } } });
-      await new Promise((resolve) => setTimeout(resolve, 5_500));
-      const answers = await Promise.all(Array.from({ length: 8 }, (_, n) => ingest(tenant, { title: `Racer ${n}`, content: `Passage number ${n} about dielectrics.` })));
-      expect(answers.map((answer) => answer.status).sort()).toEqual([201, 201, 201, 403, 403, 403, 403, 403]);
-      expect((await usageOf(tenant)).documents).toEqual({ used: 3, limit: 3 });
-    }, 60_000);
-  });
+      it('refuses a document past the tenant’s documents or bytes with 403 quota_exceeded, on REST and MCP, and counts what deletion frees', async () => {
+        const tenant = await enterpriseTenant('Quota holder');
+        const patched = await call(gateway(), 'PATCH', `/admin/tenants/${tenant.id}`, { token: context.adminToken, body: { storage: { documents: 2, bytes: 1_000 } } });
+        expect(patched.body.storage).toEqual({ documents: 2, bytes: 1_000 });
+        // The gateway reads a changed quota within 5 s.
+        await new Promise((resolve) => setTimeout(resolve, 5_500));
+        const first = await ingest(tenant, { title: 'One', content: 'a'.repeat(300) });
+        expect(first.status).toBe(201);
+        expectProblem(await ingest(tenant, { title: 'Too many bytes', content: 'b'.repeat(701) }), 403, 'quota_exceeded');
+        const second = await ingest(tenant, { title: 'Two', content: 'c'.repeat(700) });
+        expect(second.status).toBe(201);
+        const refused = await ingest(tenant, { title: 'Three', content: 'd' });
+        expectProblem(refused, 403, 'quota_exceeded');
+        expect(refused.body.detail).toContain('2 documents');
+        expect(await usageOf(tenant)).toEqual({ tenantId: tenant.id, documents: { used: 2, limit: 2 }, bytes: { used: 1_000, limit: 1_000 } });
+        // Refused documents left nothing behind: not listed, not found.
+        const listed = await call(gateway(), 'GET', '/api/brain/documents', { token: tenant.token });
+        expect(listed.body.items.map((item: { title: string }) => item.title).sort()).toEqual(['One', 'Two']);
+        expect((await query(tenant, 'q=d&k=5')).body.results).toEqual([]);
+        // The same quota through MCP.
+        const mcp = await fetch(`${gateway()}/mcp`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${tenant.token}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'ingest_document', arguments: { title: 'Via MCP', content: 'e' } } }),
+        });
+        const text = await mcp.text();
+        expect(text).toContain('quota_exceeded');
+        expect(text).toContain('"isError":true');
+        // Deleting frees its place and its bytes.
+        expect((await call(gateway(), 'DELETE', `/api/brain/documents/${first.body.id}`, { token: tenant.token })).status).toBe(204);
+        expect(await usageOf(tenant)).toEqual({ tenantId: tenant.id, documents: { used: 1, limit: 2 }, bytes: { used: 700, limit: 1_000 } });
+        expect((await ingest(tenant, { title: 'Three again', content: 'f'.repeat(300) })).status).toBe(201);
+      }, 60_000);
+
+      it('lets concurrent ingestions at the edge of the quota through only as far as it allows', async () => {
+        const tenant = await enterpriseTenant('Quota race');
+        await call(gateway(), 'PATCH', `/admin/tenants/${tenant.id}`, { token: context.adminToken, body: { storage: { documents: 3 } } });
+        await new Promise((resolve) => setTimeout(resolve, 5_500));
+        const answers = await Promise.all(Array.from({ length: 8 }, (_, n) => ingest(tenant, { title: `Racer ${n}`, content: `Passage number ${n} about dielectrics.` })));
+        expect(answers.map((answer) => answer.status).sort()).toEqual([201, 201, 201, 403, 403, 403, 403, 403]);
+        expect((await usageOf(tenant)).documents).toEqual({ used: 3, limit: 3 });
+      }, 60_000);
+    });
   });
 }

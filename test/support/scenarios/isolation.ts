@@ -82,7 +82,9 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       const kid = await realKid();
       const published = jwks.keys.find((key) => key.kid === kid);
       expect(published).toBeDefined();
-      const pem = createPublicKey({ key: published as never, format: 'jwk' }).export({ format: 'pem', type: 'spki' }).toString();
+      const pem = createPublicKey({ key: published as never, format: 'jwk' })
+        .export({ format: 'pem', type: 'spki' })
+        .toString();
       for (const secret of [JSON.stringify(published), pem, published?.x ?? '']) {
         const signingInput = `${encode({ alg: 'HS256', typ: 'at+jwt', kid })}.${encode(soundClaims())}`;
         const signature = createHmac('sha256', secret).update(signingInput).digest('base64url');
@@ -224,7 +226,10 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
     }
 
     async function brainDocument(tenant: Tenant): Promise<string | undefined> {
-      const created = await call(gateway(), 'POST', '/api/brain/documents', { token: tenant.token, body: { title: 'A secret', content: 'Only tenant A may read this passage about isolation.' } });
+      const created = await call(gateway(), 'POST', '/api/brain/documents', {
+        token: tenant.token,
+        body: { title: 'A secret', content: 'Only tenant A may read this passage about isolation.' },
+      });
       return created.status === 201 ? created.body.id : undefined;
     }
 

@@ -34,7 +34,10 @@ export function describeKeyRotationScenarios(context: ScenarioContext): void {
         ADMIN_CLIENT_ID: deployment.admin.clientId,
         ADMIN_CLIENT_SECRET: deployment.admin.clientSecret,
       };
-      const cli = await promisify(execFile)(process.execPath, ['-r', './tools/register.cjs', path.join('apps', 'admin-cli', 'src', 'main.ts'), 'keys', 'rotate'], { cwd: REPO_ROOT, env });
+      const cli = await promisify(execFile)(process.execPath, ['-r', './tools/register.cjs', path.join('apps', 'admin-cli', 'src', 'main.ts'), 'keys', 'rotate'], {
+        cwd: REPO_ROOT,
+        env,
+      });
       const rotated = JSON.parse(cli.stdout) as { kid: string; state: string; activatesAt: string };
       expect(rotated).toEqual({ kid: expect.any(String), state: 'published', activatesAt: expect.any(String) });
       expect(rotated.kid).not.toBe(oldKid);
@@ -49,10 +52,14 @@ export function describeKeyRotationScenarios(context: ScenarioContext): void {
       if (Date.now() < activatesAt) expectProblem(again, 409, 'conflict');
 
       // After the delay new tokens carry the new kid, and the gateway accepts them (refetching its JWKS).
-      const after = await eventually(async () => {
-        const token = await newToken();
-        return kidOf(token) === rotated.kid ? token : undefined;
-      }, 'new tokens to carry the new kid', 20_000);
+      const after = await eventually(
+        async () => {
+          const token = await newToken();
+          return kidOf(token) === rotated.kid ? token : undefined;
+        },
+        'new tokens to carry the new kid',
+        20_000,
+      );
       await eventually(async () => ((await listMissions(after)).status === 200 ? true : undefined), 'the gateway to accept the new key', 45_000);
 
       // Tokens signed before the rotation stay valid: the old key is still published.

@@ -54,10 +54,7 @@ async function connect(kind: ClientKind, url: string, token: string): Promise<Mc
       close: () => client.close(),
     };
   }
-  const client = new Client(
-    { name: 'mission-service-tests-v2', version: '1.0.0' },
-    { versionNegotiation: { mode: kind === 'v2-2026' ? { pin: '2026-07-28' } : 'legacy' } },
-  );
+  const client = new Client({ name: 'mission-service-tests-v2', version: '1.0.0' }, { versionNegotiation: { mode: kind === 'v2-2026' ? { pin: '2026-07-28' } : 'legacy' } });
   await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit, fetch }));
   await client.listTools();
   return {
@@ -140,7 +137,10 @@ export function describeMcpScenarios(context: ScenarioContext): void {
           const submitted = await session.call('submit_mission', {
             title: `Through MCP (${kind})`,
             objective: 'Let an agent drive it',
-            steps: [{ type: 'brain.query', query: 'anything' }, { type: 'approval', title: `Agent asks (${kind})` }],
+            steps: [
+              { type: 'brain.query', query: 'anything' },
+              { type: 'approval', title: `Agent asks (${kind})` },
+            ],
           });
           expect(submitted).toMatchObject({ isError: false, body: { status: 'queued', title: `Through MCP (${kind})` } });
           const id = submitted.body.id as string;
@@ -261,14 +261,20 @@ export function describeMcpScenarios(context: ScenarioContext): void {
     it("acts with the submitter's authority: a mission that reads the Brain needs brain:read, through REST and MCP alike", async () => {
       const noBrain = await tokenWith(context.tenantA, ['missions:read', 'missions:write']);
       // The default step is a Brain query on the objective: it would show the caller passages it may not read.
-      for (const body of [{ title: 'Default step', objective: 'survey' }, { title: 'Explicit step', objective: 'o', steps: [{ type: 'brain.query', query: 'survey' }] }]) {
+      for (const body of [
+        { title: 'Default step', objective: 'survey' },
+        { title: 'Explicit step', objective: 'o', steps: [{ type: 'brain.query', query: 'survey' }] },
+      ]) {
         const refused = await call(gateway(), 'POST', '/api/missions', { token: noBrain, body });
         expect(refused.status).toBe(403);
         expect(refused.headers.get('www-authenticate')).toMatch(/error="insufficient_scope".*scope="brain:read"/);
         expect(refused.body).toMatchObject({ code: 'insufficient_scope' });
       }
       // A mission whose steps read nothing is the caller's to submit.
-      const approvalOnly = await call(gateway(), 'POST', '/api/missions', { token: noBrain, body: { title: 'Approval only', objective: 'o', steps: [{ type: 'approval', title: 'Sign off' }] } });
+      const approvalOnly = await call(gateway(), 'POST', '/api/missions', {
+        token: noBrain,
+        body: { title: 'Approval only', objective: 'o', steps: [{ type: 'approval', title: 'Sign off' }] },
+      });
       expect(approvalOnly.status).toBe(202);
       await withSession('v2-2026', noBrain, async (session) => {
         const tool = await session.call('submit_mission', { title: 'Through MCP', objective: 'survey' });
@@ -302,7 +308,12 @@ export function describeMcpScenarios(context: ScenarioContext): void {
       const before = await rawPost(mcpUrl(), token, { jsonrpc: '2.0', id: 0, method: 'tools/list' });
       expect(before.status).toBe(200);
       await before.arrayBuffer();
-      const batch = Array.from({ length: 40 }, (_, index) => ({ jsonrpc: '2.0', id: index + 1, method: 'tools/call', params: { name: 'submit_mission', arguments: { title: `Batched ${index}`, objective: 'o' } } }));
+      const batch = Array.from({ length: 40 }, (_, index) => ({
+        jsonrpc: '2.0',
+        id: index + 1,
+        method: 'tools/call',
+        params: { name: 'submit_mission', arguments: { title: `Batched ${index}`, objective: 'o' } },
+      }));
       const refused = await rawPost(mcpUrl(), token, batch);
       expect(refused.status).toBe(400);
       expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);

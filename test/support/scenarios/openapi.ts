@@ -45,7 +45,14 @@ export function describeOpenApiScenarios(context: ScenarioContext): void {
       const api = createApiClient({ baseUrl: gateway(), token: context.tenantA.token, fetch: politeFetch() });
 
       const submitted = await api.POST('/api/missions', {
-        body: { title: 'Typed client', objective: 'Stay in step with the document', steps: [{ type: 'brain.query', k: 2 }, { type: 'approval', title: 'Typed?' }] },
+        body: {
+          title: 'Typed client',
+          objective: 'Stay in step with the document',
+          steps: [
+            { type: 'brain.query', k: 2 },
+            { type: 'approval', title: 'Typed?' },
+          ],
+        },
         params: { header: { 'Idempotency-Key': `typed-${Date.now()}` } },
       });
       expect(submitted.response.status).toBe(202);

@@ -12,7 +12,12 @@ function inProcessContract(name: string, codec?: () => PayloadCodec): void {
     const retry = { attempts: 3, initialBackoffMs: 10, maxBackoffMs: 20 };
     const suffix = randomUUID();
     return {
-      topics: { requests: `contract.requests.${suffix}`, operatorRequests: `contract.operator.${suffix}`, events: `contract.events.${suffix}`, unserved: `contract.unserved.${suffix}` },
+      topics: {
+        requests: `contract.requests.${suffix}`,
+        operatorRequests: `contract.operator.${suffix}`,
+        events: `contract.events.${suffix}`,
+        unserved: `contract.unserved.${suffix}`,
+      },
       retry,
       createBus: () => new InProcessBus(broker, { retry, logger: silent, ...(codec ? { codec: codec() } : {}) }),
       keysOnOnePartition: (_topic, count) => Array.from({ length: count }, (_, n) => `key-${n}-${suffix}`),

@@ -22,7 +22,11 @@ const brokers = brokersVariable.split(',').map((broker) => broker.trim());
  */
 const sasl: SASLOptions | undefined =
   process.env.KAFKA_SASL_MECHANISM && process.env.KAFKA_CREDENTIALS_DIR
-    ? { mechanism: process.env.KAFKA_SASL_MECHANISM as 'scram-sha-512', username: 'admin', password: readFileSync(path.join(process.env.KAFKA_CREDENTIALS_DIR, 'admin.password'), 'utf8').trim() }
+    ? {
+        mechanism: process.env.KAFKA_SASL_MECHANISM as 'scram-sha-512',
+        username: 'admin',
+        password: readFileSync(path.join(process.env.KAFKA_CREDENTIALS_DIR, 'admin.password'), 'utf8').trim(),
+      }
     : undefined;
 
 /** Tenant handlers (the default) refuse messages without a tenant: the tests below send as this one. */
@@ -107,9 +111,7 @@ describeBusContract('kafka', async () => {
   /** Reads `<topic>.dlq` from the beginning up to its current end with a throwaway consumer. */
   const deadLetters = async (topic: string): Promise<Array<{ type: string; headers: Record<string, string> }>> => {
     const dlq = deadLetterTopic(topic);
-    const ends = new Map(
-      (await admin.fetchTopicOffsets(dlq)).filter((p) => BigInt(p.high) > BigInt(p.low)).map((p) => [p.partition, BigInt(p.high)]),
-    );
+    const ends = new Map((await admin.fetchTopicOffsets(dlq)).filter((p) => BigInt(p.high) > BigInt(p.low)).map((p) => [p.partition, BigInt(p.high)]));
     if (ends.size === 0) return [];
     const groupId = `dlq-reader.${run}.${randomUUID().slice(0, 8)}`;
     groups.add(groupId);
@@ -144,7 +146,12 @@ describeBusContract('kafka', async () => {
     topics,
     retry,
     // As deployed: every payload sealed under its tenant's data key.
-    createBus: () => new PerRunGroups(new KafkaBus({ brokers, sasl, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }), run, groups),
+    createBus: () =>
+      new PerRunGroups(
+        new KafkaBus({ brokers, sasl, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }),
+        run,
+        groups,
+      ),
     keysOnOnePartition: (topic, count) => {
       // The producer's own partitioner (murmur2 on the key, as the bus sends).
       const partitionOf = Partitioners.DefaultPartitioner();
@@ -321,7 +328,14 @@ describe('KafkaBus on a real broker', () => {
         {
           key: 'same-key',
           value: JSON.stringify({ which: 'expired' }),
-          headers: { 'tenant-id': TENANT, 'message-id': randomUUID(), 'message-type': 'note', 'correlation-id': randomUUID(), 'reply-to': 'replies.gone', 'request-deadline': String(Date.now() - 1_000) },
+          headers: {
+            'tenant-id': TENANT,
+            'message-id': randomUUID(),
+            'message-type': 'note',
+            'correlation-id': randomUUID(),
+            'reply-to': 'replies.gone',
+            'request-deadline': String(Date.now() - 1_000),
+          },
         },
       ],
     });
@@ -461,7 +475,10 @@ describe('KafkaBus with sealed payloads on a real broker', () => {
     const [record] = (await records(topics.events, (found) => found.some((r) => r.headers['message-id'] === original))).filter((found) => found.headers['message-id'] === original);
 
     const forged = {
-      plain: { value: Buffer.from(JSON.stringify({ objective: 'plain' })), headers: { ...record.headers, 'message-id': randomUUID(), 'payload-encryption': '', 'payload-key': '' } },
+      plain: {
+        value: Buffer.from(JSON.stringify({ objective: 'plain' })),
+        headers: { ...record.headers, 'message-id': randomUUID(), 'payload-encryption': '', 'payload-key': '' },
+      },
       otherTenant: { value: record.value, headers: { ...record.headers, 'message-id': original, 'tenant-id': randomUUID() } },
       otherMessage: { value: record.value, headers: { ...record.headers, 'message-id': randomUUID() } },
     };

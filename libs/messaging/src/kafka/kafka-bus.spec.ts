@@ -97,7 +97,13 @@ describe('topic names', () => {
   });
 
   it('merges topics listed twice, keeping the larger partition count', () => {
-    expect(mergeTopicSpecs([{ name: 'a', partitions: 3 }, { name: 'b', partitions: 1 }, { name: 'a', partitions: 6 }])).toEqual([
+    expect(
+      mergeTopicSpecs([
+        { name: 'a', partitions: 3 },
+        { name: 'b', partitions: 1 },
+        { name: 'a', partitions: 6 },
+      ]),
+    ).toEqual([
       { name: 'a', partitions: 6 },
       { name: 'b', partitions: 1 },
     ]);
@@ -140,7 +146,11 @@ describe('busLogEntry', () => {
   });
 
   it('downgrades protocol error responses, which their callers handle, to warnings', () => {
-    const entry = busLogEntry({ namespace: 'Connection', level: 1, log: { timestamp: 'now', message: 'Response Heartbeat(key: 12, version: 3)', error: 'The group is rebalancing' } });
+    const entry = busLogEntry({
+      namespace: 'Connection',
+      level: 1,
+      log: { timestamp: 'now', message: 'Response Heartbeat(key: 12, version: 3)', error: 'The group is rebalancing' },
+    });
     expect(entry).toMatchObject({ level: 'warn', context: { namespace: 'Connection', error: 'The group is rebalancing' } });
   });
 });
@@ -293,7 +303,10 @@ describe('RenewingProducer', () => {
 
   it('remembers a topic that is really missing and fails at once until the memory expires', async () => {
     let clock = 0;
-    const { producer } = renewing((topic) => topic === 'gone', () => clock);
+    const { producer } = renewing(
+      (topic) => topic === 'gone',
+      () => clock,
+    );
     await producer.connect();
     await expect(producer.send({ topic: 'gone' })).rejects.toMatchObject({ type: 'UNKNOWN_TOPIC_OR_PARTITION' });
     expect(FakeProducer.created).toHaveLength(2);

@@ -42,7 +42,18 @@ import { PayloadCodec, plainJsonCodec } from '../payload-codec';
 import { PendingReplies } from '../replies';
 import { ensureTopicsWith, kafkaClient, producerHandle, waitForLeaders } from './client';
 import { ConsumerFleet, ConsumerPlan, KAFKA_CONSUMER_TIMEOUTS, partitionId } from './consumers';
-import { deadLetterHeaders, headersFromKafka, incomingFromKafka, isUnknownTopicError, mergeTopicSpecs, partitionConcurrency, replyTopicName, TopicSpec, whileBeating, withTimeout } from './kafka-mapping';
+import {
+  deadLetterHeaders,
+  headersFromKafka,
+  incomingFromKafka,
+  isUnknownTopicError,
+  mergeTopicSpecs,
+  partitionConcurrency,
+  replyTopicName,
+  TopicSpec,
+  whileBeating,
+  withTimeout,
+} from './kafka-mapping';
 import { BatchingSender, RenewingProducer } from './producers';
 
 export { ensureTopics, kafkaClient, kafkaLogCreator } from './client';
@@ -376,13 +387,21 @@ export class KafkaBus implements MessageBus {
     ];
     for (const [group, registrations] of this.groups('serve')) {
       const served = new Map<string, ServedTopic>(registrations.map((r) => [r.topic, { handlers: r.handlers, tenancy: r.tenancy }]));
-      plans.push(this.dispatchingPlan(`serve ${group}`, group, [...served.keys()], concurrencyOf(served.keys()), this.limits.requests, (fetched) => this.onRequest(fetched, group, served)));
+      plans.push(
+        this.dispatchingPlan(`serve ${group}`, group, [...served.keys()], concurrencyOf(served.keys()), this.limits.requests, (fetched) => this.onRequest(fetched, group, served)),
+      );
     }
     for (const [group, registrations] of this.groups('subscribe')) {
       const subscribed = new Map<string, SubscribedTopic>(registrations.map((r) => [r.topic, { handler: r.handler, tenancy: r.tenancy }]));
       plans.push(
-        this.dispatchingPlan(`subscribe ${group}`, group, [...subscribed.keys()], concurrencyOf(subscribed.keys()), this.limits.events, (fetched) => this.onEvent(fetched, group, subscribed), (fetched) =>
-          fetched.message.key?.toString('utf8') ?? '',
+        this.dispatchingPlan(
+          `subscribe ${group}`,
+          group,
+          [...subscribed.keys()],
+          concurrencyOf(subscribed.keys()),
+          this.limits.events,
+          (fetched) => this.onEvent(fetched, group, subscribed),
+          (fetched) => fetched.message.key?.toString('utf8') ?? '',
         ),
       );
     }
@@ -612,7 +631,11 @@ export class KafkaBus implements MessageBus {
       const body = await this.codec.encode(reply, headers);
       const record: Message = { key, value: body.value, headers: { ...headers, ...body.headers } };
       if (isReplyTopic(replyTo)) {
-        await withTimeout(this.replySender.send(replyTo, [record]), this.sendTimeoutMs, () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`));
+        await withTimeout(
+          this.replySender.send(replyTo, [record]),
+          this.sendTimeoutMs,
+          () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
+        );
       } else {
         await this.send(replyTo, [record]);
       }
@@ -640,11 +663,7 @@ export class KafkaBus implements MessageBus {
   private send(topic: string, messages: Message[]): Promise<unknown> {
     const started = performance.now();
     // The idempotent producer retries without end while the broker is away: bound the wait.
-    return withTimeout(
-      this.sender.send(topic, messages),
-      this.sendTimeoutMs,
-      () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`),
-    ).then(
+    return withTimeout(this.sender.send(topic, messages), this.sendTimeoutMs, () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`)).then(
       (result) => {
         this.metrics.sent(topic, (performance.now() - started) / 1000, true);
         return result;
@@ -671,7 +690,8 @@ export class KafkaBus implements MessageBus {
       if (other.group !== group) continue;
       // One consumer reads all topics of a group (kafkajs's assigner gives every member partitions
       // of every topic the group reads), so a group either serves or subscribes, each topic once.
-      if (other.kind !== kind) throw new Error(`Group ${group} already ${other.kind === 'serve' ? 'serves' : 'subscribes to'} ${other.topic}: use separate groups to serve and to subscribe`);
+      if (other.kind !== kind)
+        throw new Error(`Group ${group} already ${other.kind === 'serve' ? 'serves' : 'subscribes to'} ${other.topic}: use separate groups to serve and to subscribe`);
       if (other.topic === topic) throw new Error(`Group ${group} already ${kind === 'serve' ? 'serves' : 'subscribes to'} ${topic}`);
     }
   }

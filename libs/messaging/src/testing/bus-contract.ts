@@ -182,253 +182,363 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
       expect(client.health().up).toBe(true);
     });
 
-    it('answers a request with the handler result', async () => {
-      const reply = await asTenantA(() => client.request<{ echoed: unknown; tenant: string | null }>(fixture.topics.requests, 'echo', { n: 1, s: 'ü' }));
-      expect(reply).toMatchObject({ echoed: { n: 1, s: 'ü' }, tenant: tenantA, type: 'echo' });
-    }, timeoutMs);
+    it(
+      'answers a request with the handler result',
+      async () => {
+        const reply = await asTenantA(() => client.request<{ echoed: unknown; tenant: string | null }>(fixture.topics.requests, 'echo', { n: 1, s: 'ü' }));
+        expect(reply).toMatchObject({ echoed: { n: 1, s: 'ü' }, tenant: tenantA, type: 'echo' });
+      },
+      timeoutMs,
+    );
 
-    it('continues the caller’s W3C trace in the handler, and starts one for a caller without', async () => {
-      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
-      const traced = await runWithTrace(`00-${traceId}-00f067aa0ba902b7-01`, () => asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {})));
-      expect(parseTraceparent(traced.trace)?.traceId).toBe(traceId);
-      const untraced = await asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {}));
-      expect(parseTraceparent(untraced.trace)?.traceId).not.toBe(traceId);
-    }, timeoutMs);
+    it(
+      'continues the caller’s W3C trace in the handler, and starts one for a caller without',
+      async () => {
+        const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+        const traced = await runWithTrace(`00-${traceId}-00f067aa0ba902b7-01`, () => asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {})));
+        expect(parseTraceparent(traced.trace)?.traceId).toBe(traceId);
+        const untraced = await asTenantA(() => client.request<{ trace: string }>(fixture.topics.requests, 'echo', {}));
+        expect(parseTraceparent(untraced.trace)?.traceId).not.toBe(traceId);
+      },
+      timeoutMs,
+    );
 
-    it('refuses a tenant request without a tenant: an error reply, a dead letter with the reason, no handler call', async () => {
-      const before = (await fixture.deadLetters(fixture.topics.requests)).length;
-      await expect(client.request(fixture.topics.requests, 'requireTenant', { marker: 'no-tenant' })).rejects.toMatchObject({ code: ErrorCode.Internal });
-      const deadline = Date.now() + timeoutMs;
-      let refused: Awaited<ReturnType<BusContractFixture['deadLetters']>> = [];
-      while (refused.length <= before && Date.now() < deadline) {
-        refused = await fixture.deadLetters(fixture.topics.requests);
-        if (refused.length <= before) await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-      const dead = refused.find((m) => m.type === 'requireTenant');
-      expect(dead?.headers['error']).toMatch(/^TenantRefused: .*without a tenant-id header/);
-      expect(dead?.headers['attempts']).toBe('0');
-      expect(dead?.headers['tenant-id']).toBeUndefined();
-    }, timeoutMs * 2);
-
-    it('serves operator requests outside any tenant context, whoever sends them', async () => {
-      await expect(client.request(fixture.topics.operatorRequests, 'whoami', {})).resolves.toEqual({ tenant: null, header: null });
-      await expect(asTenantA(() => client.request(fixture.topics.operatorRequests, 'whoami', {}))).resolves.toEqual({ tenant: null, header: tenantA });
-    }, timeoutMs);
-
-    it('carries the tenant context to the handler and back', async () => {
-      const [a, b] = await Promise.all([
-        runWithTenant({ tenantId: tenantA }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
-        runWithTenant({ tenantId: tenantB }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
-      ]);
-      expect(a.tenant).toBe(tenantA);
-      expect(b.tenant).toBe(tenantB);
-    }, timeoutMs);
-
-    it('runs a tenant handler in the tenant of its message', async () => {
-      await expect(asTenantA(() => client.request(fixture.topics.requests, 'requireTenant', {}))).resolves.toBe(tenantA);
-    }, timeoutMs);
-
-    it('never shares objects between sender and handler', async () => {
-      const payload = { touched: false };
-      const reply = await asTenantA(() => client.request<{ touched: boolean }>(fixture.topics.requests, 'mutate', payload));
-      expect(reply.touched).toBe(true);
-      expect(payload.touched).toBe(false);
-    }, timeoutMs);
-
-    it('rethrows a domain error with its code and field errors', async () => {
-      const failure = asTenantA(() => client.request(fixture.topics.requests, 'refuse', {}));
-      await expect(failure).rejects.toBeInstanceOf(DomainError);
-      await expect(failure).rejects.toMatchObject({ code: ErrorCode.Conflict, message: 'no longer pending', errors: [{ field: 'id', message: 'decided' }] });
-    }, timeoutMs);
-
-    it('hides unexpected failures behind internal_error', async () => {
-      const failure = asTenantA(() => client.request(fixture.topics.requests, 'crash', {}));
-      await expect(failure).rejects.toMatchObject({ code: ErrorCode.Internal, message: 'internal error' });
-    }, timeoutMs);
-
-    it('answers dependency_unavailable, naming nothing, when a handler cannot reach what it depends on', async () => {
-      const failure = asTenantA(() => client.request(fixture.topics.requests, 'databaseDown', {}));
-      await expect(failure).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
-      await expect(failure).rejects.not.toMatchObject({ message: expect.stringContaining('db-7') });
-    }, timeoutMs);
-
-    it('answers an unknown message type with an error instead of hanging', async () => {
-      await expect(asTenantA(() => client.request(fixture.topics.requests, 'no-such-type', {}))).rejects.toMatchObject({ code: ErrorCode.Internal });
-    }, timeoutMs);
-
-    it('fails with dependency_unavailable when nobody answers in time', async () => {
-      const started = Date.now();
-      await expect(client.request(fixture.topics.unserved, 'echo', {}, { timeoutMs: 300 })).rejects.toMatchObject({
-        code: ErrorCode.DependencyUnavailable,
-      });
-      expect(Date.now() - started).toBeGreaterThanOrEqual(290);
-      await expect(asTenantA(() => client.request(fixture.topics.requests, 'slow', { ms: 1_000 }, { timeoutMs: 200 }))).rejects.toMatchObject({
-        code: ErrorCode.DependencyUnavailable,
-      });
-    }, timeoutMs);
-
-    it('matches many concurrent replies to their requests', async () => {
-      const replies = await Promise.all(
-        Array.from({ length: 50 }, (_, n) => asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` }))),
-      );
-      expect(replies.map((reply) => reply.echoed.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
-    }, timeoutMs);
-
-    it('handles requests concurrently: one that waits holds up none behind it, even on its key', async () => {
-      const gate = randomUUID();
-      const held = asTenantA(() => client.request<string>(fixture.topics.requests, 'gated', { gate }, { key: 'one-key', timeoutMs: timeoutMs }));
-      const settled = held.then(() => 'answered');
-      try {
-        for (let n = 0; n < 5; n++) {
-          await expect(asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: 'one-key', timeoutMs: timeoutMs / 3 }))).resolves.toMatchObject({ echoed: { n } });
+    it(
+      'refuses a tenant request without a tenant: an error reply, a dead letter with the reason, no handler call',
+      async () => {
+        const before = (await fixture.deadLetters(fixture.topics.requests)).length;
+        await expect(client.request(fixture.topics.requests, 'requireTenant', { marker: 'no-tenant' })).rejects.toMatchObject({ code: ErrorCode.Internal });
+        const deadline = Date.now() + timeoutMs;
+        let refused: Awaited<ReturnType<BusContractFixture['deadLetters']>> = [];
+        while (refused.length <= before && Date.now() < deadline) {
+          refused = await fixture.deadLetters(fixture.topics.requests);
+          if (refused.length <= before) await new Promise((resolve) => setTimeout(resolve, 100));
         }
-        expect(await Promise.race([settled, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 20))])).toBe('still waiting');
-      } finally {
-        gates.open(gate);
-      }
-      await expect(held).resolves.toBe('opened');
-    }, timeoutMs);
+        const dead = refused.find((m) => m.type === 'requireTenant');
+        expect(dead?.headers['error']).toMatch(/^TenantRefused: .*without a tenant-id header/);
+        expect(dead?.headers['attempts']).toBe('0');
+        expect(dead?.headers['tenant-id']).toBeUndefined();
+      },
+      timeoutMs * 2,
+    );
 
-    it('keeps events of one key in order while other keys on the same partition go ahead', async () => {
-      const gate = randomUUID();
-      const [heldKey, freeKey] = fixture.keysOnOnePartition(fixture.topics.events, 2);
-      const ids = { held: randomUUID(), behindHeld: randomUUID(), free: randomUUID() };
-      await asTenantA(async () => {
-        await client.publish(fixture.topics.events, { id: ids.held, type: 'held', key: heldKey, payload: { gate } });
-        await client.publish(fixture.topics.events, { id: ids.behindHeld, type: 'after-held', key: heldKey, payload: {} });
-        await client.publish(fixture.topics.events, { id: ids.free, type: 'free', key: freeKey, payload: {} });
-      });
-      try {
-        await waitFor(() => received.find((m) => m.id === ids.free), timeoutMs / 2, 'the event of the other key');
-        expect(received.some((m) => m.id === ids.held || m.id === ids.behindHeld)).toBe(false);
-      } finally {
-        gates.open(gate);
-      }
-      await waitFor(() => received.find((m) => m.id === ids.behindHeld), timeoutMs, 'the events of the held key');
-      const order = received.filter((m) => m.key === heldKey).map((m) => m.id);
-      expect(order).toEqual([ids.held, ids.behindHeld]);
-    }, timeoutMs);
+    it(
+      'serves operator requests outside any tenant context, whoever sends them',
+      async () => {
+        await expect(client.request(fixture.topics.operatorRequests, 'whoami', {})).resolves.toEqual({ tenant: null, header: null });
+        await expect(asTenantA(() => client.request(fixture.topics.operatorRequests, 'whoami', {}))).resolves.toEqual({ tenant: null, header: tenantA });
+      },
+      timeoutMs,
+    );
 
-    it('refuses a reply that names another tenant than its request: internal_error, never its body', async () => {
-      const outcome = await asTenantA(() => client.request(fixture.topics.requests, 'forgedReply', {})).then(
-        (reply) => reply,
-        (error: unknown) => error,
-      );
-      expect(outcome).toBeInstanceOf(DomainError);
-      expect((outcome as DomainError).code).toBe(ErrorCode.Internal);
-      expect(JSON.stringify(outcome)).not.toContain('forged');
-    }, timeoutMs);
+    it(
+      'carries the tenant context to the handler and back',
+      async () => {
+        const [a, b] = await Promise.all([
+          runWithTenant({ tenantId: tenantA }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
+          runWithTenant({ tenantId: tenantB }, () => client.request<{ tenant: string }>(fixture.topics.requests, 'echo', {})),
+        ]);
+        expect(a.tenant).toBe(tenantA);
+        expect(b.tenant).toBe(tenantB);
+      },
+      timeoutMs,
+    );
 
-    it('skips a request whose requester stopped waiting, and replies to a durable reply-to topic as an event keyed like the request', async () => {
-      const correlation = { expired: randomUUID(), live: randomUUID() };
-      const markers = { expired: randomUUID(), live: randomUUID() };
-      const send = (which: 'expired' | 'live', deadline: number) =>
-        asTenantA(() =>
-          client.publish(fixture.topics.requests, {
-            type: 'record',
-            key: `${tenantA}:durable`,
-            payload: { marker: markers[which] },
-            headers: { 'reply-to': fixture.topics.events, 'correlation-id': correlation[which], 'request-deadline': String(deadline) },
-          }),
+    it(
+      'runs a tenant handler in the tenant of its message',
+      async () => {
+        await expect(asTenantA(() => client.request(fixture.topics.requests, 'requireTenant', {}))).resolves.toBe(tenantA);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'never shares objects between sender and handler',
+      async () => {
+        const payload = { touched: false };
+        const reply = await asTenantA(() => client.request<{ touched: boolean }>(fixture.topics.requests, 'mutate', payload));
+        expect(reply.touched).toBe(true);
+        expect(payload.touched).toBe(false);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'rethrows a domain error with its code and field errors',
+      async () => {
+        const failure = asTenantA(() => client.request(fixture.topics.requests, 'refuse', {}));
+        await expect(failure).rejects.toBeInstanceOf(DomainError);
+        await expect(failure).rejects.toMatchObject({ code: ErrorCode.Conflict, message: 'no longer pending', errors: [{ field: 'id', message: 'decided' }] });
+      },
+      timeoutMs,
+    );
+
+    it(
+      'hides unexpected failures behind internal_error',
+      async () => {
+        const failure = asTenantA(() => client.request(fixture.topics.requests, 'crash', {}));
+        await expect(failure).rejects.toMatchObject({ code: ErrorCode.Internal, message: 'internal error' });
+      },
+      timeoutMs,
+    );
+
+    it(
+      'answers dependency_unavailable, naming nothing, when a handler cannot reach what it depends on',
+      async () => {
+        const failure = asTenantA(() => client.request(fixture.topics.requests, 'databaseDown', {}));
+        await expect(failure).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
+        await expect(failure).rejects.not.toMatchObject({ message: expect.stringContaining('db-7') });
+      },
+      timeoutMs,
+    );
+
+    it(
+      'answers an unknown message type with an error instead of hanging',
+      async () => {
+        await expect(asTenantA(() => client.request(fixture.topics.requests, 'no-such-type', {}))).rejects.toMatchObject({ code: ErrorCode.Internal });
+      },
+      timeoutMs,
+    );
+
+    it(
+      'fails with dependency_unavailable when nobody answers in time',
+      async () => {
+        const started = Date.now();
+        await expect(client.request(fixture.topics.unserved, 'echo', {}, { timeoutMs: 300 })).rejects.toMatchObject({
+          code: ErrorCode.DependencyUnavailable,
+        });
+        expect(Date.now() - started).toBeGreaterThanOrEqual(290);
+        await expect(asTenantA(() => client.request(fixture.topics.requests, 'slow', { ms: 1_000 }, { timeoutMs: 200 }))).rejects.toMatchObject({
+          code: ErrorCode.DependencyUnavailable,
+        });
+      },
+      timeoutMs,
+    );
+
+    it(
+      'matches many concurrent replies to their requests',
+      async () => {
+        const replies = await Promise.all(
+          Array.from({ length: 50 }, (_, n) => asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: `k${n % 7}` }))),
         );
-      await send('expired', Date.now() - 1_000);
-      await send('live', Date.now() + 60_000);
-      const reply = await waitFor(() => received.find((m) => m.type === 'reply' && m.headers['correlation-id'] === correlation.live), timeoutMs, 'the reply on the durable topic');
-      expect(reply.payload).toEqual({ ok: true, data: { marker: markers.live } });
-      expect(reply.key).toBe(`${tenantA}:durable`);
-      expect(reply.headers['tenant-id']).toBe(tenantA);
-      expect(handledRequests).toContain(markers.live);
-      expect(handledRequests).not.toContain(markers.expired);
-      expect(received.some((m) => m.headers['correlation-id'] === correlation.expired)).toBe(false);
-    }, timeoutMs);
+        expect(replies.map((reply) => reply.echoed.n)).toEqual(Array.from({ length: 50 }, (_, n) => n));
+      },
+      timeoutMs,
+    );
 
-    it('delivers each event to every group, in order per key, with its tenant', async () => {
-      const key = `${tenantA}:${randomUUID()}`;
-      await runWithTenant({ tenantId: tenantA }, async () => {
-        for (let seq = 0; seq < 20; seq++) await client.publish(fixture.topics.events, { type: 'ordered', key, payload: { seq } });
-      });
-      const inGroup1 = await waitFor(() => {
-        const mine = received.filter((m) => m.key === key);
-        return mine.length >= 20 ? mine : undefined;
-      }, timeoutMs, 'group 1 to receive 20 events');
-      const inGroup2 = await waitFor(() => {
-        const mine = secondGroup.filter((m) => m.key === key);
-        return mine.length >= 20 ? mine : undefined;
-      }, timeoutMs, 'group 2 to receive 20 events');
-      for (const seen of [inGroup1, inGroup2]) {
-        expect(seen.map((m) => (m.payload as { seq: number }).seq)).toEqual(Array.from({ length: 20 }, (_, seq) => seq));
-      }
-      expect(inGroup1.every((m) => m.headers['tenant-id'] === tenantA && m.type === 'ordered')).toBe(true);
-      expect(seenTenants).toContain(tenantA);
-    }, timeoutMs);
+    it(
+      'handles requests concurrently: one that waits holds up none behind it, even on its key',
+      async () => {
+        const gate = randomUUID();
+        const held = asTenantA(() => client.request<string>(fixture.topics.requests, 'gated', { gate }, { key: 'one-key', timeoutMs: timeoutMs }));
+        const settled = held.then(() => 'answered');
+        try {
+          for (let n = 0; n < 5; n++) {
+            await expect(
+              asTenantA(() => client.request<{ echoed: { n: number } }>(fixture.topics.requests, 'echo', { n }, { key: 'one-key', timeoutMs: timeoutMs / 3 })),
+            ).resolves.toMatchObject({ echoed: { n } });
+          }
+          expect(await Promise.race([settled, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 20))])).toBe('still waiting');
+        } finally {
+          gates.open(gate);
+        }
+        await expect(held).resolves.toBe('opened');
+      },
+      timeoutMs,
+    );
 
-    it('keeps the message id given by the publisher, for idempotent consumers', async () => {
-      const id = randomUUID();
-      await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'with-id', key: 'ids', payload: {} }));
-      const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the event with a fixed id');
-      expect(message.type).toBe('with-id');
-    }, timeoutMs);
+    it(
+      'keeps events of one key in order while other keys on the same partition go ahead',
+      async () => {
+        const gate = randomUUID();
+        const [heldKey, freeKey] = fixture.keysOnOnePartition(fixture.topics.events, 2);
+        const ids = { held: randomUUID(), behindHeld: randomUUID(), free: randomUUID() };
+        await asTenantA(async () => {
+          await client.publish(fixture.topics.events, { id: ids.held, type: 'held', key: heldKey, payload: { gate } });
+          await client.publish(fixture.topics.events, { id: ids.behindHeld, type: 'after-held', key: heldKey, payload: {} });
+          await client.publish(fixture.topics.events, { id: ids.free, type: 'free', key: freeKey, payload: {} });
+        });
+        try {
+          await waitFor(() => received.find((m) => m.id === ids.free), timeoutMs / 2, 'the event of the other key');
+          expect(received.some((m) => m.id === ids.held || m.id === ids.behindHeld)).toBe(false);
+        } finally {
+          gates.open(gate);
+        }
+        await waitFor(() => received.find((m) => m.id === ids.behindHeld), timeoutMs, 'the events of the held key');
+        const order = received.filter((m) => m.key === heldKey).map((m) => m.id);
+        expect(order).toEqual([ids.held, ids.behindHeld]);
+      },
+      timeoutMs,
+    );
 
-    it('retries a failing handler until it succeeds', async () => {
-      const id = randomUUID();
-      await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'flaky', key: 'flaky', payload: {} }));
-      const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the flaky event to succeed');
-      expect(message.attempt).toBe(2);
-      expect(flakyAttempts.get(id)).toBe(2);
-    }, timeoutMs);
+    it(
+      'refuses a reply that names another tenant than its request: internal_error, never its body',
+      async () => {
+        const outcome = await asTenantA(() => client.request(fixture.topics.requests, 'forgedReply', {})).then(
+          (reply) => reply,
+          (error: unknown) => error,
+        );
+        expect(outcome).toBeInstanceOf(DomainError);
+        expect((outcome as DomainError).code).toBe(ErrorCode.Internal);
+        expect(JSON.stringify(outcome)).not.toContain('forged');
+      },
+      timeoutMs,
+    );
 
-    it('dead-letters a message that keeps failing, with its headers and the error', async () => {
-      const id = randomUUID();
-      await runWithTenant({ tenantId: tenantB }, () => client.publish(fixture.topics.events, { id, type: 'poison', key: 'poison', payload: {} }));
-      const dead = await deadLetterOf(fixture.topics.events, id);
-      expect(dead?.type).toBe('poison');
-      expect(dead?.headers['tenant-id']).toBe(tenantB);
-      expect(dead?.headers['error']).toContain('always fails');
-      expect(dead?.headers['attempts']).toBe(String(fixture.retry.attempts));
-      // The poison message does not block the messages behind it, even those on its own key.
-      const after = randomUUID();
-      await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} }));
-      await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
-    }, timeoutMs * 2);
+    it(
+      'skips a request whose requester stopped waiting, and replies to a durable reply-to topic as an event keyed like the request',
+      async () => {
+        const correlation = { expired: randomUUID(), live: randomUUID() };
+        const markers = { expired: randomUUID(), live: randomUUID() };
+        const send = (which: 'expired' | 'live', deadline: number) =>
+          asTenantA(() =>
+            client.publish(fixture.topics.requests, {
+              type: 'record',
+              key: `${tenantA}:durable`,
+              payload: { marker: markers[which] },
+              headers: { 'reply-to': fixture.topics.events, 'correlation-id': correlation[which], 'request-deadline': String(deadline) },
+            }),
+          );
+        await send('expired', Date.now() - 1_000);
+        await send('live', Date.now() + 60_000);
+        const reply = await waitFor(
+          () => received.find((m) => m.type === 'reply' && m.headers['correlation-id'] === correlation.live),
+          timeoutMs,
+          'the reply on the durable topic',
+        );
+        expect(reply.payload).toEqual({ ok: true, data: { marker: markers.live } });
+        expect(reply.key).toBe(`${tenantA}:durable`);
+        expect(reply.headers['tenant-id']).toBe(tenantA);
+        expect(handledRequests).toContain(markers.live);
+        expect(handledRequests).not.toContain(markers.expired);
+        expect(received.some((m) => m.headers['correlation-id'] === correlation.expired)).toBe(false);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'delivers each event to every group, in order per key, with its tenant',
+      async () => {
+        const key = `${tenantA}:${randomUUID()}`;
+        await runWithTenant({ tenantId: tenantA }, async () => {
+          for (let seq = 0; seq < 20; seq++) await client.publish(fixture.topics.events, { type: 'ordered', key, payload: { seq } });
+        });
+        const inGroup1 = await waitFor(
+          () => {
+            const mine = received.filter((m) => m.key === key);
+            return mine.length >= 20 ? mine : undefined;
+          },
+          timeoutMs,
+          'group 1 to receive 20 events',
+        );
+        const inGroup2 = await waitFor(
+          () => {
+            const mine = secondGroup.filter((m) => m.key === key);
+            return mine.length >= 20 ? mine : undefined;
+          },
+          timeoutMs,
+          'group 2 to receive 20 events',
+        );
+        for (const seen of [inGroup1, inGroup2]) {
+          expect(seen.map((m) => (m.payload as { seq: number }).seq)).toEqual(Array.from({ length: 20 }, (_, seq) => seq));
+        }
+        expect(inGroup1.every((m) => m.headers['tenant-id'] === tenantA && m.type === 'ordered')).toBe(true);
+        expect(seenTenants).toContain(tenantA);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'keeps the message id given by the publisher, for idempotent consumers',
+      async () => {
+        const id = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'with-id', key: 'ids', payload: {} }));
+        const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the event with a fixed id');
+        expect(message.type).toBe('with-id');
+      },
+      timeoutMs,
+    );
+
+    it(
+      'retries a failing handler until it succeeds',
+      async () => {
+        const id = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'flaky', key: 'flaky', payload: {} }));
+        const message = await waitFor(() => received.find((m) => m.id === id), timeoutMs, 'the flaky event to succeed');
+        expect(message.attempt).toBe(2);
+        expect(flakyAttempts.get(id)).toBe(2);
+      },
+      timeoutMs,
+    );
+
+    it(
+      'dead-letters a message that keeps failing, with its headers and the error',
+      async () => {
+        const id = randomUUID();
+        await runWithTenant({ tenantId: tenantB }, () => client.publish(fixture.topics.events, { id, type: 'poison', key: 'poison', payload: {} }));
+        const dead = await deadLetterOf(fixture.topics.events, id);
+        expect(dead?.type).toBe('poison');
+        expect(dead?.headers['tenant-id']).toBe(tenantB);
+        expect(dead?.headers['error']).toContain('always fails');
+        expect(dead?.headers['attempts']).toBe(String(fixture.retry.attempts));
+        // The poison message does not block the messages behind it, even those on its own key.
+        const after = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} }));
+        await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
+      },
+      timeoutMs * 2,
+    );
 
     it.each([
       ['without a tenant-id header', {}, /without a tenant-id header/],
       ['with a malformed tenant-id header', { 'tenant-id': "x' OR 1=1" }, /invalid tenant-id header/],
-    ])('dead-letters an event %s at once, with the reason, and never hands it to a handler', async (_label, headers, reason) => {
-      const id = randomUUID();
-      await client.publish(fixture.topics.events, { id, type: 'untenanted', key: 'untenanted', payload: {}, headers });
-      const dead = await deadLetterOf(fixture.topics.events, id);
-      expect(dead.headers['error']).toMatch(reason);
-      expect(dead.headers['attempts']).toBe('0');
-      // A tenant event behind it on the same key still arrives: the refusal blocks nothing.
-      const after = randomUUID();
-      await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-untenanted', key: 'untenanted', payload: {} }));
-      await waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the tenant event after the refused one');
-      expect(received.some((m) => m.id === id)).toBe(false);
-      expect(handledWithoutTenant).toEqual([]);
-    }, timeoutMs * 2);
+    ])(
+      'dead-letters an event %s at once, with the reason, and never hands it to a handler',
+      async (_label, headers, reason) => {
+        const id = randomUUID();
+        await client.publish(fixture.topics.events, { id, type: 'untenanted', key: 'untenanted', payload: {}, headers });
+        const dead = await deadLetterOf(fixture.topics.events, id);
+        expect(dead.headers['error']).toMatch(reason);
+        expect(dead.headers['attempts']).toBe('0');
+        // A tenant event behind it on the same key still arrives: the refusal blocks nothing.
+        const after = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-untenanted', key: 'untenanted', payload: {} }));
+        await waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the tenant event after the refused one');
+        expect(received.some((m) => m.id === id)).toBe(false);
+        expect(handledWithoutTenant).toEqual([]);
+      },
+      timeoutMs * 2,
+    );
 
-    it('rejects a request still waiting for its reply when the bus closes', async () => {
-      const leaving = fixture.createBus();
-      await leaving.start();
-      const waiting = asTenantA(() => leaving.request(fixture.topics.requests, 'slow', { ms: 1_500 }, { timeoutMs: 10_000 }));
-      const outcome = waiting.then(
-        () => 'answered',
-        (error: unknown) => error,
-      );
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      await leaving.close();
-      const error = await outcome;
-      expect(error).toBeInstanceOf(DomainError);
-      expect((error as DomainError).code).toBe(ErrorCode.DependencyUnavailable);
-    }, timeoutMs);
+    it(
+      'rejects a request still waiting for its reply when the bus closes',
+      async () => {
+        const leaving = fixture.createBus();
+        await leaving.start();
+        const waiting = asTenantA(() => leaving.request(fixture.topics.requests, 'slow', { ms: 1_500 }, { timeoutMs: 10_000 }));
+        const outcome = waiting.then(
+          () => 'answered',
+          (error: unknown) => error,
+        );
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        await leaving.close();
+        const error = await outcome;
+        expect(error).toBeInstanceOf(DomainError);
+        expect((error as DomainError).code).toBe(ErrorCode.DependencyUnavailable);
+      },
+      timeoutMs,
+    );
 
-    it('refuses to send once closed', async () => {
-      const late = fixture.createBus();
-      await late.start();
-      await late.close();
-      expect(late.health().up).toBe(false);
-      await expect(late.request(fixture.topics.requests, 'echo', {})).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
-    }, timeoutMs);
+    it(
+      'refuses to send once closed',
+      async () => {
+        const late = fixture.createBus();
+        await late.start();
+        await late.close();
+        expect(late.health().up).toBe(false);
+        await expect(late.request(fixture.topics.requests, 'echo', {})).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
+      },
+      timeoutMs,
+    );
   });
 }

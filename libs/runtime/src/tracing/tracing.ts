@@ -37,7 +37,13 @@ export function redactedIncomingAttributes(request: { url?: string }): Record<st
 }
 
 /** `url.full` of an outgoing request's span with every query value redacted. */
-export function redactedOutgoingAttributes(options: { protocol?: string | null; hostname?: string | null; host?: string | null; port?: number | string | null; path?: string | null }): Record<string, string> {
+export function redactedOutgoingAttributes(options: {
+  protocol?: string | null;
+  hostname?: string | null;
+  host?: string | null;
+  port?: number | string | null;
+  path?: string | null;
+}): Record<string, string> {
   const target = options.path ?? '';
   const mark = target.indexOf('?');
   if (mark < 0) return {};
@@ -76,7 +82,11 @@ export function startTracing(serviceName: string, env: NodeJS.ProcessEnv = proce
     logRecordProcessors: [],
     instrumentations: [
       // Query values carry tenant content (a Brain search's `q`, cursors): spans keep the names only.
-      new HttpInstrumentation({ ignoreIncomingRequestHook: isUntracedRequest, startIncomingSpanHook: redactedIncomingAttributes, startOutgoingSpanHook: redactedOutgoingAttributes }),
+      new HttpInstrumentation({
+        ignoreIncomingRequestHook: isUntracedRequest,
+        startIncomingSpanHook: redactedIncomingAttributes,
+        startOutgoingSpanHook: redactedOutgoingAttributes,
+      }),
       // Statement text only (no bound values, and inlined ones redacted: they carry tenant ids and
       // payloads), and only inside a trace: the outbox relay's polling would otherwise be a root
       // trace every few hundred ms.

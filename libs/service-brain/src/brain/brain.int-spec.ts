@@ -1,15 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import {
-  BrainDocumentView,
-  BrainQueryResult,
-  BRAIN_LIMITS,
-  ErrorCode,
-  IngestedDocumentView,
-  MessageTypes,
-  Page,
-  Topics,
-} from '@mission/contracts';
+import { BrainDocumentView, BrainQueryResult, BRAIN_LIMITS, ErrorCode, IngestedDocumentView, MessageTypes, Page, Topics } from '@mission/contracts';
 import { InProcessBroker, InProcessBus } from '@mission/messaging';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
@@ -84,7 +75,9 @@ describe('brain on PostgreSQL', () => {
       [tenantId],
     );
     const dfStored = await inspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId]);
-    const dfDerived = await inspector.query(`SELECT term_hash::text, count(*)::int AS df FROM brain.postings WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [tenantId]);
+    const dfDerived = await inspector.query(`SELECT term_hash::text, count(*)::int AS df FROM brain.postings WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [
+      tenantId,
+    ]);
     return { stored: { totals: stored.rows[0] ?? null, df: dfStored.rows }, derived: { totals: stored.rows[0] ? derived.rows[0] : null, df: dfDerived.rows } };
   }
 
@@ -250,7 +243,11 @@ describe('brain on PostgreSQL', () => {
         const keys = new DerivedTenantIndexKeys(secret);
         const pruningRepository = new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), { minSkippedPostings: 0, maxBoundShare: 0.6, probeCost: 0 });
         const pruning = new BrainService(dataSource, pruningRepository, keys);
-        const inFull = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), { minSkippedPostings: Number.POSITIVE_INFINITY, maxBoundShare: 0, probeCost: 0 }), keys);
+        const inFull = new BrainService(
+          dataSource,
+          new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), { minSkippedPostings: Number.POSITIVE_INFINITY, maxBoundShare: 0, probeCost: 0 }),
+          keys,
+        );
         await fc.assert(
           fc.asyncProperty(
             fc.integer({ min: 0, max: 9 }),
@@ -280,7 +277,9 @@ describe('brain on PostgreSQL', () => {
         "'; DROP TABLE brain.postings; --",
         'transistor OR 1=1 AND NOT (microwave) | & ! * ? ~ ^',
         'x'.repeat(10_000),
-        Array.from({ length: 2_000 }, (_, n) => `w${n}`).join(' ').slice(0, 10_000),
+        Array.from({ length: 2_000 }, (_, n) => `w${n}`)
+          .join(' ')
+          .slice(0, 10_000),
         '\ud800\udc00\ud800 🧪 东京 مرحبا \u202e\u0000',
         'the of and a an',
         '%00%27%22',
@@ -313,9 +312,7 @@ describe('brain on PostgreSQL', () => {
 
     it('keeps statistics per tenant that always equal what the postings hold, under concurrent ingestion', async () => {
       const tenant = randomUUID();
-      await Promise.all(
-        Array.from({ length: 12 }, (_, n) => ingest(tenant, { title: `Concurrent ${n}`, content: `${CORPUS[n % CORPUS.length]?.content} Extra word${n % 3}.` })),
-      );
+      await Promise.all(Array.from({ length: 12 }, (_, n) => ingest(tenant, { title: `Concurrent ${n}`, content: `${CORPUS[n % CORPUS.length]?.content} Extra word${n % 3}.` })));
       const { stored, derived } = await statisticsOf(tenant);
       expect(stored).toEqual(derived);
       expect((stored as { totals: { document_count: number } }).totals.document_count).toBe(12);

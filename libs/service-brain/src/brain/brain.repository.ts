@@ -146,15 +146,22 @@ export class BrainRepository {
    */
   async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<void> {
     const content: DocumentContent = { title: document.title, source: document.source, metadata: document.metadata };
-    await manager.query(
-      `INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [document.id, document.tenantId, await this.cipher.seal(manager, { table: 'documents', id: document.id }, content), document.contentBytes, document.chunkCount, document.createdAt],
-    );
+    await manager.query(`INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      document.id,
+      document.tenantId,
+      await this.cipher.seal(manager, { table: 'documents', id: document.id }, content),
+      document.contentBytes,
+      document.chunkCount,
+      document.createdAt,
+    ]);
     const seqByOrdinal = new Map<number, string>();
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
       const params: unknown[] = [document.tenantId, document.id];
-      const texts = await this.cipher.sealAll(manager, batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })));
+      const texts = await this.cipher.sealAll(
+        manager,
+        batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })),
+      );
       const rows = batch.map((chunk, index) => {
         params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, integerArrayLiteral(chunk.termHashes));
         const at = params.length - 5;
@@ -332,7 +339,11 @@ export class BrainRepository {
         plan.rest.map((w) => w.termHash),
         plan.rest.map((w) => w.weight),
       ]);
-      const exact = prunedRankingIsExact((rows ?? []).map((row) => Number(row.score)), limit, plan);
+      const exact = prunedRankingIsExact(
+        (rows ?? []).map((row) => Number(row.score)),
+        limit,
+        plan,
+      );
       this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
       if (!exact) rows = undefined;
     }
@@ -343,7 +354,9 @@ export class BrainRepository {
     const contentOf = (row: RankedRow): Promise<DocumentContent> => {
       let content = documents.get(row.documentId);
       if (!content) {
-        content = row.sealed ? this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.documentId }, row.sealed) : Promise.resolve({ title: row.title ?? '', source: row.source, metadata: {} });
+        content = row.sealed
+          ? this.cipher.open<DocumentContent>(manager, { table: 'documents', id: row.documentId }, row.sealed)
+          : Promise.resolve({ title: row.title ?? '', source: row.source, metadata: {} });
         documents.set(row.documentId, content);
       }
       return content;
@@ -368,17 +381,26 @@ export class BrainRepository {
 
   /** What the tenant stores: its documents and the bytes of their content. */
   async usage(manager: EntityManager, tenantId: string): Promise<{ documents: number; bytes: number }> {
-    const [row]: Array<{ documents: string; bytes: string }> = await manager.query(`SELECT document_count AS documents, content_bytes AS bytes FROM brain.tenant_stats WHERE tenant_id = $1`, [tenantId]);
+    const [row]: Array<{ documents: string; bytes: string }> = await manager.query(
+      `SELECT document_count AS documents, content_bytes AS bytes FROM brain.tenant_stats WHERE tenant_id = $1`,
+      [tenantId],
+    );
     return { documents: Number(row?.documents ?? 0), bytes: Number(row?.bytes ?? 0) };
   }
 
   private async assertWithinQuota(manager: EntityManager, tenantId: string, addedBytes: number, quota: StorageQuota): Promise<void> {
     const used = await this.usage(manager, tenantId);
     if (used.documents + 1 > quota.documents) {
-      throw new DomainError(ErrorCode.QuotaExceeded, `The tenant's storage quota allows ${quota.documents} documents, and it holds ${used.documents}; delete documents or ask for a larger quota`);
+      throw new DomainError(
+        ErrorCode.QuotaExceeded,
+        `The tenant's storage quota allows ${quota.documents} documents, and it holds ${used.documents}; delete documents or ask for a larger quota`,
+      );
     }
     if (used.bytes + addedBytes > quota.bytes) {
-      throw new DomainError(ErrorCode.QuotaExceeded, `The tenant's storage quota allows ${quota.bytes} bytes of content, it holds ${used.bytes} and this document has ${addedBytes}; delete documents or ask for a larger quota`);
+      throw new DomainError(
+        ErrorCode.QuotaExceeded,
+        `The tenant's storage quota allows ${quota.bytes} bytes of content, it holds ${used.bytes} and this document has ${addedBytes}; delete documents or ask for a larger quota`,
+      );
     }
   }
 

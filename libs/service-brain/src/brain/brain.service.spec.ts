@@ -25,7 +25,11 @@ async function failure(promise: Promise<unknown>): Promise<DomainError> {
 }
 
 describe('BrainService before the database', () => {
-  const brain = new BrainService(untouchable, new BrainRepository(new RecordCipher('brain', new LocalKeyProvider(KeyEncryptionKey.generate()))), new DerivedTenantIndexKeys(randomBytes(32)));
+  const brain = new BrainService(
+    untouchable,
+    new BrainRepository(new RecordCipher('brain', new LocalKeyProvider(KeyEncryptionKey.generate()))),
+    new DerivedTenantIndexKeys(randomBytes(32)),
+  );
   const asTenant = <T>(work: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: randomUUID() }, work);
 
   it('answers a query of stop words and punctuation with an empty ranking, echoing the trimmed query', async () => {

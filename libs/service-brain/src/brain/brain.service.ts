@@ -84,7 +84,10 @@ export class BrainService {
    * of an earlier version) is held to the smallest tier's quota: never to none.
    */
   async ingest(payload: unknown): Promise<IngestedDocumentView> {
-    const command = payload !== null && typeof payload === 'object' && 'quota' in payload ? parseOrThrow(IngestDocumentCommandSchema, payload, 'Command') : { document: payload, quota: TIER_STORAGE.starter };
+    const command =
+      payload !== null && typeof payload === 'object' && 'quota' in payload
+        ? parseOrThrow(IngestDocumentCommandSchema, payload, 'Command')
+        : { document: payload, quota: TIER_STORAGE.starter };
     const request = parseIngestDocument(command.document);
     const { tenantId } = currentTenant();
     const hasher = await this.hasherFor(tenantId);

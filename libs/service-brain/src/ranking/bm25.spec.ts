@@ -7,9 +7,30 @@ import { BM25_DEFAULTS, idf, lengthNormalisation, queryTermWeight, rankInMemory,
  * df(a) = df(b) = df(c) = 2, so idf = ln(1 + (3 − 2 + 0.5)/(2 + 0.5)) = ln 1.6 = 0.470003629…
  */
 const chunks = [
-  { id: 'c1', terms: new Map([['a', 2], ['b', 1]]), length: 3 },
-  { id: 'c2', terms: new Map([['a', 1], ['c', 1]]), length: 2 },
-  { id: 'c3', terms: new Map([['b', 1], ['c', 3]]), length: 4 },
+  {
+    id: 'c1',
+    terms: new Map([
+      ['a', 2],
+      ['b', 1],
+    ]),
+    length: 3,
+  },
+  {
+    id: 'c2',
+    terms: new Map([
+      ['a', 1],
+      ['c', 1],
+    ]),
+    length: 2,
+  },
+  {
+    id: 'c3',
+    terms: new Map([
+      ['b', 1],
+      ['c', 3],
+    ]),
+    length: 4,
+  },
 ];
 const LN_1_6 = 0.47000362924573563;
 
@@ -54,7 +75,13 @@ describe('BM25', () => {
   });
 
   it('sums the terms of a query and leaves out chunks that match none', () => {
-    const ranked = rankInMemory(new Map([['a', 1], ['c', 1]]), chunks);
+    const ranked = rankInMemory(
+      new Map([
+        ['a', 1],
+        ['c', 1],
+      ]),
+      chunks,
+    );
     expect(ranked.map((chunk) => chunk.id)).toEqual(['c2', 'c3', 'c1']);
     expect(ranked[0]?.score).toBeCloseTo(1.088429457200651, 14);
     expect(ranked[1]?.score).toBeCloseTo(0.6893386562270789, 14);

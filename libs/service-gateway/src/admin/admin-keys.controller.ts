@@ -17,7 +17,7 @@ export class AdminKeysController {
   @Operation({
     operationId: 'rotateSigningKey',
     tag: 'Operator',
-    summary: "Publish a new signing key for the identity provider",
+    summary: 'Publish a new signing key for the identity provider',
     description: 'The key is in the JWKS at once and signs from `activatesAt`; 409 while a rotation is pending.',
     access: 'operator',
     success: { status: 201, description: 'The new key', schema: 'SigningKeyRotation' },

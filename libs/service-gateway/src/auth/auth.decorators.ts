@@ -11,8 +11,7 @@ export type AccessRule = { readonly kind: 'public' } | { readonly kind: 'tenant'
 export const Public = (): MethodDecorator & ClassDecorator => SetMetadata(ACCESS_KEY, { kind: 'public' } satisfies AccessRule);
 
 /** A tenant token holding every one of `scopes`. */
-export const TenantScopes = (...scopes: Scope[]): MethodDecorator & ClassDecorator =>
-  SetMetadata(ACCESS_KEY, { kind: 'tenant', scopes } satisfies AccessRule);
+export const TenantScopes = (...scopes: Scope[]): MethodDecorator & ClassDecorator => SetMetadata(ACCESS_KEY, { kind: 'tenant', scopes } satisfies AccessRule);
 
 /** The platform operator (`platform:admin`); tenant tokens never pass. */
 export const Operator = (): MethodDecorator & ClassDecorator => SetMetadata(ACCESS_KEY, { kind: 'operator' } satisfies AccessRule);

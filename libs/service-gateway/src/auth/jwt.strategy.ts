@@ -106,7 +106,8 @@ class IssuerKeys {
       const response = await fetch(`${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeout) });
       if (!response.ok) throw unavailable('The identity provider metadata is unavailable');
       const metadata = (await response.json()) as { issuer?: string; jwks_uri?: string };
-      if (metadata.issuer !== this.options.issuer || typeof metadata.jwks_uri !== 'string') throw unavailable('The identity provider metadata does not match the configured issuer');
+      if (metadata.issuer !== this.options.issuer || typeof metadata.jwks_uri !== 'string')
+        throw unavailable('The identity provider metadata does not match the configured issuer');
       jwksUri = metadata.jwks_uri;
     }
     return new JwksClient({

@@ -104,7 +104,7 @@ describe('TokenVerifier', () => {
       .setIssuedAt()
       .setExpirationTime('1h')
       .sign(signing.privateKey);
-    await expect(new TokenVerifier({ issuer, audience }).verify(withoutJti)).rejects.toThrow("jti claim is missing");
+    await expect(new TokenVerifier({ issuer, audience }).verify(withoutJti)).rejects.toThrow('jti claim is missing');
   });
 
   it('refuses a token with a malformed tenant claim', async () => {
@@ -153,7 +153,9 @@ describe('TokenVerifier', () => {
 
     it('forgets a token at its expiry (with the clock tolerance), and after five minutes at most', async () => {
       // Only the clock is faked (the key set still comes over a real socket).
-      jest.useFakeTimers({ doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'] });
+      jest.useFakeTimers({
+        doNotFake: ['nextTick', 'setImmediate', 'clearImmediate', 'setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'queueMicrotask', 'hrtime', 'performance'],
+      });
       let now = Date.now();
       const advance = (ms: number): void => {
         now += ms;

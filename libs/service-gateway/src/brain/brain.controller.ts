@@ -19,7 +19,11 @@ export class BrainController {
     summary: 'Store and index a document',
     description: 'Splits the text into passages and indexes them; searchable as soon as this answers. Content up to 10 MiB (UTF-8).',
     access: { scopes: [Scopes.brainWrite] },
-    body: { schema: 'IngestDocument', required: true, example: { title: 'Dielectrics', content: 'The dielectric constant of liquids is measured with microwave techniques.', source: 'lab-notes' } },
+    body: {
+      schema: 'IngestDocument',
+      required: true,
+      example: { title: 'Dielectrics', content: 'The dielectric constant of liquids is measured with microwave techniques.', source: 'lab-notes' },
+    },
     success: { status: 201, description: 'Created', schema: 'IngestedDocument', location: true },
   })
   async ingest(@Body() body: unknown, @Res({ passthrough: true }) reply: FastifyReply): Promise<IngestedDocumentView> {

@@ -11,7 +11,8 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 export const HEADERS_TIMEOUT_MS = 20_000;
 
 function detailOf(code: ErrorCode, requestTimeoutMs: number): string {
-  if (code === ErrorCode.HeadersTooLarge) return `The request line and headers together are larger than ${MAX_HEADER_BYTES} bytes; send a long Brain query as POST /api/brain/query`;
+  if (code === ErrorCode.HeadersTooLarge)
+    return `The request line and headers together are larger than ${MAX_HEADER_BYTES} bytes; send a long Brain query as POST /api/brain/query`;
   if (code === ErrorCode.RequestTimeout) return `The request did not arrive in full within ${requestTimeoutMs / 1000} s`;
   return 'The request is not HTTP the server can read';
 }
@@ -23,7 +24,12 @@ function detailOf(code: ErrorCode, requestTimeoutMs: number): string {
  * request after a message the server could not read to its end. Written to the socket directly:
  * there is no request object yet.
  */
-export function clientErrorResponse(error: { code?: string }, typeBase: string, requestTimeoutMs = REQUEST_TIMEOUT_MS, extraHeaders: Readonly<Record<string, string>> = {}): string {
+export function clientErrorResponse(
+  error: { code?: string },
+  typeBase: string,
+  requestTimeoutMs = REQUEST_TIMEOUT_MS,
+  extraHeaders: Readonly<Record<string, string>> = {},
+): string {
   const code = error.code === 'HPE_HEADER_OVERFLOW' ? ErrorCode.HeadersTooLarge : error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? ErrorCode.RequestTimeout : ErrorCode.MalformedRequest;
   const requestId = randomUUID();
   const problem = problemFor(code, detailOf(code, requestTimeoutMs), { instance: '/', requestId, typeBase });
@@ -41,7 +47,11 @@ export function clientErrorResponse(error: { code?: string }, typeBase: string, 
 }
 
 /** Fastify's `clientErrorHandler`: answers what can still be answered, then closes the connection. */
-export function clientErrorHandler(typeBase: string, requestTimeoutMs: number, extraHeaders: Readonly<Record<string, string>> = {}): (error: Error & { code?: string }, socket: Socket) => void {
+export function clientErrorHandler(
+  typeBase: string,
+  requestTimeoutMs: number,
+  extraHeaders: Readonly<Record<string, string>> = {},
+): (error: Error & { code?: string }, socket: Socket) => void {
   return (error, socket) => {
     // A reset connection has nobody to answer.
     if (error.code === 'ECONNRESET' || socket.destroyed) return;

@@ -81,7 +81,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
     name: 'list_missions',
     title: 'List missions',
     description:
-      'Lists your organisation\'s missions, newest first, optionally only those with one status. Returns { items, nextCursor }: pass nextCursor as cursor to read the next page; ' +
+      "Lists your organisation's missions, newest first, optionally only those with one status. Returns { items, nextCursor }: pass nextCursor as cursor to read the next page; " +
       'null means there is none. limit is 1 to 100 (default 20).',
     scope: Scopes.missionsRead,
     input: ListMissionsQuerySchema,
@@ -93,8 +93,8 @@ export const MCP_TOOLS: readonly McpTool[] = [
     name: 'query_brain',
     title: 'Search the knowledge store',
     description:
-      'Searches your organisation\'s knowledge store (the Brain) with a free-text query q and returns the k best passages (1 to 50, default 5), best first, ' +
-      'each with its documentId, chunkId, title, text, relevance score and source. Only your organisation\'s documents are searched.',
+      "Searches your organisation's knowledge store (the Brain) with a free-text query q and returns the k best passages (1 to 50, default 5), best first, " +
+      "each with its documentId, chunkId, title, text, relevance score and source. Only your organisation's documents are searched.",
     scope: Scopes.brainRead,
     input: BrainQuerySchema,
     output: RESPONSE_SCHEMAS.BrainQueryResult,
@@ -105,7 +105,7 @@ export const MCP_TOOLS: readonly McpTool[] = [
     name: 'ingest_document',
     title: 'Add a document to the knowledge store',
     description:
-      'Adds a text document (title, content up to 10 MiB, optional source and string metadata) to your organisation\'s knowledge store. ' +
+      "Adds a text document (title, content up to 10 MiB, optional source and string metadata) to your organisation's knowledge store. " +
       'It is split into passages and searchable by query_brain as soon as this returns { id, title, chunkCount, createdAt }.',
     scope: Scopes.brainWrite,
     input: IngestDocumentSchema,

@@ -104,7 +104,8 @@ export class McpEndpoint implements OnModuleDestroy {
     } catch (error) {
       const mapped = mapError(error);
       if (mapped.unexpected) this.options.logger.error({ err: error, requestId: caller.requestId, tool: tool.name }, 'Unhandled error in an MCP tool');
-      else if (mapped.internalDetail) this.options.logger.warn({ requestId: caller.requestId, tool: tool.name, detail: mapped.internalDetail }, 'MCP tool failed: a dependency is unavailable');
+      else if (mapped.internalDetail)
+        this.options.logger.warn({ requestId: caller.requestId, tool: tool.name, detail: mapped.internalDetail }, 'MCP tool failed: a dependency is unavailable');
       return this.failure(tool, caller, mapped);
     }
   }

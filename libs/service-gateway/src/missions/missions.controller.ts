@@ -16,22 +16,25 @@ export class MissionsController {
     summary: 'Submit a mission',
     description:
       'Queues a mission and answers at once; it runs its steps in order (`brain.query`, `approval`). Poll it until its status is final. ' +
-      'Its steps act with the caller\'s authority: a mission with a `brain.query` step (the default step is one) also needs `brain:read`, 403 `insufficient_scope` naming it otherwise.',
+      "Its steps act with the caller's authority: a mission with a `brain.query` step (the default step is one) also needs `brain:read`, 403 `insufficient_scope` naming it otherwise.",
     access: { scopes: [Scopes.missionsWrite] },
     body: {
       schema: 'SubmitMission',
       required: true,
-      example: { title: 'Publish report', objective: 'Q3 numbers', steps: [{ type: 'brain.query', k: 3 }, { type: 'approval', title: 'OK to publish?' }] },
+      example: {
+        title: 'Publish report',
+        objective: 'Q3 numbers',
+        steps: [
+          { type: 'brain.query', k: 3 },
+          { type: 'approval', title: 'OK to publish?' },
+        ],
+      },
     },
     idempotencyKey: true,
     success: { status: 202, description: 'Accepted: the mission, queued', schema: 'Mission', location: true },
     problems: [409, 422],
   })
-  async submit(
-    @Body() body: unknown,
-    @Headers('idempotency-key') idempotencyKey: string | undefined,
-    @Res({ passthrough: true }) reply: FastifyReply,
-  ): Promise<MissionView> {
+  async submit(@Body() body: unknown, @Headers('idempotency-key') idempotencyKey: string | undefined, @Res({ passthrough: true }) reply: FastifyReply): Promise<MissionView> {
     const created = await this.missions.submit(body, idempotencyKey);
     void reply.header('Location', `/api/missions/${created.id}`);
     return created;

@@ -39,7 +39,11 @@ const PROBLEM_DESCRIPTIONS: Readonly<Record<ProblemStatus, string>> = {
 
 const HEADERS: Record<string, Record<string, unknown>> = {
   'X-Request-Id': { description: "The request's id (the client's own when it sent a sane one)", schema: { type: 'string' } },
-  RateLimit: { description: 'Remaining quota, draft-ietf-httpapi-ratelimit-headers: `"<tier>";r=<tokens>;t=<seconds>`', schema: { type: 'string' }, example: '"business";r=84;t=1' },
+  RateLimit: {
+    description: 'Remaining quota, draft-ietf-httpapi-ratelimit-headers: `"<tier>";r=<tokens>;t=<seconds>`',
+    schema: { type: 'string' },
+    example: '"business";r=84;t=1',
+  },
   'RateLimit-Policy': { description: 'The tenant\'s quota policy: `"<tier>";q=<limit>;w=60`', schema: { type: 'string' }, example: '"business";q=500;w=60' },
   'Retry-After': { description: 'Seconds to wait before retrying', schema: { type: 'integer', minimum: 1 } },
   'WWW-Authenticate': { description: 'Bearer challenge with `resource_metadata` (RFC 9728), and `error`/`scope` (RFC 6750)', schema: { type: 'string' } },
@@ -69,7 +73,9 @@ function successContent(spec: OperationSpec): Record<string, unknown> | undefine
         'text/event-stream': { schema: { type: 'string', description: 'JSON-RPC messages as server-sent events (2025-era clients)' } },
       };
     case 'health':
-      return { 'application/json': withExample({ schema: { type: 'object', required: ['status'], properties: { status: { enum: ['up', 'down'] }, details: { type: 'object' } } } }) };
+      return {
+        'application/json': withExample({ schema: { type: 'object', required: ['status'], properties: { status: { enum: ['up', 'down'] }, details: { type: 'object' } } } }),
+      };
     case 'resource-metadata':
       return {
         'application/json': withExample({
@@ -94,7 +100,10 @@ function successContent(spec: OperationSpec): Record<string, unknown> | undefine
 /** Turns a route's OperationSpec into parameters, body, responses and security. */
 function expand(operation: Record<string, unknown>, spec: OperationSpec): void {
   const tenant = typeof spec.access === 'object';
-  const commonHeaders: Record<string, unknown> = { 'X-Request-Id': header('X-Request-Id'), ...(tenant ? { RateLimit: header('RateLimit'), 'RateLimit-Policy': header('RateLimit-Policy') } : {}) };
+  const commonHeaders: Record<string, unknown> = {
+    'X-Request-Id': header('X-Request-Id'),
+    ...(tenant ? { RateLimit: header('RateLimit'), 'RateLimit-Policy': header('RateLimit-Policy') } : {}),
+  };
 
   const parameters: Array<Record<string, unknown>> = [];
   if (spec.pathId) parameters.push({ name: 'id', in: 'path', required: true, description: spec.pathId, schema: { type: 'string' } });
@@ -104,7 +113,8 @@ function expand(operation: Record<string, unknown>, spec: OperationSpec): void {
       name: 'Idempotency-Key',
       in: 'header',
       required: false,
-      description: 'Kept 24 h: a repeat with the same key and body (the same JSON, in any key order) returns the same mission; any other body is 422; the original still in flight is 409',
+      description:
+        'Kept 24 h: a repeat with the same key and body (the same JSON, in any key order) returns the same mission; any other body is 422; the original still in flight is 409',
       schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
     });
   }

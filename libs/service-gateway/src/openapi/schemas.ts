@@ -126,7 +126,10 @@ export const ProblemSchema = z
     instance: z.string(),
     code: z.enum(Object.values(ErrorCode) as [ErrorCode, ...ErrorCode[]]),
     requestId: z.string().describe('as in the X-Request-Id header'),
-    errors: z.array(z.object({ field: z.string(), message: z.string() })).optional().describe('one per invalid field (400)'),
+    errors: z
+      .array(z.object({ field: z.string(), message: z.string() }))
+      .optional()
+      .describe('one per invalid field (400)'),
   })
   .describe('RFC 9457 problem details');
 

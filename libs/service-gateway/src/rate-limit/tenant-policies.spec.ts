@@ -15,7 +15,11 @@ function setUp() {
   const policies = new TenantPolicies(
     (tenantId) =>
       new Promise<TenantView>((resolve, reject) => {
-        lookups.push({ tenantId, resolve: (view) => resolve({ id: tenantId, name: 'T', createdAt: '', tier: 'business', rpm: 500, storage: { documents: 10_000, bytes: 1_073_741_824 }, ...view }), reject });
+        lookups.push({
+          tenantId,
+          resolve: (view) => resolve({ id: tenantId, name: 'T', createdAt: '', tier: 'business', rpm: 500, storage: { documents: 10_000, bytes: 1_073_741_824 }, ...view }),
+          reject,
+        });
       }),
     (warning) => warnings.push(warning),
     { now: () => now },

@@ -38,7 +38,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
     this.enabled = settings.enabled ?? true;
     this.decisions = new Counter({
       name: 'rate_limit_decisions_total',
-      help: 'Tenant requests admitted or refused by the rate limiter, by the tenant\'s tier and where the decision was made (memory, redis, fallback).',
+      help: "Tenant requests admitted or refused by the rate limiter, by the tenant's tier and where the decision was made (memory, redis, fallback).",
       // The tier, never the tenant: tenants are unbounded, tiers are four.
       labelNames: ['decision', 'store', 'tier'],
       registers: [registry],
@@ -68,8 +68,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
     });
     this.policies = new TenantPolicies(
       (id) => bus.request<TenantView>(Topics.identityRequests, MessageTypes.tenantGet, { id }, { timeoutMs: POLICY_LOOKUP_TIMEOUT_MS }),
-      ({ tenantId, error, ageMs }) =>
-        logger.warn({ tenantId, ageMs: Math.round(ageMs), err: error }, 'Tenant limits could not be refreshed; the last known ones still apply'),
+      ({ tenantId, error, ageMs }) => logger.warn({ tenantId, ageMs: Math.round(ageMs), err: error }, 'Tenant limits could not be refreshed; the last known ones still apply'),
     );
   }
 

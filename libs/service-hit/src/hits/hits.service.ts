@@ -97,7 +97,12 @@ export class HitsService {
         decidedAt: now.toISOString(),
         ...(request.comment !== undefined ? { comment: request.comment } : {}),
       };
-      await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitDecided, key: `${tenantId}:${found.missionId}`, payload: event }, this.outboxCipher);
+      await enqueueOutbox(
+        manager,
+        HIT_SCHEMA,
+        { topic: Topics.hitEvents, type: MessageTypes.hitDecided, key: `${tenantId}:${found.missionId}`, payload: event },
+        this.outboxCipher,
+      );
       return found;
     });
     this.afterCommit();

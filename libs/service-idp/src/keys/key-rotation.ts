@@ -60,9 +60,7 @@ export function initialKey(now: Date): Omit<KeyTimeline, 'kid'> {
  */
 export function advance(keys: readonly KeyTimeline[], now: Date, policy: RotationPolicy): KeyTimeline[] {
   const changes = new Map<string, KeyTimeline>();
-  const due = keys
-    .filter((key) => key.state === 'published' && key.activatesAt.getTime() <= now.getTime())
-    .sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
+  const due = keys.filter((key) => key.state === 'published' && key.activatesAt.getTime() <= now.getTime()).sort((a, b) => a.activatesAt.getTime() - b.activatesAt.getTime());
   const next = due.at(-1);
   if (next) {
     const retiresAt = new Date(now.getTime() + policy.retireAfterMs);

@@ -16,7 +16,10 @@ function publicJwks(keys: readonly SigningKey[]) {
 }
 
 async function sign(key: SigningKey): Promise<string> {
-  return new SignJWT({ sub: 'client' }).setProtectedHeader({ alg: 'ES256', kid: key.kid }).setIssuedAt().sign(await importJWK(key, 'ES256'));
+  return new SignJWT({ sub: 'client' })
+    .setProtectedHeader({ alg: 'ES256', kid: key.kid })
+    .setIssuedAt()
+    .sign(await importJWK(key, 'ES256'));
 }
 
 describe('signing keys in identity.signing_keys', () => {

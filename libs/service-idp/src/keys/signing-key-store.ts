@@ -56,7 +56,8 @@ export class SigningKeyStore {
       if (first) {
         await this.insert(manager, first, initialKey(now));
         // Older keys of the file are kept published as retiring, in case tokens they signed are live.
-        for (const key of rest) await this.insert(manager, key, { state: 'retiring', createdAt: now, activatesAt: now, retiresAt: new Date(now.getTime() + this.policy.retireAfterMs) });
+        for (const key of rest)
+          await this.insert(manager, key, { state: 'retiring', createdAt: now, activatesAt: now, retiresAt: new Date(now.getTime() + this.policy.retireAfterMs) });
         return 'imported';
       }
       await this.insert(manager, generateSigningKey(), initialKey(now));
@@ -102,20 +103,25 @@ export class SigningKeyStore {
     // The old signing key steps down before the new one signs (one signing key, enforced by an index).
     const ordered = [...changes].sort((a, b) => Number(a.state === 'signing') - Number(b.state === 'signing'));
     for (const key of ordered) {
-      await manager.query(
-        `UPDATE identity.signing_keys SET state = $2, retires_at = $3, private_jwk = CASE WHEN $2 = 'retired' THEN NULL ELSE private_jwk END WHERE kid = $1`,
-        [key.kid, key.state, key.retiresAt],
-      );
+      await manager.query(`UPDATE identity.signing_keys SET state = $2, retires_at = $3, private_jwk = CASE WHEN $2 = 'retired' THEN NULL ELSE private_jwk END WHERE kid = $1`, [
+        key.kid,
+        key.state,
+        key.retiresAt,
+      ]);
     }
     const byKid = new Map(changes.map((key) => [key.kid, key]));
     return timeline.map((key) => byKid.get(key.kid) ?? key);
   }
 
   private async insert(manager: EntityManager, key: SigningKey, timeline: Omit<KeyTimeline, 'kid'>): Promise<void> {
-    await manager.query(
-      `INSERT INTO identity.signing_keys (kid, private_jwk, state, created_at, activates_at, retires_at) VALUES ($1, $2, $3, $4, $5, $6)`,
-      [key.kid, encrypt(this.kek, JSON.stringify(key), key.kid), timeline.state, timeline.createdAt, timeline.activatesAt, timeline.retiresAt],
-    );
+    await manager.query(`INSERT INTO identity.signing_keys (kid, private_jwk, state, created_at, activates_at, retires_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
+      key.kid,
+      encrypt(this.kek, JSON.stringify(key), key.kid),
+      timeline.state,
+      timeline.createdAt,
+      timeline.activatesAt,
+      timeline.retiresAt,
+    ]);
   }
 
   private locked<T>(work: (manager: EntityManager, rows: KeyRow[]) => Promise<T>): Promise<T> {

@@ -4,7 +4,15 @@ const base64url = z.string().regex(/^[A-Za-z0-9_-]+$/);
 
 /** Public keys only: a private member anywhere refuses the whole setting. */
 const PublicKeySchema = z.union([
-  z.strictObject({ kty: z.literal('EC'), crv: z.enum(['P-256', 'P-384', 'P-521']), x: base64url, y: base64url, kid: base64url, alg: z.string().optional(), use: z.literal('sig').optional() }),
+  z.strictObject({
+    kty: z.literal('EC'),
+    crv: z.enum(['P-256', 'P-384', 'P-521']),
+    x: base64url,
+    y: base64url,
+    kid: base64url,
+    alg: z.string().optional(),
+    use: z.literal('sig').optional(),
+  }),
   z.strictObject({ kty: z.literal('RSA'), n: base64url, e: base64url, kid: base64url, alg: z.string().optional(), use: z.literal('sig').optional() }),
 ]);
 export type PublishedPublicKey = z.output<typeof PublicKeySchema>;

@@ -97,7 +97,7 @@ describe('AuthenticationThrottle.authenticate', () => {
     await expect(gate.run(async () => true, 'second')).resolves.toBe(true);
   });
 
-  it("lets a subject that has not failed lately go ahead of the guesses at ones that have", async () => {
+  it('lets a subject that has not failed lately go ahead of the guesses at ones that have', async () => {
     const gate = new VerificationGate(1, 8);
     const throttle = new AuthenticationThrottle(new MemoryRateLimiter({ clock: new ManualClock() }), FAILED_AUTHENTICATION_BUDGETS, () => 0, gate);
     const order: string[] = [];

@@ -195,7 +195,6 @@ export class AuthenticationThrottle {
     }
     entries.set(key, Math.max(until, entries.get(key) ?? 0));
   }
-
 }
 
 /**

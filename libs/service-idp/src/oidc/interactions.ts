@@ -117,7 +117,9 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
         await finish(ctx, deps, { error: 'access_denied', error_description: 'the user does not belong to this client’s tenant' });
         return;
       }
-      const requested = String(details.params.scope ?? '').split(' ').filter(Boolean);
+      const requested = String(details.params.scope ?? '')
+        .split(' ')
+        .filter(Boolean);
       const clientScopes = new Set(String(client.scope).split(' '));
       const allowed = new Set(user.scopes.filter((scope) => clientScopes.has(scope)));
       const tenantScopes = new Set<string>(TENANT_SCOPES);

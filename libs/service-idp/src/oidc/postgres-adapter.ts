@@ -12,7 +12,15 @@ export function artefactKey(model: string, id: string): string {
  * Models whose id is a bearer credential (a code or an opaque token): their payload is stored
  * without it. Sessions keep theirs, since a session is also found by uid and needs its id back.
  */
-const CREDENTIAL_MODELS = new Set(['AuthorizationCode', 'RefreshToken', 'AccessToken', 'ClientCredentials', 'DeviceCode', 'BackchannelAuthenticationRequest', 'PushedAuthorizationRequest']);
+const CREDENTIAL_MODELS = new Set([
+  'AuthorizationCode',
+  'RefreshToken',
+  'AccessToken',
+  'ClientCredentials',
+  'DeviceCode',
+  'BackchannelAuthenticationRequest',
+  'PushedAuthorizationRequest',
+]);
 
 /**
  * A code or refresh token presented again after it was consumed (or by the loser of a race for

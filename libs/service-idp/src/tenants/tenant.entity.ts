@@ -17,10 +17,18 @@ export class TenantEntity {
   rpm!: number | null;
 
   /** An enterprise tenant's own storage quota; null: its tier's (bigint, read back as a number). */
-  @Column('bigint', { name: 'storage_documents', nullable: true, transformer: { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) } })
+  @Column('bigint', {
+    name: 'storage_documents',
+    nullable: true,
+    transformer: { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) },
+  })
   storageDocuments!: number | null;
 
-  @Column('bigint', { name: 'storage_bytes', nullable: true, transformer: { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) } })
+  @Column('bigint', {
+    name: 'storage_bytes',
+    nullable: true,
+    transformer: { to: (value: number | null) => value, from: (value: string | null) => (value === null ? null : Number(value)) },
+  })
   storageBytes!: number | null;
 
   @Column('timestamptz', { name: 'created_at' })

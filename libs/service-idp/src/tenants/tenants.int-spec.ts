@@ -39,7 +39,13 @@ describe('tenants on PostgreSQL', () => {
     const again = await openIdentityDatabase(database.url);
     try {
       const applied = await again.query(`SELECT name FROM identity.migrations ORDER BY id`);
-      expect(applied).toEqual([{ name: 'CreateIdentity1763769600000' }, { name: 'CreateUsers1764460800000' }, { name: 'CreateOidcStore1764633600000' }, { name: 'CreateSigningKeys1764806400000' }, { name: 'TenantStorageQuota1766793600000' }]);
+      expect(applied).toEqual([
+        { name: 'CreateIdentity1763769600000' },
+        { name: 'CreateUsers1764460800000' },
+        { name: 'CreateOidcStore1764633600000' },
+        { name: 'CreateSigningKeys1764806400000' },
+        { name: 'TenantStorageQuota1766793600000' },
+      ]);
     } finally {
       await again.destroy();
     }

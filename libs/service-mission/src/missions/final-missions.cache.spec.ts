@@ -6,7 +6,16 @@ const TENANT_B = '22222222-2222-4222-8222-222222222222';
 
 function view(id: string, status: MissionStatus, objective = 'Objective'): MissionView {
   const at = '2026-11-25T10:00:00.000Z';
-  return { id, title: 'Title', objective, status, metadata: { team: 'a' }, steps: [{ index: 0, type: 'brain.query', status: 'succeeded', output: { passages: [] } }], createdAt: at, updatedAt: at };
+  return {
+    id,
+    title: 'Title',
+    objective,
+    status,
+    metadata: { team: 'a' },
+    steps: [{ index: 0, type: 'brain.query', status: 'succeeded', output: { passages: [] } }],
+    createdAt: at,
+    updatedAt: at,
+  };
 }
 
 describe('FinalMissionCache', () => {

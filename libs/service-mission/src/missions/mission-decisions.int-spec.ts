@@ -27,8 +27,7 @@ describe('decisions for a mission that no longer waits for them', () => {
   const brainQueries: Array<{ key: string; q: string }> = [];
   const hitItems = new Map<string, string>();
 
-  const request = <T>(tenantId: string, type: string, payload: unknown): Promise<T> =>
-    runWithTenant({ tenantId }, () => client.request<T>(Topics.missionRequests, type, payload));
+  const request = <T>(tenantId: string, type: string, payload: unknown): Promise<T> => runWithTenant({ tenantId }, () => client.request<T>(Topics.missionRequests, type, payload));
 
   async function waitFor(tenantId: string, id: string, statuses: readonly MissionStatus[]): Promise<MissionView> {
     const deadline = Date.now() + 10_000;
@@ -43,7 +42,15 @@ describe('decisions for a mission that no longer waits for them', () => {
   /** A mission parked on its approval step (the second of three), with its item's id. */
   async function waiting(tenantId: string): Promise<{ id: string; hitId: string }> {
     const submitted = await request<MissionView>(tenantId, MessageTypes.missionSubmit, {
-      mission: { title: 'Sign-off', objective: 'O', steps: [{ type: 'brain.query', query: 'before' }, { type: 'approval', title: 'Go?' }, { type: 'brain.query', query: 'after' }] },
+      mission: {
+        title: 'Sign-off',
+        objective: 'O',
+        steps: [
+          { type: 'brain.query', query: 'before' },
+          { type: 'approval', title: 'Go?' },
+          { type: 'brain.query', query: 'after' },
+        ],
+      },
       scopes: ['missions:write', 'brain:read'],
     });
     const parked = await waitFor(tenantId, submitted.id, ['awaiting_approval']);
@@ -70,7 +77,10 @@ describe('decisions for a mission that no longer waits for them', () => {
   }
 
   async function completions(missionId: string): Promise<string[]> {
-    const { rows } = await inspector.query(`SELECT payload->>'status' AS status FROM mission.outbox WHERE type = $1 AND payload->>'missionId' = $2`, [MessageTypes.missionCompleted, missionId]);
+    const { rows } = await inspector.query(`SELECT payload->>'status' AS status FROM mission.outbox WHERE type = $1 AND payload->>'missionId' = $2`, [
+      MessageTypes.missionCompleted,
+      missionId,
+    ]);
     return rows.map((row: { status: string }) => row.status);
   }
 

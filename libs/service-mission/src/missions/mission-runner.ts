@@ -1,15 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import {
-  BrainQueryResult,
-  ErrorCode,
-  Scopes,
-  FINAL_MISSION_STATUSES,
-  HitDecidedEvent,
-  HitView,
-  isErrorBody,
-  MessageTypes,
-  MissionQueuedEvent,
-} from '@mission/contracts';
+import { BrainQueryResult, ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitView, isErrorBody, MessageTypes, MissionQueuedEvent } from '@mission/contracts';
 import { Headers, IncomingMessage, ReplyEnvelope } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';

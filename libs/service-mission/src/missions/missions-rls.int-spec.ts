@@ -22,15 +22,20 @@ describe('mission tables under row-level security', () => {
   let missionA: MissionView;
   let missionB: MissionView;
 
-  const count = async (run: (sql: string) => Promise<Array<{ n: number }>>, table: string): Promise<number> => (await run(`SELECT count(*)::int AS n FROM mission.${table}`))[0]?.n ?? -1;
+  const count = async (run: (sql: string) => Promise<Array<{ n: number }>>, table: string): Promise<number> =>
+    (await run(`SELECT count(*)::int AS n FROM mission.${table}`))[0]?.n ?? -1;
 
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'mission_rls');
     dataSource = await openMissionDatabase(database.url);
     repository = new MissionsRepository(dataSource, new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.generate())));
     service = new MissionsService(dataSource, repository, () => undefined);
-    missionA = await runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a', scopes: ['missions:write', 'brain:read'] }));
-    missionB = await runWithTenant({ tenantId: tenantB }, () => service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b', scopes: ['missions:write', 'brain:read'] }));
+    missionA = await runWithTenant({ tenantId: tenantA }, () =>
+      service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a', scopes: ['missions:write', 'brain:read'] }),
+    );
+    missionB = await runWithTenant({ tenantId: tenantB }, () =>
+      service.submit({ mission: { title: 'B', objective: 'b' }, idempotencyKey: 'key-b', scopes: ['missions:write', 'brain:read'] }),
+    );
   });
 
   afterAll(async () => {
@@ -127,7 +132,9 @@ describe('mission tables under row-level security', () => {
       const single = await openMissionDatabase(database.url);
       try {
         await runWithTenant({ tenantId: tenantA }, () => tenantReader(single).query(`SELECT 1`));
-        const settings = await Promise.all(Array.from({ length: 12 }, () => single.query(`SELECT current_setting('app.tenant_id', true) AS tenant, count(*)::int AS n FROM mission.missions`)));
+        const settings = await Promise.all(
+          Array.from({ length: 12 }, () => single.query(`SELECT current_setting('app.tenant_id', true) AS tenant, count(*)::int AS n FROM mission.missions`)),
+        );
         expect(settings.flat().every((row: { tenant: string | null; n: number }) => !row.tenant && row.n === 0)).toBe(true);
         await expect(tenantReader(single).query(`SELECT 1`)).rejects.toThrow();
       } finally {
@@ -159,7 +166,9 @@ describe('mission tables under row-level security', () => {
       const many = await Promise.all(Array.from({ length: 70 }, (_, index) => readAs(index % 2 ? tenantB : tenantA)));
       expect(messages).toHaveBeenCalledTimes(3);
       messages.mockRestore();
-      expect(many.every((rows, index) => JSON.stringify(rows) === JSON.stringify([index % 2 ? { id: missionB.id, tenant: tenantB } : { id: missionA.id, tenant: tenantA }]))).toBe(true);
+      expect(many.every((rows, index) => JSON.stringify(rows) === JSON.stringify([index % 2 ? { id: missionB.id, tenant: tenantB } : { id: missionA.id, tenant: tenantA }]))).toBe(
+        true,
+      );
     });
 
     it('takes one statement: a second one is refused before anything is sent', async () => {
@@ -183,10 +192,10 @@ describe('mission tables under row-level security', () => {
     const insert = (tenantId: string | null) =>
       runWithTenant({ tenantId: tenantA }, () =>
         tenantTransaction(dataSource, (manager) =>
-          manager.query(`INSERT INTO mission.missions (id, tenant_id, title, objective, steps, status, created_at, updated_at) VALUES ($1, $2, 't', 'o', '[]', 'queued', now(), now())`, [
-            randomUUID(),
-            tenantId,
-          ]),
+          manager.query(
+            `INSERT INTO mission.missions (id, tenant_id, title, objective, steps, status, created_at, updated_at) VALUES ($1, $2, 't', 'o', '[]', 'queued', now(), now())`,
+            [randomUUID(), tenantId],
+          ),
         ),
       );
     await expect(insert(tenantB)).rejects.toThrow(/row-level security/);
@@ -195,7 +204,12 @@ describe('mission tables under row-level security', () => {
 
   it('lets the restart sweep find every tenant’s unfinished missions, as ids and tenants only', async () => {
     const unfinished = await repository.findUnfinished(100);
-    expect(unfinished).toEqual(expect.arrayContaining([{ id: missionA.id, tenantId: tenantA }, { id: missionB.id, tenantId: tenantB }]));
+    expect(unfinished).toEqual(
+      expect.arrayContaining([
+        { id: missionA.id, tenantId: tenantA },
+        { id: missionB.id, tenantId: tenantB },
+      ]),
+    );
     await expect(dataSource.query(`SELECT * FROM mission.unfinished_missions(10)`)).resolves.toEqual(expect.arrayContaining([{ id: missionA.id, tenant_id: tenantA }]));
   });
 });

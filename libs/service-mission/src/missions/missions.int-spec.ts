@@ -246,7 +246,10 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const body = { title: '  Legacy  ', objective: 'Stored by an older version' };
       expect(requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission'))).not.toBe(requestFingerprint(body));
       const first = await submit(tenantId, body, 'legacy');
-      await inspector.query(`UPDATE mission.idempotency_keys SET request_hash = $2 WHERE tenant_id = $1 AND key = 'legacy'`, [tenantId, requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission'))]);
+      await inspector.query(`UPDATE mission.idempotency_keys SET request_hash = $2 WHERE tenant_id = $1 AND key = 'legacy'`, [
+        tenantId,
+        requestFingerprint(parseOrThrow(SubmitMissionSchema, body, 'Mission')),
+      ]);
       expect((await submit(tenantId, body, 'legacy')).id).toBe(first.id);
       expect((await domainErrorOf(submit(tenantId, { ...body, title: 'Changed' }, 'legacy'))).code).toBe(ErrorCode.IdempotencyKeyReused);
       await waitForMission(tenantId, first.id);
@@ -305,10 +308,14 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const refused = await domainErrorOf(runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write']))));
       expect(refused).toMatchObject({ code: ErrorCode.InsufficientScope, message: expect.stringContaining('brain:read') });
       // A command that names no scopes holds none.
-      const bare = await domainErrorOf(runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, { mission: { title: 'Bare', objective: 'o' } })));
+      const bare = await domainErrorOf(
+        runWithTenant({ tenantId }, () => client.request(Topics.missionRequests, MessageTypes.missionSubmit, { mission: { title: 'Bare', objective: 'o' } })),
+      );
       expect(bare).toMatchObject({ code: ErrorCode.InsufficientScope });
       expect((await inspector.query(`SELECT count(*)::int AS n FROM mission.missions WHERE tenant_id = $1`, [tenantId])).rows[0].n).toBe(0);
-      const allowed = await runWithTenant({ tenantId }, () => client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write', 'brain:read'])));
+      const allowed = await runWithTenant({ tenantId }, () =>
+        client.request<MissionView>(Topics.missionRequests, MessageTypes.missionSubmit, command(['missions:write', 'brain:read'])),
+      );
       expect((await waitForMission(tenantId, allowed.id)).status).toBe('succeeded');
 
       // A mission stored with scopes that lack brain:read (as no submit can store it any more), due for the runner.
@@ -414,7 +421,14 @@ describe('missions on PostgreSQL with an in-process bus', () => {
     it('takes a decision that arrives before the reply that created its item, and ignores that late reply', async () => {
       const tenantId = randomUUID();
       hitReplyDelays.set('Decided early', 1_000);
-      const { id } = await submit(tenantId, { title: 'Early decision', objective: 'Decide before the item is known', steps: [{ type: 'approval', title: 'Decided early' }, { type: 'brain.query', query: 'after the early decision' }] });
+      const { id } = await submit(tenantId, {
+        title: 'Early decision',
+        objective: 'Decide before the item is known',
+        steps: [
+          { type: 'approval', title: 'Decided early' },
+          { type: 'brain.query', query: 'after the early decision' },
+        ],
+      });
       await waitUntil(() => hitItems.has(`${tenantId}:${id}:0`), 'the item to be created');
       const hitId = hitItems.get(`${tenantId}:${id}:0`) ?? '';
       await decide(tenantId, id, hitId, 'approved', randomUUID(), 0);
@@ -432,7 +446,11 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const { id } = await submit(tenantId, {
         title: 'Needs sign-off',
         objective: 'O',
-        steps: [{ type: 'brain.query', query: 'first' }, { type: 'approval', title: 'Sign off' }, { type: 'brain.query', query: 'never' }],
+        steps: [
+          { type: 'brain.query', query: 'first' },
+          { type: 'approval', title: 'Sign off' },
+          { type: 'brain.query', query: 'never' },
+        ],
       });
       const waiting = await waitForMission(tenantId, id, ['awaiting_approval']);
       await decide(tenantId, id, randomUUID(), 'approved');
@@ -491,7 +509,14 @@ describe('missions on PostgreSQL with an in-process bus', () => {
     it('fails a step whose dependency stays unavailable after the most attempts, with that error, instead of retrying forever', async () => {
       const tenantId = randomUUID();
       brain.down.add('never back');
-      const { id } = await submit(tenantId, { title: 'Hopeless', objective: 'Outlast nothing', steps: [{ type: 'brain.query', query: 'never back' }, { type: 'brain.query', query: 'not reached' }] });
+      const { id } = await submit(tenantId, {
+        title: 'Hopeless',
+        objective: 'Outlast nothing',
+        steps: [
+          { type: 'brain.query', query: 'never back' },
+          { type: 'brain.query', query: 'not reached' },
+        ],
+      });
 
       const done = await waitForMission(tenantId, id, FINAL_MISSION_STATUSES, 15_000);
 
@@ -539,7 +564,10 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const canary = `canary ${randomUUID()}`;
       const { id } = await submit(tenantId, { title: 'Sealed', objective: canary });
       await waitForMission(tenantId, id);
-      const { rows } = await inspector.query(`SELECT payload::text AS payload, headers FROM mission.outbox WHERE type = $1 AND key = $2`, [MessageTypes.brainQuery, `${tenantId}:${id}`]);
+      const { rows } = await inspector.query(`SELECT payload::text AS payload, headers FROM mission.outbox WHERE type = $1 AND key = $2`, [
+        MessageTypes.brainQuery,
+        `${tenantId}:${id}`,
+      ]);
       expect(rows).toHaveLength(1);
       expect(rows[0].payload).not.toContain(canary);
       expect(rows[0].payload).toMatch(/^"enc1\./);
@@ -572,15 +600,30 @@ describe('missions on PostgreSQL with an in-process bus', () => {
       const [tenantA, tenantB] = [randomUUID(), randomUUID()];
       const keys = ['old-a', 'old-b', 'fresh'].map((key) => ({ key, tenant: key === 'old-b' ? tenantB : tenantA, age: key === 'fresh' ? '23 hours' : '25 hours' }));
       for (const { key, tenant, age } of keys) {
-        await inspector.query(`INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, 'h', $3, now() - $4::interval)`, [tenant, key, randomUUID(), age]);
+        await inspector.query(`INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, $2, 'h', $3, now() - $4::interval)`, [
+          tenant,
+          key,
+          randomUUID(),
+          age,
+        ]);
       }
       const consumer = `sweep-test-${randomUUID()}`;
-      for (const [id, age] of [['old', '15 days'], ['recent', '13 days']]) {
+      for (const [id, age] of [
+        ['old', '15 days'],
+        ['recent', '13 days'],
+      ]) {
         await inspector.query(`INSERT INTO mission.processed_messages (consumer, message_id, processed_at) VALUES ($1, $2, now() - $3::interval)`, [consumer, id, age]);
       }
       const events = { published: randomUUID(), recent: randomUUID(), unpublished: randomUUID() };
-      for (const [id, published] of [[events.published, "now() - interval '15 days'"], [events.recent, "now() - interval '1 day'"], [events.unpublished, 'NULL']]) {
-        await inspector.query(`INSERT INTO mission.outbox (id, topic, type, key, payload, created_at, published_at) VALUES ($1, 't', 'x', 'k', '{}', now() - interval '20 days', ${published})`, [id]);
+      for (const [id, published] of [
+        [events.published, "now() - interval '15 days'"],
+        [events.recent, "now() - interval '1 day'"],
+        [events.unpublished, 'NULL'],
+      ]) {
+        await inspector.query(
+          `INSERT INTO mission.outbox (id, topic, type, key, payload, created_at, published_at) VALUES ($1, 't', 'x', 'k', '{}', now() - interval '20 days', ${published})`,
+          [id],
+        );
       }
 
       // As the service role (row-level security on), outside any tenant, as the timer runs it.
@@ -603,7 +646,10 @@ describe('missions on PostgreSQL with an in-process bus', () => {
 
     it('refuses to delete idempotency keys younger than a day, whatever age it is asked for', async () => {
       const tenantId = randomUUID();
-      await inspector.query(`INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, 'young', 'h', $2, now() - interval '2 hours')`, [tenantId, randomUUID()]);
+      await inspector.query(
+        `INSERT INTO mission.idempotency_keys (tenant_id, key, request_hash, mission_id, created_at) VALUES ($1, 'young', 'h', $2, now() - interval '2 hours')`,
+        [tenantId, randomUUID()],
+      );
       const serviceDatabase = await openMissionDatabase(database.url);
       try {
         await new Housekeeper(serviceDatabase, [expiredIdempotencyKeysSweep(1)]).sweep();

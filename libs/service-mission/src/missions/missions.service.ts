@@ -36,11 +36,17 @@ export function requestFingerprint(value: unknown): string {
   const canonical = (input: unknown): unknown => {
     if (Array.isArray(input)) return input.map(canonical);
     if (input && typeof input === 'object') {
-      return Object.fromEntries(Object.keys(input).sort().map((key) => [key, canonical((input as Record<string, unknown>)[key])]));
+      return Object.fromEntries(
+        Object.keys(input)
+          .sort()
+          .map((key) => [key, canonical((input as Record<string, unknown>)[key])]),
+      );
     }
     return input;
   };
-  return createHash('sha256').update(JSON.stringify(canonical(value))).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify(canonical(value)))
+    .digest('hex');
 }
 
 /** Mission lifecycle as the API sees it, always for the current tenant. */
