@@ -45,6 +45,7 @@ describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bu
   return {
     gatewayUrl,
     opsUrl: `http://127.0.0.1:${opsPort}`,
+    readinessParts: ['bus', 'identityProvider', 'rateLimits', 'missionService', 'brainService', 'hitService'],
     requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: `http://127.0.0.1:${idpPort}`,
     admin,

@@ -13,6 +13,8 @@ describeGatewayScenarios('separate processes on Kafka and PostgreSQL', async () 
   return {
     gatewayUrl: stack.gatewayUrl,
     opsUrl: stack.opsUrl('gateway'),
+    // The services report on their own health ports.
+    readinessParts: ['bus', 'identityProvider', 'rateLimits'],
     requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: stack.issuer,
     admin: stack.admin,

@@ -18,6 +18,8 @@ export interface Deployment {
   readonly gatewayUrl: string;
   /** The gateway's operations port: /metrics and the readiness details (never the public port). */
   readonly opsUrl: string;
+  /** What its readiness details name: the gateway's own checks, and every other part of its process. */
+  readonly readinessParts: readonly string[];
   /** GATEWAY_REQUEST_TIMEOUT_SECONDS of the deployment's gateway. */
   readonly requestTimeoutSeconds: number;
   readonly issuer: string;
@@ -468,6 +470,8 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         expect(ready.status).toBe(200);
         expect(ready.body.status).toBe('up');
         expect(ready.body.details.bus.up).toBe(true);
+        expect(Object.keys(ready.body.details).sort()).toEqual([...deployment.readinessParts].sort());
+        for (const part of deployment.readinessParts) expect(ready.body.details[part].up).toBe(true);
         // The idp's signing keys can be fetched: tokens can be checked.
         expect(ready.body.details.identityProvider.up).toBe(true);
         // The identity provider's public port answers up or down, nothing more, and no metrics.

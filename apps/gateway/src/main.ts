@@ -1,18 +1,8 @@
 import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
-import {
-  assertHttpsIssuer,
-  createLogger,
-  createMetricsRegistry,
-  onShutdownSignal,
-  platformKafkaBus,
-  redisTlsCa,
-  resolvePayloadKeys,
-  serverTls,
-  startHealthServer,
-} from '@mission/runtime';
-import { createGateway, GatewayConfigSchema, GatewayReadiness } from '@mission/service-gateway';
+import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
+import { createGateway, GatewayConfigSchema, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
   const config = loadConfig(GatewayConfigSchema);
@@ -37,9 +27,7 @@ async function main(): Promise<void> {
     logger,
     trustProxy: config.TRUST_PROXY,
     tls,
-    rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
-    mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
-    requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
+    ...(await gatewayOptionsFrom(config)),
     metrics,
   });
   await app.listen(config.PORT, config.HOST);

@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { createGateway, GatewayReadiness } from '@mission/service-gateway';
+import { createGateway, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
 import { startHitService } from '@mission/service-hit';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
@@ -17,7 +17,9 @@ import {
   redisTlsCa,
   resolvePayloadKeys,
   serverTls,
+  type ServiceHandle,
   startHealthServer,
+  stopStep,
 } from '@mission/runtime';
 import type { Registry } from 'prom-client';
 import { StandaloneConfig } from './standalone.config';
@@ -49,16 +51,18 @@ async function createBus(config: StandaloneConfig, logger: Logger, metrics: Regi
  */
 export async function startStandalone(config: StandaloneConfig, logger: Logger): Promise<StandaloneHandle> {
   const dataDir = path.resolve(config.DATA_DIR);
-  const stops: Array<() => Promise<void>> = [];
+  // Named, so that a stop running past its grace period says which part held it (stopStep).
+  const stops: Array<readonly [string, () => Promise<void>]> = [];
   const stopAll = async (): Promise<void> => {
-    for (const stop of stops.reverse()) await stop().catch((error: unknown) => logger.error({ err: error }, 'Stopping a component failed'));
+    for (const [name, stop] of stops.reverse())
+      await stopStep(logger, name, stop).catch((error: unknown) => logger.error({ err: error, step: name }, 'Stopping a component failed'));
   };
 
   try {
     let databaseUrl = config.DATABASE_URL;
     if (!databaseUrl) {
       const postgres: EmbeddedPostgresHandle = await startEmbeddedPostgres(dataDir, (message) => logger.warn(message));
-      stops.push(() => postgres.stop());
+      stops.push(['embedded PostgreSQL', () => postgres.stop()]);
       databaseUrl = postgres.url;
       logger.info({ dataDir }, 'Embedded PostgreSQL started');
     }
@@ -94,18 +98,23 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       redisUrl: config.REDIS_URL,
       redisTlsCa: await redisTlsCa(config),
     });
-    stops.push(() => idp.stop());
-    const missions = await startMissionService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, logger: contextLogger(logger.child({ component: 'mission-service' })) });
-    stops.push(() => missions.stop());
-    const brain = await startBrainService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) });
-    stops.push(() => brain.stop());
-    const hits = await startHitService({ databaseUrl, bus, metrics, keys: payloadKeys.provider, logger: contextLogger(logger.child({ component: 'hit-service' })) });
-    stops.push(() => hits.stop());
+    stops.push(['identity provider', () => idp.stop()]);
+    // The three services as their own processes run them (runService): started on the bus, then
+    // each one's work after the bus is up, each one's readiness under its name.
+    const keys = payloadKeys.provider;
+    const services: Array<{ readonly name: string; readonly handle: ServiceHandle }> = [];
+    const start = async (name: string, handle: Promise<ServiceHandle>): Promise<void> => {
+      const started = await handle;
+      stops.push([name, () => started.stop()]);
+      services.push({ name, handle: started });
+    };
+    await start('missionService', startMissionService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger.child({ component: 'mission-service' })) }));
+    await start('brainService', startBrainService({ databaseUrl, bus, metrics, keys, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) }));
+    await start('hitService', startHitService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger.child({ component: 'hit-service' })) }));
 
     await bus.start();
-    stops.push(() => bus.close());
-    await missions.afterBusStart();
-    await hits.afterBusStart();
+    stops.push(['bus', () => bus.close()]);
+    for (const { handle } of services) await handle.afterBusStart?.();
 
     const gateway = await createGateway({
       publicUrl: config.PUBLIC_URL,
@@ -113,22 +122,19 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       bus,
       logger: logger.child({ component: 'gateway' }),
       tls,
-      rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
-      mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
-      requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
+      ...(await gatewayOptionsFrom(config)),
       metrics,
       readiness: async () => ({
-        database: await missions.ready(),
-        brain: await brain.ready(),
+        ...Object.fromEntries(await Promise.all(services.map(async ({ name, handle }) => [name, await handle.ready()] as const))),
         identityProvider: await idp.ready(),
       }),
     });
     await gateway.listen(config.PORT, config.HOST);
-    stops.push(() => gateway.close());
+    stops.push(['gateway', () => gateway.close()]);
     // One process, one operations port: every part's metrics and the readiness details.
     const readiness = gateway.get(GatewayReadiness);
     const ops = await startHealthServer(config.HOST, config.OPS_PORT, () => readiness.check(), metrics);
-    stops.push(() => ops.close());
+    stops.push(['operations port', () => ops.close()]);
     const opsUrl = `http://${config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST}:${ops.port}`;
     return { gatewayUrl: config.PUBLIC_URL, issuer: config.IDP_ISSUER, opsUrl, dataDir, stop: stopAll };
   } catch (error) {

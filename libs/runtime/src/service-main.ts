@@ -6,7 +6,7 @@ import { createLogger, Logger } from './logger';
 import { createMetricsRegistry } from './metrics';
 import type { Registry } from 'prom-client';
 import type { KeyProvider } from '@mission/crypto';
-import { onShutdownSignal } from './shutdown';
+import { onShutdownSignal, stopStep } from './shutdown';
 import { PayloadKeySettings, resolvePayloadKeys } from './payload-keys';
 import { KafkaTlsSettings } from './tls-settings';
 import { KafkaSaslSettings } from './kafka-auth';
@@ -83,18 +83,9 @@ export function runService(definition: ServiceDefinition): void {
     onShutdownSignal(logger, async () => {
       draining = true;
       // A step that takes long says which it is: a stop past its grace period then names its cause.
-      const step = async (name: string, work: Promise<void>): Promise<void> => {
-        const slow = setTimeout(() => logger.warn({ step: name }, 'Still stopping'), 5_000);
-        slow.unref();
-        try {
-          await work;
-        } finally {
-          clearTimeout(slow);
-        }
-      };
-      await step('bus', bus.close());
-      await step('service', handle.stop());
-      await step('health server', health.close());
+      await stopStep(logger, 'bus', () => bus.close());
+      await stopStep(logger, 'service', () => handle.stop());
+      await stopStep(logger, 'health server', () => health.close());
     });
   };
   boot().catch((error: unknown) => {

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
-import { onShutdownSignal, ShutdownHost, ShutdownLogger } from './shutdown';
+import { onShutdownSignal, ShutdownHost, ShutdownLogger, SLOW_STOP_STEP_MS, stopStep } from './shutdown';
 
 const ROOT = path.join(__dirname, '..', '..', '..');
 
@@ -188,5 +188,29 @@ describe('onShutdownSignal', () => {
       expect({ code: ended.code, signal: ended.signal }).toEqual({ code: 1, signal: null });
       expect(ended.output).toContain('error Second signal while shutting down; exiting');
     }, 30_000);
+  });
+});
+
+describe('stopStep', () => {
+  afterEach(() => jest.useRealTimers());
+
+  it('names a step still running after five seconds, and says nothing of a quick one', async () => {
+    jest.useFakeTimers();
+    const warn = jest.fn();
+    let finish = (): void => undefined;
+    const slow = stopStep({ warn }, 'bus', () => new Promise<void>((resolve) => (finish = resolve)));
+    jest.advanceTimersByTime(SLOW_STOP_STEP_MS - 1);
+    expect(warn).not.toHaveBeenCalled();
+    jest.advanceTimersByTime(1);
+    expect(warn).toHaveBeenCalledWith({ step: 'bus' }, 'Still stopping');
+    finish();
+    await slow;
+    await stopStep({ warn }, 'health server', async () => undefined);
+    jest.advanceTimersByTime(2 * SLOW_STOP_STEP_MS);
+    expect(warn).toHaveBeenCalledTimes(1);
+  });
+
+  it('passes a failing step on', async () => {
+    await expect(stopStep({ warn: jest.fn() }, 'service', () => Promise.reject(new Error('pool would not end')))).rejects.toThrow('pool would not end');
   });
 });

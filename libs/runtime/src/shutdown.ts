@@ -50,3 +50,20 @@ export function onShutdownSignal(logger: ShutdownLogger, stop: () => Promise<voi
   host.on('SIGTERM', handler);
   host.on('SIGINT', handler);
 }
+
+/** After this long a shutdown step says it is still running. */
+export const SLOW_STOP_STEP_MS = 5_000;
+
+/**
+ * Awaits one step of a shutdown, logging "Still stopping" with its name if it takes longer than
+ * SLOW_STOP_STEP_MS: a stop that runs past its grace period then names what held it.
+ */
+export async function stopStep(logger: Pick<ShutdownLogger, 'warn'>, name: string, work: () => Promise<void>): Promise<void> {
+  const slow = setTimeout(() => logger.warn({ step: name }, 'Still stopping'), SLOW_STOP_STEP_MS);
+  slow.unref();
+  try {
+    await work();
+  } finally {
+    clearTimeout(slow);
+  }
+}

@@ -1,4 +1,4 @@
-import type { Logger } from '@mission/runtime';
+import { redisTlsCa, type Logger } from '@mission/runtime';
 import type { MessageBus } from '@mission/messaging';
 import type { Registry } from 'prom-client';
 
@@ -41,3 +41,22 @@ export interface GatewayOptions {
 
 export const GATEWAY_OPTIONS = Symbol('GATEWAY_OPTIONS');
 export const BUS = Symbol('BUS');
+
+/** The configuration both the gateway's own process and `npm start` read for the gateway. */
+export interface GatewayEnvironment {
+  readonly REDIS_URL?: string;
+  readonly REDIS_TLS_CA?: string;
+  readonly GATEWAY_REPLICAS: number;
+  readonly RATE_LIMITS: 'on' | 'off';
+  readonly MCP_ALLOWED_ORIGINS: readonly string[];
+  readonly GATEWAY_REQUEST_TIMEOUT_SECONDS: number;
+}
+
+/** The options every composition gives the gateway from its configuration (one place, so they cannot drift). */
+export async function gatewayOptionsFrom(config: GatewayEnvironment): Promise<Pick<GatewayOptions, 'rateLimits' | 'mcpAllowedOrigins' | 'requestTimeoutMs'>> {
+  return {
+    rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
+    mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
+    requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
+  };
+}
