@@ -358,6 +358,34 @@ describe('persistence on PostgreSQL', () => {
         }
       });
 
+      it('fails the commit of a transaction whose held write failed, even when the caller swallowed the error it surfaced with', async () => {
+        const failed = await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(dataSource, async (manager) => {
+            await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1), ($1)`, [46]);
+            // The held write's error surfaces with this read, and the caller ignores it.
+            await manager.query(`SELECT count(*) FROM "${SCHEMA}".fixture WHERE id = $1`, [46]).catch(() => undefined);
+          }),
+        ).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(failed).toBeInstanceOf(QueryFailedError);
+        expect((failed as Error).message).toContain('rolled back');
+        expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 46`)).toEqual([{ n: 0 }]);
+      });
+
+      it('keeps the writes before a savepoint and drops the held ones after it when rolled back to it', async () => {
+        await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(dataSource, async (manager) => {
+            await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [47]);
+            await manager.query('SAVEPOINT inner_work');
+            await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1), ($1)`, [48]);
+            await manager.query('ROLLBACK TO SAVEPOINT inner_work');
+          }),
+        );
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id IN (47, 48) ORDER BY id`)).toEqual([{ id: 47 }]);
+      });
+
       it('sends nothing for a transaction that neither reads nor writes, nor for one that fails before sending', async () => {
         const { messages } = await countingMessages(async () => {
           await runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, async () => 'nothing'));

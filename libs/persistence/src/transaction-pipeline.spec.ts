@@ -16,6 +16,14 @@ describe('inlineParameters', () => {
     expect(inlineParameters('SELECT $2', ['only one'])).toBeUndefined();
   });
 
+  it('leaves quoted identifiers as they are, and refuses comments, where a literal could escape into a statement of its own', () => {
+    expect(inlineParameters('SELECT id AS "$1", "we""ird$2" FROM t WHERE a = $1 AND b = $2', ['x', 'y'])).toBe(`SELECT id AS "$1", "we""ird$2" FROM t WHERE a = 'x' AND b = 'y'`);
+    expect(inlineParameters('SELECT 1 FROM t WHERE id = $1 -- by $2\n AND tenant_id = $3', ['a', 'x\n; DELETE FROM t; --', 'c'])).toBeUndefined();
+    expect(inlineParameters('SELECT 1 /* $2 */ FROM t WHERE id = $1', ['a', 'b'])).toBeUndefined();
+    expect(inlineParameters('SELECT "unterminated FROM t WHERE id = $1', ['a'])).toBeUndefined();
+    expect(inlineParameters('SELECT a - $1 FROM t', [5])).toBe(`SELECT a - '5' FROM t`);
+  });
+
   it('refuses statements where a $n could be text: quotes, dollar quotes, several statements', () => {
     expect(inlineParameters(`SELECT '$1'`, ['x'])).toBeUndefined();
     expect(inlineParameters('SELECT $$ $1 $$', ['x'])).toBeUndefined();

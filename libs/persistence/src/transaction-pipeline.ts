@@ -6,6 +6,7 @@ import { QueryResult } from 'typeorm/query-runner/QueryResult';
 const START_TRANSACTION = 'START TRANSACTION';
 const COMMIT = 'COMMIT';
 const ROLLBACK = 'ROLLBACK';
+const ROLLBACK_TO_SAVEPOINT = 'ROLLBACK TO SAVEPOINT';
 
 /**
  * What a transaction has not sent yet: its opening (START TRANSACTION and what must follow it)
@@ -40,21 +41,45 @@ function asLiteral(value: unknown): string | undefined {
 
 /**
  * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
- * parameter of another kind, or a statement holding quotes or dollar quotes (where a `$n` could
- * be text rather than a placeholder) or several statements.
+ * parameter of another kind, or a statement where a `$n` could be something other than a
+ * placeholder or a literal could end up outside the statement: string constants, dollar quotes,
+ * comments, or a second statement. Quoted identifiers are copied as they are (a `$1` inside one
+ * stays a name).
  */
 export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
   const text = statement.replace(/;\s*$/, '');
-  if (text.includes("'") || text.includes(';') || /\$(?!\d)/.test(text)) return undefined;
   const literals = parameters.map(asLiteral);
   if (literals.some((literal) => literal === undefined)) return undefined;
-  let complete = true;
-  const inlined = text.replace(/\$(\d+)/g, (_match, index: string) => {
-    const literal = literals[Number(index) - 1];
-    if (literal === undefined) complete = false;
-    return literal ?? '';
-  });
-  return complete ? inlined : undefined;
+  let inlined = '';
+  for (let at = 0; at < text.length;) {
+    const char = text[at];
+    if (char === '"') {
+      // A quoted identifier runs to the next quote that is not doubled.
+      let end = at + 1;
+      for (;;) {
+        end = text.indexOf('"', end);
+        if (end < 0) return undefined;
+        if (text[end + 1] === '"') end += 2;
+        else break;
+      }
+      inlined += text.slice(at, end + 1);
+      at = end + 1;
+      continue;
+    }
+    if (char === "'" || char === ';' || (char === '-' && text[at + 1] === '-') || (char === '/' && text[at + 1] === '*')) return undefined;
+    if (char === '$') {
+      const digits = /^\d+/.exec(text.slice(at + 1))?.[0];
+      // A dollar quote, or a placeholder without its parameter.
+      const literal = digits === undefined ? undefined : literals[Number(digits) - 1];
+      if (digits === undefined || literal === undefined) return undefined;
+      inlined += literal;
+      at += 1 + digits.length;
+      continue;
+    }
+    inlined += char;
+    at++;
+  }
+  return inlined;
 }
 
 /** TypeORM's answer to `query(statement, parameters, structured)` for pg's result of it. */
@@ -114,12 +139,22 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
       pending.writes = [];
       return neverSent ? undefined : query(statement, parameters, structured as never);
     }
+    // Writes held since the savepoint (a savepoint's own statement sends those before it) are undone with it.
+    if (statement.startsWith(ROLLBACK_TO_SAVEPOINT)) pending.writes = [];
     const held = [...(neverSent ? [pending.opening as string] : []), ...pending.writes];
-    if (held.length === 0) return query(statement, parameters, structured as never);
     pending.opening = null;
     pending.writes = [];
-    // A transaction that neither read nor wrote has nothing to commit.
-    if (statement === COMMIT && neverSent && held.length === 1) return undefined;
+    if (statement === COMMIT) {
+      // A transaction that neither read nor wrote has nothing to commit.
+      if (neverSent && held.length === 1) return undefined;
+      // PostgreSQL answers the COMMIT of a transaction an earlier statement aborted with ROLLBACK,
+      // not an error: a caller that caught that statement's error (which may have been a held
+      // write's) must not take the transaction for committed.
+      const outcome = await send([...held, COMMIT].join(';\n'), COMMIT);
+      if (outcome.command === ROLLBACK) throw new QueryFailedError(COMMIT, [], new Error('The transaction was rolled back: one of its statements failed'));
+      return typeormResult(outcome, structured);
+    }
+    if (held.length === 0) return query(statement, parameters, structured as never);
     const inlined = inlineParameters(statement, parameters);
     if (inlined === undefined) {
       await send(held.join(';\n'), statement);
@@ -152,7 +187,8 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
  * A write whose result nobody reads (an INSERT or UPDATE without RETURNING): inside a
  * pipelinedTransaction it waits for the transaction's next statement or its COMMIT and travels
  * with it, and its error, if any, surfaces there; anywhere else, or with parameters that cannot
- * be inlined, it runs at once.
+ * be inlined, it runs at once. So an error caught around a later statement of the same
+ * transaction may be this write's: the transaction is then aborted, and its COMMIT fails.
  */
 export async function deferWrite(manager: EntityManager, statement: string, parameters: readonly unknown[] = []): Promise<void> {
   const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;

@@ -326,7 +326,8 @@ export class BrainRepository {
     normalisation: { readonly constant: number; readonly perTerm: number },
     limit: number,
   ): Promise<RankedChunkRow[]> {
-    const plan = planPruning(weights, limit, this.pruning);
+    // The bound holds while no chunk length can make the normalisation negative (k1 ≥ 0, 0 ≤ b ≤ 1).
+    const plan = normalisation.constant >= 0 && normalisation.perTerm >= 0 ? planPruning(weights, limit, this.pruning) : undefined;
     let rows: RankedRow[] | undefined;
     if (plan) {
       rows = await manager.query(PRUNED_RANKING, [

@@ -26,7 +26,7 @@ describe('planPruning', () => {
     expect(planPruning([term('rare', 10, 9_000), term('common', 1, 40_000)], 10, options)?.rest).toHaveLength(1);
   });
 
-  it('bounds every term by more than it can contribute as the database rounds it', () => {
+  it('bounds every term by more than it can contribute once rounded to 1e-9 (the database rounds half to even, never above)', () => {
     fc.assert(
       fc.property(fc.double({ min: 0, max: 100, noNaN: true }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (weight, saturation) => {
         expect(Math.round(weight * saturation * 1e9) / 1e9).toBeLessThan(contributionBound(weight));

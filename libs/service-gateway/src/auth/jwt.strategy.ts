@@ -1,6 +1,6 @@
 import { PassportStrategy } from '@nestjs/passport';
-import { decodeProtectedHeader } from 'jose';
-import { JwksClient, JwksRateLimitError, SigningKeyNotFoundError } from 'jwks-rsa';
+import { KeyObject } from 'node:crypto';
+import { createRemoteJWKSet, decodeProtectedHeader, errors as joseErrors } from 'jose';
 import type { JwtPayload } from 'jsonwebtoken';
 import { ExtractJwt, Strategy } from 'passport-jwt';
 import { DomainError, ErrorCode, isUuid } from '@mission/contracts';
@@ -29,8 +29,8 @@ export interface JwtStrategyOptions {
   /** The issuer's JWKS; discovered from its OpenID configuration when absent. */
   readonly jwksUri?: string;
   readonly fetchTimeoutMs?: number;
-  /** Most JWKS fetches a minute, so tokens naming unknown keys cannot cause a fetch storm. */
-  readonly jwksRequestsPerMinute?: number;
+  /** Least time between two fetches of the key set for a `kid` it does not hold (default 30 s). */
+  readonly jwksCooldownMs?: number;
 }
 
 /** A failure reaching the identity provider (its metadata or keys): a 503, never a bad token. */
@@ -38,13 +38,17 @@ function unavailable(message: string): DomainError {
   return new DomainError(ErrorCode.DependencyUnavailable, message);
 }
 
+type RemoteKeySet = ReturnType<typeof createRemoteJWKSet>;
+
 /**
- * The signing keys of the issuer, through jwks-rsa's client: cached (10 min), refetched when a
- * token names a key it does not know (a rotation), at most `jwksRequestsPerMinute` times a minute.
+ * The signing keys of the issuer, through jose's remote JWK set: the whole set cached (10 min at
+ * most, then fetched again on the next use, so keys the identity provider publishes ahead of
+ * signing with them are known before they sign), and fetched again for a `kid` it does not hold
+ * at most once per `jwksCooldownMs` (30 s): tokens naming made-up keys cannot cause a fetch storm,
+ * nor keep a rotated or known key from being found.
  */
 class IssuerKeys {
-  private client?: Promise<JwksClient>;
-  private keysLoaded = false;
+  private keySet?: Promise<RemoteKeySet>;
 
   constructor(private readonly options: JwtStrategyOptions) {}
 
@@ -63,61 +67,52 @@ class IssuerKeys {
     if (typeof header.alg !== 'string' || !(ACCEPTED_ALGORITHMS as readonly string[]).includes(header.alg) || header.crit !== undefined) {
       throw new InvalidTokenError('The token is malformed or its signature is not valid');
     }
-    const client = await this.jwks();
+    const keySet = await this.remote();
+    let key: Awaited<ReturnType<RemoteKeySet>>;
     try {
-      const key = (await client.getSigningKey(header.kid)).getPublicKey();
-      this.keysLoaded = true;
-      return key;
+      key = await keySet({ alg: header.alg, kid: header.kid }, { payload: '', signature: '' } as never);
     } catch (error) {
-      // No such key even after a refetch, or no refetch allowed yet (jwksRequestsPerMinute): the
-      // token's fault. Anything else is the identity provider's (unreachable, an unreadable answer).
-      if (error instanceof SigningKeyNotFoundError || error instanceof JwksRateLimitError) throw new InvalidTokenError('The token is malformed or its signature is not valid');
-      throw unavailable('The identity provider is unreachable');
+      // No such key (after a fetch, or within the cooldown) is the token's fault; anything else the provider's.
+      if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys || error instanceof joseErrors.JOSENotSupported) {
+        throw new InvalidTokenError('The token is malformed or its signature is not valid');
+      }
+      throw unavailable(error instanceof joseErrors.JWKSTimeout ? 'The identity provider did not answer in time' : 'The identity provider is unreachable');
     }
+    // jsonwebtoken (under passport-jwt) takes the key as PEM.
+    return (key instanceof KeyObject ? key : KeyObject.from(key)).export({ type: 'spki', format: 'pem' }).toString();
   }
 
-  /**
-   * Whether the keys could be loaded (for readiness): once they were, yes for good, as tokens of
-   * known keys keep verifying from the cache while the identity provider is briefly away.
-   */
+  /** Whether the keys could be loaded (for readiness): once they were, the cached set serves until it is fetched again. */
   async reachable(): Promise<boolean> {
-    if (this.keysLoaded) return true;
     try {
-      await (await this.jwks()).getSigningKeys();
-      this.keysLoaded = true;
+      const keySet = await this.remote();
+      if (keySet.jwks() === undefined) await keySet.reload();
       return true;
     } catch {
       return false;
     }
   }
 
-  private jwks(): Promise<JwksClient> {
-    this.client ??= this.discover().catch((error: unknown) => {
-      this.client = undefined;
+  private remote(): Promise<RemoteKeySet> {
+    this.keySet ??= this.discover().catch((error: unknown) => {
+      this.keySet = undefined;
       throw error instanceof DomainError ? error : unavailable('The identity provider is unreachable');
     });
-    return this.client;
+    return this.keySet;
   }
 
-  private async discover(): Promise<JwksClient> {
-    const timeout = this.options.fetchTimeoutMs ?? 5_000;
+  private async discover(): Promise<RemoteKeySet> {
+    const timeoutDuration = this.options.fetchTimeoutMs ?? 5_000;
     let jwksUri = this.options.jwksUri;
     if (!jwksUri) {
-      const response = await fetch(`${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeout) });
+      const response = await fetch(`${this.options.issuer.replace(/\/$/, '')}/.well-known/openid-configuration`, { signal: AbortSignal.timeout(timeoutDuration) });
       if (!response.ok) throw unavailable('The identity provider metadata is unavailable');
       const metadata = (await response.json()) as { issuer?: string; jwks_uri?: string };
       if (metadata.issuer !== this.options.issuer || typeof metadata.jwks_uri !== 'string')
         throw unavailable('The identity provider metadata does not match the configured issuer');
       jwksUri = metadata.jwks_uri;
     }
-    return new JwksClient({
-      jwksUri,
-      timeout,
-      cache: true,
-      cacheMaxAge: 10 * 60_000,
-      rateLimit: true,
-      jwksRequestsPerMinute: this.options.jwksRequestsPerMinute ?? 10,
-    });
+    return createRemoteJWKSet(new URL(jwksUri), { timeoutDuration, cooldownDuration: this.options.jwksCooldownMs ?? 30_000, cacheMaxAge: 10 * 60_000 });
   }
 }
 
@@ -140,7 +135,7 @@ function authenticatedOf(payload: JwtPayload): Authenticated {
 /**
  * The gateway's bearer-token check: a passport-jwt strategy (registered with @nestjs/passport as
  * `jwt`) taking the token from the Authorization header only, its key from the issuer's JWKS by
- * `kid`, and checking signature, algorithm (asymmetric only), `typ` (RFC 9068), issuer, audience,
+ * `kid` (jose's remote key set, see IssuerKeys), and checking signature, algorithm (asymmetric only), `typ` (RFC 9068), issuer, audience,
  * expiry (30 s of tolerance) and the claims an access token must carry.
  */
 export class JwtStrategy extends PassportStrategy(Strategy, 'jwt') {
