@@ -9,6 +9,11 @@ import { RunningProcess, startProcess, waitUntilReady } from './processes';
 export interface StandaloneProcess {
   readonly gatewayUrl: string;
   readonly issuer: string;
+  /** The operations port: /metrics and the readiness details. */
+  readonly opsUrl: string;
+  readonly dataDir: string;
+  /** The operator client the first start created (its secret is in the data directory's admin-client.json). */
+  readonly admin: { readonly clientId: string; readonly clientSecret: string };
   readonly process: RunningProcess;
   /** A token of the operator client the first start created. */
   readonly operatorToken: string;
@@ -52,6 +57,9 @@ export async function startStandaloneProcess(name: string, extraEnv: Readonly<Re
     return {
       gatewayUrl,
       issuer,
+      opsUrl: `http://127.0.0.1:${opsPort}`,
+      dataDir,
+      admin,
       process: standalone,
       operatorToken,
       stop: async () => {

@@ -70,7 +70,7 @@ class IssuerKeys {
     const keySet = await this.remote();
     let key: Awaited<ReturnType<RemoteKeySet>>;
     try {
-      key = await keySet({ alg: header.alg, kid: header.kid }, { payload: '', signature: '' } as never);
+      key = await keySet({ alg: header.alg, kid: header.kid });
     } catch (error) {
       // No such key (after a fetch, or within the cooldown) is the token's fault; anything else the provider's.
       if (error instanceof joseErrors.JWKSNoMatchingKey || error instanceof joseErrors.JWKSMultipleMatchingKeys || error instanceof joseErrors.JOSENotSupported) {
