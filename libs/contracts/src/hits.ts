@@ -40,14 +40,3 @@ export interface HitView {
   readonly decidedBy?: string;
   readonly comment?: string;
 }
-
-/** `hit.decided` event (topic hit.events.v1, key `tenantId:missionId`). */
-export interface HitDecidedEvent {
-  readonly hitId: string;
-  readonly missionId: string;
-  readonly stepIndex: number;
-  readonly decision: HitDecision;
-  readonly decidedBy: string;
-  readonly decidedAt: string;
-  readonly comment?: string;
-}

@@ -7,4 +7,8 @@ export * from './brain';
 export * from './missions';
 export * from './pagination';
 export * from './hits';
+export * from './events';
 export * from './batching';
+export * from './views';
+export * from './messages';
+export * from './operations';

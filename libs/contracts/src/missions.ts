@@ -111,20 +111,3 @@ export type SubmitMissionCommand = z.output<typeof SubmitMissionCommandSchema>;
 
 /** `Idempotency-Key`: 1–255 visible ASCII characters. */
 export const IDEMPOTENCY_KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
-
-/** Payload of the `mission.queued` event. */
-export interface MissionQueuedEvent {
-  readonly missionId: string;
-}
-
-/** Payload of `mission.cancelled`: approval items still waiting for this mission are closed. */
-export interface MissionCancelledEvent {
-  readonly missionId: string;
-}
-
-/** Payload of `mission.completed`: the mission reached a final status. */
-export interface MissionCompletedEvent {
-  readonly missionId: string;
-  readonly status: MissionStatus;
-  readonly completedAt: string;
-}

@@ -21,7 +21,9 @@
  *   refused (`internal_error`).
  * - Events: each subscribed group gets every message at least once, in order per key (keys
  *   concurrently, bounded per process). A failing handler is retried with backoff; after the
- *   last attempt the message goes to `<topic>.dlq`.
+ *   last attempt the message goes to `<topic>.dlq`. A handler that throws a PoisonMessageError
+ *   (a message it can never handle, e.g. a payload that fails its schema) is not retried: the
+ *   message goes to `<topic>.dlq` at once, with the reason.
  * - Bodies pass through the bus's PayloadCodec (plain JSON, or sealed per tenant).
  */
 export const Headers = {

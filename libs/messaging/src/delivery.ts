@@ -68,6 +68,17 @@ export class TenantRefusedError extends Error {
   }
 }
 
+/**
+ * Thrown by an event handler for a message it can never handle, whatever the attempt (a payload
+ * that does not match its schema): the bus dead-letters it at once instead of retrying it.
+ */
+export class PoisonMessageError extends Error {
+  constructor(reason: string) {
+    super(reason);
+    this.name = 'PoisonMessage';
+  }
+}
+
 /** Runs a handler in the context a message may act in: its tenant (or none, for operator handlers) and its trace. */
 export type MessageScope = <T>(fn: () => Promise<T>) => Promise<T>;
 
@@ -165,11 +176,12 @@ export type DeliveryOutcome =
   | { readonly outcome: 'handled' }
   /** Not admitted (no valid tenant for a tenant handler): dead-letter it at once, retrying cannot help. */
   | { readonly outcome: 'refused'; readonly error: TenantRefusedError }
+  /** Failed on its last attempt, or threw a PoisonMessageError (retrying cannot help): dead-letter it. */
   | { readonly outcome: 'failed'; readonly error: unknown; readonly attempts: number }
   /** The bus is stopping: leave the message for redelivery, neither handled nor dead-lettered. */
   | { readonly outcome: 'interrupted' };
 
-/** Delivers an event with retries and backoff; says whether it was handled, refused, failed for good, or interrupted. */
+/** Delivers an event with retries and backoff (none after a PoisonMessageError); says whether it was handled, refused, failed for good, or interrupted. */
 export async function deliverWithRetries(
   message: Omit<IncomingMessage, 'attempt'>,
   handler: (message: IncomingMessage) => Promise<void>,
@@ -186,7 +198,7 @@ export async function deliverWithRetries(
       await admission.scope(() => handler({ ...message, attempt }));
       return { outcome: 'handled' };
     } catch (error) {
-      if (attempt >= policy.attempts) return { outcome: 'failed', error, attempts: attempt };
+      if (attempt >= policy.attempts || error instanceof PoisonMessageError) return { outcome: 'failed', error, attempts: attempt };
       if (isStopping()) return { outcome: 'interrupted' };
       await new Promise((resolve) => setTimeout(resolve, backoffMs(policy, attempt)));
       if (isStopping()) return { outcome: 'interrupted' };

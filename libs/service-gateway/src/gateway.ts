@@ -10,11 +10,10 @@ import { GatewayOptions } from './gateway.options';
 import { METRICS } from './metrics/metrics.registry';
 import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
-import { API_VERSION, createOpenApiDocument, isPublicApiPath, serveOpenApi } from './openapi/document';
-import { authenticate } from './auth/auth.guard';
+import { API_VERSION, createOpenApiDocument, isOpenApiRoute, serveOpenApi } from './openapi/document';
+import { enforceAccess, type RouteAccessConfig } from './auth/access';
 import { enterRequestContext } from './auth/request-context.hook';
 import { TokenVerifier } from './auth/token-verifier';
-import { chargeTenant } from './rate-limit/rate-limit.guard';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { DomainError, ErrorCode, jsonBodyRefusal, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
 import { problemTypeBase } from './http/problem.filter';
@@ -40,11 +39,6 @@ function nestLogger(logger: Logger): LoggerService {
     warn: (message: unknown) => logger.warn(String(message)),
     error: (message: unknown, trace?: unknown) => logger.error({ trace }, String(message)),
   };
-}
-
-/** Paths whose every request is a tenant's: charged to its budget (API.md, "Rate limits"). */
-export function isTenantPath(path: string): boolean {
-  return path === MCP_PATH || ((path === '/api' || path.startsWith('/api/')) && !isPublicApiPath(path));
 }
 
 /**
@@ -115,10 +109,17 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   const fastify = app.getHttpAdapter().getInstance();
   // The request line and headers within HEADERS_TIMEOUT_MS (Node's default is the whole request timeout).
   if ('headersTimeout' in fastify.server) fastify.server.headersTimeout = Math.min(HEADERS_TIMEOUT_MS, requestTimeout);
-  // A route that declares `@RouteConfig({ bodyLimit })` gets its own body limit (document ingestion).
+  // Every route declares who may call it (`Access`), in its config; a route registered without a
+  // declaration stops the gateway from starting. The OpenAPI module registers its document and UI
+  // routes itself, without a config: they are public. A route that declares a body limit gets it
+  // (document ingestion).
   fastify.addHook('onRoute', (route) => {
-    const bodyLimit = (route.config as { bodyLimit?: unknown } | undefined)?.bodyLimit;
-    if (typeof bodyLimit === 'number') route.bodyLimit = bodyLimit;
+    const config = route.config as Partial<RouteAccessConfig> | undefined;
+    if (config?.access === undefined) {
+      if (!isOpenApiRoute(route.url)) throw new Error(`Route ${String(route.method)} ${route.url} declares no access rule`);
+      route.config = { ...config, access: 'public' } satisfies RouteAccessConfig;
+    }
+    if (typeof config?.bodyLimit === 'number') route.bodyLimit = config.bodyLimit;
   });
   const mcpOrigins = new Set([new URL(options.publicUrl).origin, ...(options.mcpAllowedOrigins ?? [])]);
   const typeBase = problemTypeBase(options);
@@ -133,22 +134,13 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
       return reply;
     }
   });
-  // A tenant path (/api but the API document, and /mcp) is authenticated and taken from its
-  // tenant's budget as soon as it is routed, before its body is read: a
-  // malformed, oversized or misrouted request of a tenant counts and carries the RateLimit fields
-  // like any other, and one without a valid token is a 401 whatever its body. The guards then
-  // find the caller established and the request charged.
-  const verifier = app.get(TokenVerifier);
-  const rateLimits = app.get(TenantRateLimiter);
+  // Access is enforced as soon as a request is routed, before its body is read (see enforceAccess):
+  // a malformed, oversized or misrouted request of a tenant counts and carries the RateLimit fields
+  // like any other, and one without a valid token is a 401 whatever its body.
+  const access = { verifier: app.get(TokenVerifier), rateLimits: app.get(TenantRateLimiter), publicUrl: options.publicUrl };
   fastify.addHook('onRequest', async (request, reply) => {
-    if (!isTenantPath(routedPath(request))) return;
     try {
-      request.auth = await authenticate(request.headers.authorization, verifier, options.publicUrl);
-      const tenantId = request.auth.tenantId;
-      if (tenantId && rateLimits.enabled) {
-        await chargeTenant(tenantId, reply, rateLimits, options.publicUrl);
-        request.rateLimitCharged = true;
-      }
+      await enforceAccess(request, reply, routedPath(request), access);
     } catch (error) {
       sendProblem(error, request, reply, options.logger, typeBase);
       return reply;

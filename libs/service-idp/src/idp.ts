@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { DataSource } from 'typeorm';
 import type { Registry } from 'prom-client';
-import { ConsumerGroups, DomainError, ErrorCode, MessageTypes, SigningKeyRotationView, Topics } from '@mission/contracts';
+import { ConsumerGroups, DomainError, ErrorCode, SigningKeyRotationView, Topics } from '@mission/contracts';
 import { KeyEncryptionKey } from '@mission/crypto';
 import { MessageBus } from '@mission/messaging';
 import { pingDatabase } from '@mission/persistence';
@@ -15,7 +15,7 @@ import { loadCookieKeys, readLegacySigningKeys, removeLegacySigningKeys } from '
 import { DEFAULT_ROTATION_POLICY } from './keys/key-rotation';
 import { SigningKeySet, SigningKeyStore } from './keys/signing-key-store';
 import type { PublishedPublicKey } from './keys/test-published-keys';
-import { tenantRequestHandlers } from './tenants/tenants.handlers';
+import { identityRequestHandlers } from './tenants/tenants.handlers';
 import { TenantsRepository } from './tenants/tenants.repository';
 import { TenantsService } from './tenants/tenants.service';
 import { UsersRepository } from './users/users.repository';
@@ -196,12 +196,7 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     };
 
     // Operator messages: provisioning, tenant lookups and key rotation act on the platform, never inside one tenant.
-    options.bus.serve(
-      Topics.identityRequests,
-      IDP_GROUP,
-      { ...tenantRequestHandlers(tenants), [MessageTypes.signingKeyRotate]: async () => rotateSigningKey() },
-      { tenancy: 'operator' },
-    );
+    options.bus.serve(Topics.identityRequests, IDP_GROUP, identityRequestHandlers(tenants, rotateSigningKey), { tenancy: 'operator' });
 
     // Expired sessions, codes and refresh tokens are unreadable already; this only reclaims the space.
     const sweeper = setInterval(() => {

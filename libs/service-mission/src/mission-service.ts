@@ -1,8 +1,8 @@
 import type { Registry } from 'prom-client';
 import { databaseMetrics } from '@mission/runtime';
 import { DataSource } from 'typeorm';
-import { ConsumerGroups, Topics } from '@mission/contracts';
-import { MessageBus } from '@mission/messaging';
+import { ConsumerGroups, HitEventSchemas, MessageTypes, MissionEventSchemas, Topics } from '@mission/contracts';
+import { eventHandlers, MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
 import { Housekeeper, openServiceDatabase, RecordCipher, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
@@ -91,8 +91,16 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   );
 
   options.bus.serve(Topics.missionRequests, MISSION_SERVICE_GROUP, missionRequestHandlers(missions));
-  options.bus.subscribe(Topics.missionEvents, MISSION_RUNNER_GROUP, (message) => runner.onMissionEvent(message));
-  options.bus.subscribe(Topics.hitEvents, MISSION_HIT_EVENTS_GROUP, (message) => runner.onHitEvent(message));
+  options.bus.subscribe(
+    Topics.missionEvents,
+    MISSION_RUNNER_GROUP,
+    eventHandlers(MissionEventSchemas, { [MessageTypes.missionQueued]: (queued) => runner.advance(queued.missionId) }),
+  );
+  options.bus.subscribe(
+    Topics.hitEvents,
+    MISSION_HIT_EVENTS_GROUP,
+    eventHandlers(HitEventSchemas, { [MessageTypes.hitDecided]: (decision, message) => runner.onHitDecided(decision, message.id) }),
+  );
   options.bus.subscribe(Topics.missionStepResults, MISSION_STEP_RESULTS_GROUP, (message) => runner.onStepResult(message));
 
   let dueTimer: NodeJS.Timeout | undefined;

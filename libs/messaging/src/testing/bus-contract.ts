@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { currentTenant, currentTraceparent, optionalTenant, parseTraceparent, runWithTenant, runWithTrace } from '@mission/tenant-context';
+import { z } from 'zod';
 import { IncomingMessage, MessageBus, RetryPolicy } from '../bus';
+import { eventHandlers } from '../event-handlers';
 
 /** Topics a contract run may use; a Kafka run creates them fresh so runs never see each other. */
 export interface ContractTopics {
@@ -87,6 +89,9 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     const asTenantA = <T>(fn: () => Promise<T>): Promise<T> => runWithTenant({ tenantId: tenantA }, fn);
     /** Request markers a `record` handler saw. */
     const handledRequests: string[] = [];
+    /** Payloads the typed `shaped` handler got: only those that matched its schema. */
+    const shaped: unknown[] = [];
+    const typedEvents = eventHandlers({ shaped: z.object({ n: z.int() }) }, { shaped: async (event) => void shaped.push(event) });
     const gates = new Gates();
 
     async function deadLetterOf(topic: string, id: string): Promise<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }> {
@@ -163,6 +168,7 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         }
         if (message.type === 'poison') throw new Error('always fails');
         if (message.type === 'held') await gates.wait((message.payload as { gate: string }).gate);
+        await typedEvents(message);
         received.push(message);
       });
       client.subscribe(topics.events, 'contract-group-2', async (message) => {
@@ -485,6 +491,23 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         const after = randomUUID();
         await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'after-poison', key: 'poison', payload: {} }));
         await expect(waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the event after the poison one')).resolves.toBeDefined();
+      },
+      timeoutMs * 2,
+    );
+
+    it(
+      'dead-letters at once, without retrying, an event whose payload fails its schema, naming its type and fields',
+      async () => {
+        const id = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id, type: 'shaped', key: 'shaped', payload: { n: 'one' } }));
+        const dead = await deadLetterOf(fixture.topics.events, id);
+        expect(dead.headers['error']).toMatch(/^PoisonMessage: The shaped payload does not match its schema \(n: /);
+        expect(dead.headers['attempts']).toBe('1');
+        // One behind it on its key still arrives; a field its schema does not know (a newer producer's) is no reason to refuse it.
+        const after = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'shaped', key: 'shaped', payload: { n: 1, addedLater: true } }));
+        await waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the valid event after the malformed one');
+        expect(shaped).toEqual([{ n: 1 }]);
       },
       timeoutMs * 2,
     );

@@ -11,7 +11,5 @@ export interface Authenticated {
 declare module 'fastify' {
   interface FastifyRequest {
     auth?: Authenticated;
-    /** Set once the request was taken from its tenant's budget (it carries the RateLimit fields). */
-    rateLimitCharged?: boolean;
   }
 }

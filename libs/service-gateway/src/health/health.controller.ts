@@ -1,6 +1,5 @@
 import { Controller, Get, Header, Res } from '@nestjs/common';
 import type { FastifyReply } from 'fastify';
-import { Public } from '../auth/auth.decorators';
 import { Operation } from '../openapi/operation';
 import { GatewayReadiness } from './readiness';
 
@@ -10,7 +9,6 @@ import { GatewayReadiness } from './readiness';
  * the monitoring namespace may reach.
  */
 @Controller('health')
-@Public()
 export class HealthController {
   constructor(private readonly readiness: GatewayReadiness) {}
 

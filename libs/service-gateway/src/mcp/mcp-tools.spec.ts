@@ -1,6 +1,5 @@
 import { z } from 'zod';
-import { IngestDocumentSchema, Scopes, TENANT_SCOPES } from '@mission/contracts';
-import { RESPONSE_SCHEMAS } from '../openapi/schemas';
+import { IngestDocumentSchema, RESPONSE_SCHEMAS, Scopes, TENANT_SCOPES } from '@mission/contracts';
 import { advertisedOutputSchema, advertisedSchema, MCP_TOOLS } from './mcp-tools';
 import { scopesNeeded } from './mcp.controller';
 
@@ -8,16 +7,17 @@ describe('MCP tools', () => {
   it('names the eight tools API.md fixes, each with a tenant scope and a description for an agent', () => {
     expect(MCP_TOOLS.map((tool) => tool.name)).toEqual([
       'submit_mission',
-      'get_mission',
       'list_missions',
-      'query_brain',
+      'get_mission',
       'ingest_document',
+      'query_brain',
       'list_pending_hits',
       'approve_hit',
       'reject_hit',
     ]);
     for (const tool of MCP_TOOLS) {
-      expect(TENANT_SCOPES).toContain(tool.scope);
+      expect(tool.scopes).toHaveLength(1);
+      for (const scope of tool.scopes) expect(TENANT_SCOPES).toContain(scope);
       expect(tool.description.length).toBeGreaterThan(80);
     }
   });

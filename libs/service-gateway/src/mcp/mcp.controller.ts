@@ -1,11 +1,10 @@
 import { Controller, Delete, Get, Inject, Post, Req, Res } from '@nestjs/common';
-import { RouteConfig } from '@nestjs/platform-fastify';
 import { ApiExcludeEndpoint } from '@nestjs/swagger';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { Readable } from 'node:stream';
 import { DomainError, ErrorCode, MAX_DOCUMENT_BODY_BYTES } from '@mission/contracts';
-import { Caller, TenantScopes } from '../auth/auth.decorators';
-import { insufficientScopeProblem } from '../auth/auth.guard';
+import { Access, Caller } from '../auth/access';
+import { insufficientScopeProblem } from '../auth/authenticate';
 import type { Authenticated } from '../auth/authenticated';
 import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
 import { Operation } from '../openapi/operation';
@@ -17,14 +16,14 @@ export function scopesNeeded(message: unknown): string[] {
   if (typeof message !== 'object' || message === null) return [];
   const { method, params } = message as { method?: unknown; params?: { name?: unknown } };
   if (method !== 'tools/call' || typeof params?.name !== 'string') return [];
-  const scope = MCP_TOOL_SCOPES.get(params.name);
-  return scope ? [scope] : [];
+  return [...(MCP_TOOL_SCOPES.get(params.name) ?? [])];
 }
 
 /**
  * `/mcp`, Streamable HTTP. The browser Origin was checked before anything else (the gateway's
- * onRequest hook); the guards have authenticated the caller (401 with the resource metadata
- * otherwise), charged the tenant's rate limit and set the tenant context; here a tool the token
+ * onRequest hook); the route's access declaration had the caller authenticated (401 with the
+ * resource metadata otherwise) and the tenant's rate limit charged on arrival, and the tenant
+ * context is set; here a tool the token
  * lacks the scope for is refused with 403 `insufficient_scope` before the SDK sees the request.
  */
 @Controller('mcp')
@@ -35,8 +34,6 @@ export class McpController {
   ) {}
 
   @Post()
-  // Documents ingested through `ingest_document` may be as large as through REST.
-  @RouteConfig({ bodyLimit: MAX_DOCUMENT_BODY_BYTES })
   @Operation({
     operationId: 'mcp',
     tag: 'MCP',
@@ -46,6 +43,8 @@ export class McpController {
       "each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. One JSON-RPC message per request: a batch (an array) is refused with 400 `validation_failed`, as the revisions served have no batches; every request takes one token of the tenant's rate limit. " +
       'GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.',
     access: { scopes: [] },
+    // Documents ingested through `ingest_document` may be as large as through REST.
+    bodyLimit: MAX_DOCUMENT_BODY_BYTES,
     body: { schema: 'json-rpc', required: true, example: { jsonrpc: '2.0', id: 1, method: 'tools/list' } },
     success: { status: 200, description: 'The JSON-RPC response (202 for a notification)', schema: 'json-rpc' },
   })
@@ -64,7 +63,7 @@ export class McpController {
 
   /** Stateless: no stream to resume and no session to end; the SDK answers 405. */
   @Get()
-  @TenantScopes()
+  @Access({ scopes: [] })
   @ApiExcludeEndpoint()
   get(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
     return this.forward(request, reply, caller);
@@ -72,7 +71,7 @@ export class McpController {
 
   /** Stateless: no session to end; the SDK answers 405. */
   @Delete()
-  @TenantScopes()
+  @Access({ scopes: [] })
   @ApiExcludeEndpoint()
   delete(@Req() request: FastifyRequest, @Res() reply: FastifyReply, @Caller() caller: Authenticated): Promise<void> {
     return this.forward(request, reply, caller);

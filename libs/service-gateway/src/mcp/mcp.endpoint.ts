@@ -1,14 +1,12 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { AuthInfo, CallToolResult, createMcpHandler, McpHttpHandler, McpServer } from '@modelcontextprotocol/server';
-import { ErrorCode } from '@mission/contracts';
+import { ErrorCode, type OperationDefinition, Operations } from '@mission/contracts';
 import { mapError } from '../http/error-mapping';
 import { problemFor } from '../http/problem';
 import { problemTypeBase } from '../http/problem.filter';
 import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
-import { BrainOperations } from '../operations/brain.operations';
-import { HitOperations } from '../operations/hits.operations';
-import { MissionOperations } from '../operations/missions.operations';
-import { advertisedOutputSchema, advertisedSchema, GatewayOperations, MCP_TOOLS, McpTool } from './mcp-tools';
+import { OperationRunner } from '../operations/operation-runner';
+import { advertisedOutputSchema, advertisedSchema, MCP_TOOLS, McpTool } from './mcp-tools';
 
 export const MCP_PATH = '/mcp';
 export const MCP_SERVER_INFO = { name: 'mission-service', title: 'Mission Service', version: '1.0.0' } as const;
@@ -40,16 +38,12 @@ function toolResult(body: object): CallToolResult {
 @Injectable()
 export class McpEndpoint implements OnModuleDestroy {
   private readonly handler: McpHttpHandler;
-  private readonly operations: GatewayOperations;
   private readonly typeBase: string;
 
   constructor(
-    missions: MissionOperations,
-    brain: BrainOperations,
-    hits: HitOperations,
+    private readonly operations: OperationRunner,
     @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
   ) {
-    this.operations = { missions, brain, hits };
     this.typeBase = problemTypeBase(options);
     this.handler = createMcpHandler(({ authInfo }) => this.server(callerOf(authInfo)), {
       legacy: 'stateless',
@@ -96,11 +90,15 @@ export class McpEndpoint implements OnModuleDestroy {
   /** Runs a tool as its REST twin would; every failure is a tool result carrying the same problem details. */
   private async run(tool: McpTool, args: Record<string, unknown>, caller: McpCaller): Promise<CallToolResult> {
     try {
-      if (!caller.scopes.has(tool.scope)) {
+      const missing = tool.scopes.filter((scope) => !caller.scopes.has(scope));
+      if (missing.length > 0) {
         // The controller answers 403 before this; kept so that no path runs a tool without its scope.
-        return this.failure(tool, caller, { code: ErrorCode.InsufficientScope, detail: `This operation needs the scope ${tool.scope}` });
+        return this.failure(tool, caller, { code: ErrorCode.InsufficientScope, detail: `This operation needs the scope ${missing.join(' ')}` });
       }
-      return toolResult(await tool.run(args, this.operations, caller));
+      const { id, ...fields } = args;
+      const takesId = (Operations[tool.operation] as OperationDefinition).http.pathId !== undefined;
+      const request = takesId ? { id, fields } : { fields: args };
+      return toolResult((await this.operations.run(tool.operation, request, caller)) as object);
     } catch (error) {
       const mapped = mapError(error);
       if (mapped.unexpected) this.options.logger.error({ err: error, requestId: caller.requestId, tool: tool.name }, 'Unhandled error in an MCP tool');

@@ -1,8 +1,8 @@
 import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import { Scopes, TENANT_SCOPES } from '@mission/contracts';
+import { type ProblemStatus, Scopes, TENANT_SCOPES } from '@mission/contracts';
 import { PROBLEM_CONTENT_TYPE } from '../http/problem';
-import { OPERATION_EXTENSION, OperationSpec, ProblemStatus } from './operation';
+import { OPERATION_EXTENSION, OperationSpec } from './operation';
 import { componentSchemas, queryParameters } from './schemas';
 
 /** The version of the API contract (API.md), not of the software. */
@@ -11,9 +11,9 @@ export const OPENAPI_JSON_PATH = '/api/openapi.json';
 export const OPENAPI_UI_PATH = '/api/docs';
 export const OPENAPI_YAML_PATH = '/api/openapi.yaml';
 
-/** The public paths under /api: the document and its UI. Every other /api path is a tenant's. */
-export function isPublicApiPath(path: string): boolean {
-  return path === OPENAPI_JSON_PATH || path === OPENAPI_YAML_PATH || path === OPENAPI_UI_PATH || path.startsWith(`${OPENAPI_UI_PATH}/`);
+/** The routes serveOpenApi registers (the document, its UI and the UI's assets): public, as the document says. */
+export function isOpenApiRoute(url: string): boolean {
+  return url === OPENAPI_JSON_PATH || url === OPENAPI_YAML_PATH || url === OPENAPI_UI_PATH || url.startsWith(`${OPENAPI_UI_PATH}/`);
 }
 
 export interface OpenApiOptions {

@@ -8,7 +8,7 @@ import { hashSecret } from '@mission/crypto';
 import { verifyClientSecret } from '../clients/client-credentials';
 import { ClientsRepository } from '../clients/clients.repository';
 import { openIdentityDatabase } from '../identity-database';
-import { tenantRequestHandlers } from './tenants.handlers';
+import { identityRequestHandlers } from './tenants.handlers';
 import { TenantsRepository } from './tenants.repository';
 import { TenantsService } from './tenants.service';
 import { domainErrorOf } from '@mission/messaging/testing';
@@ -160,7 +160,12 @@ describe('tenants on PostgreSQL', () => {
   it('serves create and get over the bus, with validation and not-found as domain errors', async () => {
     const broker = new InProcessBroker();
     const server = new InProcessBus(broker);
-    server.serve(Topics.identityRequests, 'idp', tenantRequestHandlers(tenants), { tenancy: 'operator' });
+    server.serve(
+      Topics.identityRequests,
+      'idp',
+      identityRequestHandlers(tenants, () => Promise.reject(new Error('not rotated in this test'))),
+      { tenancy: 'operator' },
+    );
     const caller = new InProcessBus(broker);
     await server.start();
     await caller.start();

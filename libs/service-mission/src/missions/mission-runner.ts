@@ -1,6 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BrainQueryResult, ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitView, isErrorBody, MessageTypes, MissionQueuedEvent } from '@mission/contracts';
-import { Headers, IncomingMessage, ReplyEnvelope } from '@mission/messaging';
+import { BrainQueryResult, ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitView, StepResultSchema } from '@mission/contracts';
+import { Headers, IncomingMessage } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
@@ -20,12 +20,6 @@ export { DEFAULT_RUNNER_TIMINGS, type RunnerTimings } from './mission.steps';
 
 /** The codes of a step reply that say "try again later" rather than "this step failed". */
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([ErrorCode.DependencyUnavailable, ErrorCode.Internal]);
-
-function isReplyEnvelope(value: unknown): value is ReplyEnvelope {
-  if (typeof value !== 'object' || value === null || !('ok' in value)) return false;
-  const envelope = value as { ok: unknown; error?: unknown };
-  return envelope.ok === true || (envelope.ok === false && isErrorBody(envelope.error));
-}
 
 /**
  * Executes missions step by step without ever waiting for another service inside a handler.
@@ -48,12 +42,6 @@ export class MissionRunner {
     private readonly afterCommit: () => void,
   ) {}
 
-  /** Bus entry point for `mission.events.v1`. */
-  async onMissionEvent(message: IncomingMessage): Promise<void> {
-    if (message.type !== MessageTypes.missionQueued) return;
-    await this.advance((message.payload as MissionQueuedEvent).missionId);
-  }
-
   /** Bus entry point for `mission.step-results.v1`: a reply to a step's request. */
   async onStepResult(message: IncomingMessage): Promise<void> {
     if (message.type !== 'reply') return;
@@ -63,7 +51,7 @@ export class MissionRunner {
       this.logger.error('Step result without a request id or for another tenant; ignored', { key: message.key });
       return;
     }
-    const reply = message.payload;
+    const result = StepResultSchema.safeParse(message.payload);
     await this.transition(missionId, async (manager, mission, now) => {
       const step = mission.steps.find((candidate) => candidate.requestId === requestId);
       // A reply to a request sent again since, to a cancelled mission, or delivered twice: stale.
@@ -72,11 +60,12 @@ export class MissionRunner {
       if ((mission.status !== 'running' && mission.status !== 'queued') || !step || (step.status !== 'running' && step.status !== 'pending')) return false;
       mission.status = 'running';
       step.status = 'running';
-      if (!isReplyEnvelope(reply)) {
+      if (!result.success) {
         this.logger.error('Unreadable step result; the step is retried', { missionId, step: step.index });
         this.steps.retryLater(mission, step, now);
         return true;
       }
+      const reply = result.data;
       if (!reply.ok) {
         if (TRANSIENT_CODES.has(reply.error.code) && this.steps.mayRetry(step)) {
           this.logger.warn?.('A step could not reach its dependency; retrying later', { missionId, step: step.index, code: reply.error.code });
@@ -104,12 +93,10 @@ export class MissionRunner {
     });
   }
 
-  /** Bus entry point for `hit.events.v1`: records the decision once, then resumes or ends the mission. */
-  async onHitEvent(message: IncomingMessage): Promise<void> {
-    if (message.type !== MessageTypes.hitDecided) return;
-    const decision = message.payload as HitDecidedEvent;
+  /** `hit.decided` of message `messageId`: records the decision once, then resumes or ends the mission. */
+  async onHitDecided(decision: HitDecidedEvent, messageId: string): Promise<void> {
     await this.transition(decision.missionId, async (manager, mission, now) => {
-      if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, message.id))) return false;
+      if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
       const step = mission.steps[decision.stepIndex];
       // Only the item the mission waits for counts: a cancelled or finished mission stays as it is.
       // The decision may come before the reply that created the item (that reply lost and sent

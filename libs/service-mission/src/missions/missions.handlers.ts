@@ -1,13 +1,13 @@
-import { MessageTypes, parseOrThrow, ResourceIdSchema } from '@mission/contracts';
-import { RequestHandler } from '@mission/messaging';
+import { Messages, Topics } from '@mission/contracts';
+import { on, RequestHandler, requestHandlers } from '@mission/messaging';
 import { MissionsService } from './missions.service';
 
 /** Bus requests → MissionsService calls. The tenant comes from the message, restored by the bus. */
 export function missionRequestHandlers(missions: MissionsService): Record<string, RequestHandler> {
-  return {
-    [MessageTypes.missionSubmit]: (message) => missions.submit(message.payload),
-    [MessageTypes.missionGet]: (message) => missions.get(parseOrThrow(ResourceIdSchema, message.payload).id),
-    [MessageTypes.missionList]: (message) => missions.list(message.payload),
-    [MessageTypes.missionCancel]: (message) => missions.cancel(parseOrThrow(ResourceIdSchema, message.payload).id),
-  };
+  return requestHandlers(Topics.missionRequests, [
+    on(Messages.missionSubmit, (command) => missions.submit(command)),
+    on(Messages.missionGet, ({ id }) => missions.get(id)),
+    on(Messages.missionList, (query) => missions.list(query)),
+    on(Messages.missionCancel, ({ id }) => missions.cancel(id)),
+  ]);
 }

@@ -1,10 +1,5 @@
-import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
-import { Reflector } from '@nestjs/core';
-import type { FastifyRequest } from 'fastify';
-import { ErrorCode, Scopes } from '@mission/contracts';
-import { GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import { ErrorCode } from '@mission/contracts';
 import { HttpProblemError } from '../http/http-problem.error';
-import { ACCESS_KEY, AccessRule } from './auth.decorators';
 import type { Authenticated } from './authenticated';
 import { InvalidTokenError, TokenVerifier } from './token-verifier';
 
@@ -39,12 +34,6 @@ export function insufficientScopeProblem(publicUrl: string, needed: readonly str
   });
 }
 
-function ruleOf(reflector: Reflector, context: ExecutionContext): AccessRule {
-  const rule = reflector.getAllAndOverride<AccessRule | undefined>(ACCESS_KEY, [context.getHandler(), context.getClass()]);
-  if (!rule) throw new Error(`Route ${context.getClass().name}.${context.getHandler().name} declares no access rule`);
-  return rule;
-}
-
 /**
  * The caller of a request from its Authorization header, or a 401 with the Bearer challenge:
  * without an error code when no bearer token was presented (no header, or another scheme: RFC
@@ -60,49 +49,5 @@ export async function authenticate(header: string | undefined, verifier: TokenVe
   } catch (error) {
     if (error instanceof InvalidTokenError) throw unauthorizedProblem(publicUrl, error.message, true);
     throw error;
-  }
-}
-
-/**
- * Authenticates every request unless the route is @Public (tenant paths were authenticated
- * already, before their body was read: see the gateway's request hook). Routes must declare a
- * rule: an undeclared route fails closed. What the token may do is the ScopeGuard's, which runs
- * after the tenant's rate limit: a tenant request refused for its scopes still counts and carries
- * the RateLimit fields.
- */
-@Injectable()
-export class AuthGuard implements CanActivate {
-  constructor(
-    private readonly reflector: Reflector,
-    private readonly verifier: TokenVerifier,
-    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
-  ) {}
-
-  async canActivate(context: ExecutionContext): Promise<boolean> {
-    if (ruleOf(this.reflector, context).kind === 'public') return true;
-    const request = context.switchToHttp().getRequest<FastifyRequest>();
-    request.auth ??= await authenticate(request.headers.authorization, this.verifier, this.options.publicUrl);
-    return true;
-  }
-}
-
-/** Enforces the route's access rule on the authenticated caller (registered after the RateLimitGuard). */
-@Injectable()
-export class ScopeGuard implements CanActivate {
-  constructor(
-    private readonly reflector: Reflector,
-    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
-  ) {}
-
-  canActivate(context: ExecutionContext): boolean {
-    const rule = ruleOf(this.reflector, context);
-    if (rule.kind === 'public') return true;
-    const auth = context.switchToHttp().getRequest<FastifyRequest>().auth;
-    if (!auth) throw new Error('The scope check ran before authentication: ScopeGuard must come after AuthGuard');
-    const needed = rule.kind === 'operator' ? [Scopes.platformAdmin] : rule.scopes;
-    const missing = needed.some((scope) => !auth.scopes.has(scope));
-    const wrongKind = rule.kind === 'tenant' ? !auth.tenantId : Boolean(auth.tenantId);
-    if (missing || wrongKind) throw insufficientScopeProblem(this.options.publicUrl, needed);
-    return true;
   }
 }

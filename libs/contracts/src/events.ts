@@ -1,0 +1,63 @@
+import { z } from 'zod';
+import { ErrorBody, isErrorBody } from './errors';
+import { DecideHitSchema } from './hits';
+import { MISSION_STATUSES } from './missions';
+import { MessageTypes } from './topics';
+
+/*
+ * The payloads of the platform's events, by topic and message type. Their types are derived from
+ * the schemas, so neither can change without the other, and a consumer checks each payload against
+ * its schema before handling it (eventHandlers in @mission/messaging). The objects accept fields
+ * they do not know: during a rolling upgrade a newer producer may add one, and an older consumer
+ * must still handle the event rather than dead-letter it.
+ */
+
+const timestamp = z.iso.datetime({ offset: true });
+
+/** `mission.queued`: a submitted mission waits for mission-service's runner. */
+export const MissionQueuedEventSchema = z.object({ missionId: z.uuid() });
+export type MissionQueuedEvent = Readonly<z.output<typeof MissionQueuedEventSchema>>;
+
+/** `mission.cancelled`: approval items still waiting for this mission are closed. */
+export const MissionCancelledEventSchema = z.object({ missionId: z.uuid() });
+export type MissionCancelledEvent = Readonly<z.output<typeof MissionCancelledEventSchema>>;
+
+/** `mission.completed`: the mission reached a final status. */
+export const MissionCompletedEventSchema = z.object({ missionId: z.uuid(), status: z.enum(MISSION_STATUSES), completedAt: timestamp });
+export type MissionCompletedEvent = Readonly<z.output<typeof MissionCompletedEventSchema>>;
+
+/** `hit.decided` (key `tenantId:missionId`): a person decided a mission's approval item, as `hit.decide` accepted it. */
+export const HitDecidedEventSchema = z.object({
+  hitId: z.uuid(),
+  missionId: z.uuid(),
+  stepIndex: z.int().min(0),
+  decision: DecideHitSchema.shape.decision,
+  decidedBy: DecideHitSchema.shape.decidedBy,
+  decidedAt: timestamp,
+  comment: DecideHitSchema.shape.comment,
+});
+export type HitDecidedEvent = Readonly<z.output<typeof HitDecidedEventSchema>>;
+
+/** The events of `mission.events.v1`, by message type. */
+export const MissionEventSchemas = {
+  [MessageTypes.missionQueued]: MissionQueuedEventSchema,
+  [MessageTypes.missionCancelled]: MissionCancelledEventSchema,
+  [MessageTypes.missionCompleted]: MissionCompletedEventSchema,
+} as const;
+
+/** The events of `hit.events.v1`, by message type. */
+export const HitEventSchemas = {
+  [MessageTypes.hitDecided]: HitDecidedEventSchema,
+} as const;
+
+/**
+ * What `mission.step-results.v1` carries: the replies (message type `reply`) to the requests
+ * mission steps send, re-read as events, in the bus's reply envelope. What `data` holds depends on
+ * the request (a `brain.query` result, a `hit.create` item), which only the step it answers tells;
+ * an error is one a requester would read (isErrorBody: a code it knows).
+ */
+export const StepResultSchema = z.discriminatedUnion('ok', [
+  z.object({ ok: z.literal(true), data: z.unknown() }),
+  z.object({ ok: z.literal(false), error: z.custom<ErrorBody>(isErrorBody) }),
+]);
+export type StepResult = z.output<typeof StepResultSchema>;

@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import { BrainQuerySchema, IngestDocumentCommandSchema } from './brain';
+import { CreateHitSchema, DecideHitSchema } from './hits';
+import { ListMissionsQuerySchema, SubmitMissionCommandSchema } from './missions';
+import { PageQuerySchema } from './pagination';
+import { CreateTenantSchema, CreateUserCommandSchema, TenantSubresourceCommandSchema, UpdateTenantCommandSchema } from './tenants';
+import { Topic, Topics } from './topics';
+import { ResourceIdSchema } from './validation';
+import { RESPONSE_SCHEMAS } from './views';
+
+/**
+ * A request one service answers over the bus: where it goes, what it carries and what comes back.
+ * The bus checks the payload against its schema on both sides (the sender's mistakes fail where
+ * they are made, a handler never sees an unchecked payload) and the reply against its schema on
+ * both sides too. `payloadLabel` names the payload in validation errors ("Tenant is invalid").
+ */
+export interface MessageDefinition<P extends z.ZodType = z.ZodType, R extends z.ZodType = z.ZodType> {
+  readonly topic: Topic;
+  readonly type: string;
+  readonly payload: P;
+  readonly reply: R;
+  readonly payloadLabel?: string;
+}
+
+/** The payload a sender builds (before defaults and transforms). */
+export type PayloadOf<M extends MessageDefinition> = z.input<M['payload']>;
+/** The payload a handler receives, checked. */
+export type CheckedPayloadOf<M extends MessageDefinition> = z.output<M['payload']>;
+/** Arrays and objects at any depth as readonly: what the contracts' view interfaces declare. */
+export type DeepReadonly<T> = T extends ReadonlyArray<infer U> ? ReadonlyArray<DeepReadonly<U>> : T extends object ? { readonly [K in keyof T]: DeepReadonly<T[K]> } : T;
+/** What a handler answers (its view types are readonly), before its reply schema's defaults and transforms. */
+export type ReplyOf<M extends MessageDefinition> = DeepReadonly<z.input<M['reply']>>;
+/** What the sender gets back, checked. */
+export type CheckedReplyOf<M extends MessageDefinition> = z.output<M['reply']>;
+
+const message = <P extends z.ZodType, R extends z.ZodType>(definition: MessageDefinition<P, R>): MessageDefinition<P, R> => definition;
+
+const NoPayload = z.strictObject({});
+
+/** What brain-service holds for a tenant: the quantities its storage quota counts. */
+export const BrainUsageSchema = z.object({ documents: z.int().min(0), bytes: z.int().min(0) });
+/** The reply to a deletion: the id deleted. */
+export const DeletedSchema = z.object({ id: z.string() });
+
+/** Every request of the platform, by the name its message carries. */
+export const Messages = {
+  tenantCreate: message({
+    topic: Topics.identityRequests,
+    type: 'identity.tenant.create',
+    payload: CreateTenantSchema,
+    reply: RESPONSE_SCHEMAS.CreatedTenant,
+    payloadLabel: 'Tenant',
+  }),
+  tenantGet: message({ topic: Topics.identityRequests, type: 'identity.tenant.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Tenant }),
+  tenantUpdate: message({ topic: Topics.identityRequests, type: 'identity.tenant.update', payload: UpdateTenantCommandSchema, reply: RESPONSE_SCHEMAS.Tenant }),
+  clientCreate: message({ topic: Topics.identityRequests, type: 'identity.client.create', payload: TenantSubresourceCommandSchema, reply: RESPONSE_SCHEMAS.ClientCredentials }),
+  userCreate: message({ topic: Topics.identityRequests, type: 'identity.user.create', payload: CreateUserCommandSchema, reply: RESPONSE_SCHEMAS.User, payloadLabel: 'User' }),
+  signingKeyRotate: message({ topic: Topics.identityRequests, type: 'identity.signing_key.rotate', payload: NoPayload, reply: RESPONSE_SCHEMAS.SigningKeyRotation }),
+  missionSubmit: message({ topic: Topics.missionRequests, type: 'mission.submit', payload: SubmitMissionCommandSchema, reply: RESPONSE_SCHEMAS.Mission }),
+  missionGet: message({ topic: Topics.missionRequests, type: 'mission.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Mission }),
+  missionList: message({ topic: Topics.missionRequests, type: 'mission.list', payload: ListMissionsQuerySchema, reply: RESPONSE_SCHEMAS.MissionPage, payloadLabel: 'Query' }),
+  missionCancel: message({ topic: Topics.missionRequests, type: 'mission.cancel', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Mission }),
+  brainQuery: message({ topic: Topics.brainRequests, type: 'brain.query', payload: BrainQuerySchema, reply: RESPONSE_SCHEMAS.BrainQueryResult, payloadLabel: 'Query' }),
+  brainDocumentIngest: message({ topic: Topics.brainRequests, type: 'brain.document.ingest', payload: IngestDocumentCommandSchema, reply: RESPONSE_SCHEMAS.IngestedDocument }),
+  brainDocumentList: message({
+    topic: Topics.brainRequests,
+    type: 'brain.document.list',
+    payload: PageQuerySchema,
+    reply: RESPONSE_SCHEMAS.BrainDocumentPage,
+    payloadLabel: 'Query',
+  }),
+  brainDocumentGet: message({ topic: Topics.brainRequests, type: 'brain.document.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.BrainDocument }),
+  brainDocumentDelete: message({ topic: Topics.brainRequests, type: 'brain.document.delete', payload: ResourceIdSchema, reply: DeletedSchema }),
+  brainUsageGet: message({ topic: Topics.brainRequests, type: 'brain.usage.get', payload: NoPayload, reply: BrainUsageSchema }),
+  hitCreate: message({ topic: Topics.hitRequests, type: 'hit.create', payload: CreateHitSchema, reply: RESPONSE_SCHEMAS.HitItem }),
+  hitGet: message({ topic: Topics.hitRequests, type: 'hit.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.HitItem }),
+  hitListPending: message({ topic: Topics.hitRequests, type: 'hit.list_pending', payload: PageQuerySchema, reply: RESPONSE_SCHEMAS.HitItemPage, payloadLabel: 'Query' }),
+  hitDecide: message({ topic: Topics.hitRequests, type: 'hit.decide', payload: DecideHitSchema, reply: RESPONSE_SCHEMAS.HitItem, payloadLabel: 'Decision' }),
+} as const;
+export type Messages = typeof Messages;
+export type MessageName = keyof Messages;

@@ -1,0 +1,167 @@
+import { Inject, Injectable } from '@nestjs/common';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
+import {
+  CreateClientSchema,
+  CreateUserSchema,
+  DomainError,
+  ErrorCode,
+  IDEMPOTENCY_KEY_PATTERN,
+  type OperationDefinition,
+  type OperationName,
+  Operations,
+  parseIngestDocument,
+  parseOrThrow,
+  type PayloadOf,
+  QUERY_SCHEMAS,
+  REQUEST_SCHEMAS,
+  scopesMissionNeeds,
+  SubmitMissionSchema,
+  UpdateTenantSchema,
+} from '@mission/contracts';
+import { hashSecret } from '@mission/crypto';
+import { type MessageBus, requestMessage, type RequestOptions } from '@mission/messaging';
+import { currentTenant, runWithTenant } from '@mission/tenant-context';
+import { insufficientScopeProblem } from '../auth/authenticate';
+import { BUS, GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
+import { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
+
+/** Indexing a 10 MiB document takes seconds, far beyond the bus's default request timeout. */
+export const INGEST_TIMEOUT_MS = 120_000;
+
+/** An operation's input as a transport delivers it, unchecked. */
+export interface OperationRequest {
+  /** The route's `:id`, or the tool's `id` argument. */
+  readonly id?: unknown;
+  /** The query parameters or the body (REST), the other arguments (MCP). */
+  readonly fields: unknown;
+  readonly idempotencyKey?: string;
+}
+
+/** Who calls, as the token established it. */
+export interface OperationCaller {
+  readonly subject: string;
+  readonly scopes: ReadonlySet<string>;
+}
+
+type MessageOf<K extends OperationName> = (typeof Operations)[K]['message'];
+
+/** The fields an operation takes besides its `id`, and what its validation errors call them. */
+function fieldsOf(operation: OperationDefinition): { schema: z.ZodType; label: string } {
+  const { body, query } = operation.http;
+  if (body && body.schema !== 'json-rpc') return { schema: REQUEST_SCHEMAS[body.schema as keyof typeof REQUEST_SCHEMAS], label: body.label ?? 'Body' };
+  if (query) return { schema: QUERY_SCHEMAS[query], label: 'Query' };
+  return { schema: z.strictObject({}), label: 'Request' };
+}
+
+function idempotencyKeyOf(key: string | undefined): string | undefined {
+  if (key === undefined) return undefined;
+  if (!IDEMPOTENCY_KEY_PATTERN.test(key)) {
+    throw new DomainError(ErrorCode.ValidationFailed, 'The Idempotency-Key header is invalid', [
+      { field: 'Idempotency-Key', message: 'must be 1 to 255 visible ASCII characters' },
+    ]);
+  }
+  return key;
+}
+
+/**
+ * Runs the catalogue's operations for REST routes and MCP tools alike: checks the caller's input,
+ * builds the operation's bus message and sends it. Most operations send their checked input as it
+ * is; the few that add what only the gateway knows (the caller, the tenant's quota, a password's
+ * hash) say so in `payloads` below.
+ */
+@Injectable()
+export class OperationRunner {
+  /** Payloads that differ from the checked input, by operation. */
+  private readonly payloads: { readonly [K in OperationName]?: (request: OperationRequest, caller: OperationCaller) => Promise<PayloadOf<MessageOf<K>>> } = {
+    /**
+     * The body goes to mission-service as the client sent it: that is what an Idempotency-Key's
+     * fingerprint is taken of, so a body that differs only in what validation normalises is
+     * another request (422), not a repeat. A mission's steps act with its submitter's authority: a
+     * step that reads the Brain needs `brain:read` (403 `insufficient_scope` naming it), and the
+     * caller's scopes travel with the command so that mission-service records what its steps may do.
+     */
+    submitMission: async (request, caller) => {
+      const mission = parseOrThrow(SubmitMissionSchema, request.fields, 'Mission');
+      const key = idempotencyKeyOf(request.idempotencyKey);
+      const missing = scopesMissionNeeds(mission).filter((scope) => !caller.scopes.has(scope));
+      if (missing.length > 0) throw insufficientScopeProblem(this.options.publicUrl, missing);
+      return { mission: request.fields, scopes: [...caller.scopes], ...(key ? { idempotencyKey: key } : {}) };
+    },
+    /** Stored within the tenant's storage quota, which brain-service checks as it stores (403 quota_exceeded beyond it). */
+    ingestDocument: async (request) => {
+      const document = parseIngestDocument(request.fields);
+      const quota = await this.tenants.storageQuotaOf(currentTenant().tenantId);
+      if (!quota) throw DomainError.notFound('Tenant');
+      return { document, quota };
+    },
+    approveHit: (request, caller) => this.decision(request, caller, 'approved'),
+    rejectHit: (request, caller) => this.decision(request, caller, 'rejected'),
+    updateTenant: async (request) => ({ id: String(request.id), patch: parseOrThrow(UpdateTenantSchema, request.fields, 'Tenant') }),
+    createClient: async (request) => ({ tenantId: String(request.id), body: parseOrThrow(CreateClientSchema, request.fields ?? {}, 'Client') }),
+    /** Hashed here, so the password never reaches the bus (or a broker's log). */
+    createUser: async (request) => {
+      const { password, ...user } = parseOrThrow(CreateUserSchema, request.fields, 'User');
+      return { tenantId: String(request.id), ...user, passwordHash: await hashSecret(password) };
+    },
+  };
+
+  /** Operations that take more than their one message. */
+  private readonly compositions: { readonly [K in OperationName]?: (request: OperationRequest) => Promise<unknown> } = {
+    getTenantUsage: async (request) => {
+      const tenant = await requestMessage(this.bus, Operations.getTenant.message, { id: String(request.id) });
+      // Asked as the tenant: brain-service reads its statistics under the tenant's row-level security.
+      const used = await runWithTenant({ tenantId: tenant.id }, () => requestMessage(this.bus, Operations.getTenantUsage.message, {}));
+      return { tenantId: tenant.id, documents: { used: used.documents, limit: tenant.storage.documents }, bytes: { used: used.bytes, limit: tenant.storage.bytes } };
+    },
+  };
+
+  private readonly requestOptions: { readonly [K in OperationName]?: RequestOptions } = { ingestDocument: { timeoutMs: INGEST_TIMEOUT_MS } };
+
+  constructor(
+    @Inject(BUS) private readonly bus: MessageBus,
+    @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
+    private readonly tenants: TenantRateLimiter,
+  ) {}
+
+  /** Runs `name` for `caller`; the reply is checked against the operation's reply schema. */
+  async run(name: OperationName, request: OperationRequest, caller: OperationCaller): Promise<unknown> {
+    const operation: OperationDefinition = Operations[name];
+    const composed = this.compositions[name];
+    if (composed) return composed(request);
+    const prepare = this.payloads[name] as ((request: OperationRequest, caller: OperationCaller) => Promise<unknown>) | undefined;
+    const payload = prepare ? await prepare(request, caller) : this.checkedInput(operation, request);
+    return requestMessage(this.bus, operation.message, payload, this.requestOptions[name]);
+  }
+
+  /** Serves the operation's REST route: its `:id`, its query or body, its Idempotency-Key; its status and Location. */
+  async serveHttp(name: OperationName, request: FastifyRequest, reply: FastifyReply): Promise<unknown> {
+    const { http } = Operations[name] as OperationDefinition;
+    const auth = request.auth;
+    if (!auth) throw new Error(`${http.operationId} ran without its caller: the arrival hook authenticates every route that is not public`);
+    const header = request.headers['idempotency-key'];
+    const result = await this.run(
+      name,
+      {
+        id: (request.params as { id?: string } | undefined)?.id,
+        fields: http.body ? request.body : http.query ? request.query : {},
+        ...(http.idempotencyKey && typeof header === 'string' ? { idempotencyKey: header } : {}),
+      },
+      auth,
+    );
+    if (http.success.location && typeof result === 'object' && result !== null && 'id' in result) void reply.header('Location', `${http.path}/${String(result.id)}`);
+    return http.success.status === 204 ? undefined : result;
+  }
+
+  private checkedInput(operation: OperationDefinition, request: OperationRequest): unknown {
+    const { schema, label } = fieldsOf(operation);
+    const fields: unknown = parseOrThrow(schema, request.fields ?? {}, label);
+    return operation.http.pathId ? { id: request.id, ...(fields as object) } : fields;
+  }
+
+  /** Records the decision of the caller (the token's subject); 409 once the item is decided. */
+  private async decision(request: OperationRequest, caller: OperationCaller, decision: 'approved' | 'rejected'): Promise<PayloadOf<typeof Operations.approveHit.message>> {
+    const { comment } = parseOrThrow(REQUEST_SCHEMAS.HitDecision, request.fields ?? {}, 'Decision');
+    return { id: String(request.id), decision, decidedBy: caller.subject, ...(comment !== undefined ? { comment } : {}) };
+  }
+}
