@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { ErrorBody, isErrorBody } from './errors';
 import { DecideHitSchema } from './hits';
 import { MISSION_STATUSES } from './missions';
-import { MessageTypes } from './topics';
+import { EventTypes } from './topics';
 
 /*
  * The payloads of the platform's events, by topic and message type. Their types are derived from
@@ -40,14 +40,14 @@ export type HitDecidedEvent = Readonly<z.output<typeof HitDecidedEventSchema>>;
 
 /** The events of `mission.events.v1`, by message type. */
 export const MissionEventSchemas = {
-  [MessageTypes.missionQueued]: MissionQueuedEventSchema,
-  [MessageTypes.missionCancelled]: MissionCancelledEventSchema,
-  [MessageTypes.missionCompleted]: MissionCompletedEventSchema,
+  [EventTypes.missionQueued]: MissionQueuedEventSchema,
+  [EventTypes.missionCancelled]: MissionCancelledEventSchema,
+  [EventTypes.missionCompleted]: MissionCompletedEventSchema,
 } as const;
 
 /** The events of `hit.events.v1`, by message type. */
 export const HitEventSchemas = {
-  [MessageTypes.hitDecided]: HitDecidedEventSchema,
+  [EventTypes.hitDecided]: HitDecidedEventSchema,
 } as const;
 
 /**

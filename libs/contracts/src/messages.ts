@@ -4,7 +4,7 @@ import { CreateHitSchema, DecideHitSchema } from './hits';
 import { ListMissionsQuerySchema, SubmitMissionCommandSchema } from './missions';
 import { PageQuerySchema } from './pagination';
 import { CreateTenantSchema, CreateUserCommandSchema, TenantSubresourceCommandSchema, UpdateTenantCommandSchema } from './tenants';
-import { Topic, Topics } from './topics';
+import { EventTypes, Topic, Topics } from './topics';
 import { ResourceIdSchema } from './validation';
 import { RESPONSE_SCHEMAS } from './views';
 
@@ -79,3 +79,9 @@ export const Messages = {
 } as const;
 export type Messages = typeof Messages;
 export type MessageName = keyof Messages;
+
+/** Every message type by name: the requests' (from Messages) and the events'. */
+export const MessageTypes = {
+  ...EventTypes,
+  ...(Object.fromEntries(Object.entries(Messages).map(([name, definition]) => [name, definition.type])) as { readonly [K in MessageName]: string }),
+};

@@ -53,31 +53,11 @@ export const TOPIC_MAX_MESSAGE_BYTES: Readonly<Partial<Record<Topic, number>>> =
   [Topics.brainRequests]: 16 * 1024 * 1024,
 };
 
-export const MessageTypes = {
-  tenantCreate: 'identity.tenant.create',
-  tenantGet: 'identity.tenant.get',
-  tenantUpdate: 'identity.tenant.update',
-  clientCreate: 'identity.client.create',
-  userCreate: 'identity.user.create',
-  signingKeyRotate: 'identity.signing_key.rotate',
-  missionSubmit: 'mission.submit',
-  missionGet: 'mission.get',
-  missionList: 'mission.list',
-  missionCancel: 'mission.cancel',
-  brainQuery: 'brain.query',
-  brainDocumentIngest: 'brain.document.ingest',
-  brainDocumentList: 'brain.document.list',
-  brainDocumentGet: 'brain.document.get',
-  brainDocumentDelete: 'brain.document.delete',
-  brainUsageGet: 'brain.usage.get',
-  hitCreate: 'hit.create',
-  hitGet: 'hit.get',
-  hitListPending: 'hit.list_pending',
-  hitDecide: 'hit.decide',
-  // Events
+/** The types of the platform's events (their payloads: events.ts). Requests are named in messages.ts. */
+export const EventTypes = {
   missionQueued: 'mission.queued',
   missionCancelled: 'mission.cancelled',
   missionCompleted: 'mission.completed',
   hitDecided: 'hit.decided',
 } as const;
-export type MessageType = (typeof MessageTypes)[keyof typeof MessageTypes];
+export type EventType = (typeof EventTypes)[keyof typeof EventTypes];

@@ -11,7 +11,7 @@ import { METRICS } from './metrics/metrics.registry';
 import type { Registry } from 'prom-client';
 import { httpServerMetrics } from '@mission/runtime';
 import { API_VERSION, createOpenApiDocument, isOpenApiRoute, serveOpenApi } from './openapi/document';
-import { enforceAccess, type RouteAccessConfig } from './auth/access';
+import { declaredRouteConfig, enforceAccess } from './auth/access';
 import { enterRequestContext } from './auth/request-context.hook';
 import { TokenVerifier } from './auth/token-verifier';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
@@ -114,12 +114,9 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   // routes itself, without a config: they are public. A route that declares a body limit gets it
   // (document ingestion).
   fastify.addHook('onRoute', (route) => {
-    const config = route.config as Partial<RouteAccessConfig> | undefined;
-    if (config?.access === undefined) {
-      if (!isOpenApiRoute(route.url)) throw new Error(`Route ${String(route.method)} ${route.url} declares no access rule`);
-      route.config = { ...config, access: 'public' } satisfies RouteAccessConfig;
-    }
-    if (typeof config?.bodyLimit === 'number') route.bodyLimit = config.bodyLimit;
+    const config = declaredRouteConfig(route, isOpenApiRoute);
+    route.config = config;
+    if (config.bodyLimit !== undefined) route.bodyLimit = config.bodyLimit;
   });
   const mcpOrigins = new Set([new URL(options.publicUrl).origin, ...(options.mcpAllowedOrigins ?? [])]);
   const typeBase = problemTypeBase(options);

@@ -28,6 +28,21 @@ export function Access(access: OperationAccess, options: { readonly bodyLimit?: 
 }
 
 /**
+ * The config a route is registered with: its own declaration, or `public` for a route its owner
+ * registers without one and declares public as a whole (the OpenAPI module's document and UI). Any
+ * other route without a declaration is refused, so the gateway does not start with it.
+ */
+export function declaredRouteConfig(
+  route: { readonly method: string | readonly string[]; readonly url: string; readonly config?: unknown },
+  ownedPublic: (url: string) => boolean,
+): RouteAccessConfig {
+  const config = route.config as Partial<RouteAccessConfig> | undefined;
+  if (config?.access !== undefined) return config as RouteAccessConfig;
+  if (!ownedPublic(route.url)) throw new Error(`Route ${String(route.method)} ${route.url} declares no access rule`);
+  return { ...config, access: 'public' };
+}
+
+/**
  * Paths under which a request is a tenant's even when no route serves it: a misrouted tenant
  * request is authenticated and counts against its budget like any other (API.md, "Rate limits").
  */

@@ -3,7 +3,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { SubmitMissionSchema, TENANT_SCOPES } from '@mission/contracts';
+import { type OperationDefinition, Operations, Scopes, SubmitMissionSchema, TENANT_SCOPES } from '@mission/contracts';
+import { MCP_TOOLS } from '../mcp/mcp-tools';
 import { renderOpenApiDocument } from './render';
 
 const ROOT = path.join(__dirname, '..', '..', '..', '..');
@@ -47,6 +48,22 @@ describe('OpenAPI document', () => {
       expect(refused?.stdout).toContain('operation-operationId-unique');
     } finally {
       rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it('routes and documents every operation of the catalogue with its own access, and gives each MCP tool the scopes of its REST twin', () => {
+    const documented = new Map(operations().map(([path, method, operation]) => [operation.operationId, { route: `${method.toUpperCase()} ${path}`, operation }]));
+    const securityOf = (access: OperationDefinition['access']): Array<Record<string, string[]>> =>
+      access === 'public' ? [] : [{ oauth2: access === 'operator' ? [Scopes.platformAdmin] : [...access.scopes] }];
+    for (const operation of Object.values(Operations) as OperationDefinition[]) {
+      const entry = documented.get(operation.http.operationId);
+      expect(entry?.route).toBe(`${operation.http.method} ${operation.http.path.replace(':id', '{id}')}`);
+      expect(entry?.operation.security).toEqual(securityOf(operation.access));
+    }
+    expect(MCP_TOOLS.length).toBeGreaterThan(0);
+    for (const tool of MCP_TOOLS) {
+      const twin = documented.get(Operations[tool.operation].http.operationId);
+      expect({ tool: tool.name, scopes: twin?.operation.security }).toEqual({ tool: tool.name, scopes: [{ oauth2: [...tool.scopes] }] });
     }
   });
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy, OnModuleInit } from '@nestjs/common';
 import { Counter, Gauge, Registry } from 'prom-client';
-import { MessageTypes, type StorageQuota, TenantView, Topics } from '@mission/contracts';
-import type { MessageBus } from '@mission/messaging';
+import { Messages, type StorageQuota } from '@mission/contracts';
+import { type MessageBus, requestMessage } from '@mission/messaging';
 import { createRateLimiter, RateLimitDecision, RateLimiter } from '@mission/rate-limit';
 import { contextLogger } from '@mission/runtime';
 import { runWithTenant, tenantRedisKey } from '@mission/tenant-context';
@@ -67,7 +67,7 @@ export class TenantRateLimiter implements OnModuleInit, OnModuleDestroy {
       },
     });
     this.policies = new TenantPolicies(
-      (id) => bus.request<TenantView>(Topics.identityRequests, MessageTypes.tenantGet, { id }, { timeoutMs: POLICY_LOOKUP_TIMEOUT_MS }),
+      (id) => requestMessage(bus, Messages.tenantGet, { id }, { timeoutMs: POLICY_LOOKUP_TIMEOUT_MS }),
       ({ tenantId, error, ageMs }) => logger.warn({ tenantId, ageMs: Math.round(ageMs), err: error }, 'Tenant limits could not be refreshed; the last known ones still apply'),
     );
   }

@@ -1,5 +1,5 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { BrainQueryResult, ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitView, StepResultSchema } from '@mission/contracts';
+import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, Messages, StepResultSchema } from '@mission/contracts';
 import { Headers, IncomingMessage } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
@@ -80,14 +80,21 @@ export class MissionRunner {
         mission.error = { code: reply.error.code, message: reply.error.message };
         return true;
       }
+      // The reply's body is what the step's request answers: checked against that message's reply schema.
+      const answer = (step.type === 'approval' ? Messages.hitCreate : Messages.brainQuery).reply.safeParse(reply.data);
+      if (!answer.success) {
+        this.logger.error('Step result that does not match its reply schema; the step is retried', { missionId, step: step.index });
+        this.steps.retryLater(mission, step, now);
+        return true;
+      }
       step.requestId = undefined;
-      if (step.type === 'approval') {
-        step.hitId = (reply.data as HitView).id;
+      if ('missionId' in answer.data) {
+        step.hitId = answer.data.id;
         mission.status = 'awaiting_approval';
         return true;
       }
       step.status = 'succeeded';
-      step.output = { results: (reply.data as BrainQueryResult).results };
+      step.output = { results: answer.data.results };
       await this.proceed(manager, mission, now);
       return true;
     });

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EntityManager } from 'typeorm';
-import { MessageTypes, MISSION_LIMITS, Topics } from '@mission/contracts';
+import { Messages, MISSION_LIMITS, type PayloadOf, Topics } from '@mission/contracts';
 import { Headers, REQUEST_DEADLINE_HEADER } from '@mission/messaging';
 import { enqueueOutbox, RecordCipher } from '@mission/persistence';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
@@ -50,15 +50,7 @@ export class StepRequests {
     step.attempts = (step.attempts ?? 0) + 1;
     const deadline = now.getTime() + this.timings.replyTimeoutMs;
     mission.nextCheckAt = new Date(deadline);
-    const request =
-      step.type === 'brain.query'
-        ? { topic: Topics.brainRequests, type: MessageTypes.brainQuery, payload: { q: step.query ?? mission.objective, k: step.k ?? MISSION_LIMITS.defaultStepK } }
-        : {
-            // Idempotent per (mission, step): a request sent again gets the same item back.
-            topic: Topics.hitRequests,
-            type: MessageTypes.hitCreate,
-            payload: { missionId: mission.id, stepIndex: step.index, title: step.title, ...(step.description !== undefined ? { description: step.description } : {}) },
-          };
+    const request = step.type === 'brain.query' ? brainQueryOf(mission, step) : hitRequestOf(mission, step);
     await enqueueOutbox(
       manager,
       MISSION_SCHEMA,
@@ -76,4 +68,23 @@ export class StepRequests {
     const backoff = Math.min(this.timings.retryMaxMs, this.timings.retryInitialMs * 2 ** Math.max(0, (step.attempts ?? 1) - 1));
     mission.nextCheckAt = new Date(now.getTime() + backoff);
   }
+}
+
+/** A step's request as its message defines it: the message's topic and type, its payload checked before it is stored for sending. */
+function stepRequest<M extends (typeof Messages)[keyof typeof Messages]>(message: M, payload: PayloadOf<M>): { topic: M['topic']; type: string; payload: unknown } {
+  return { topic: message.topic, type: message.type, payload: message.payload.parse(payload) };
+}
+
+function brainQueryOf(mission: MissionEntity, step: Extract<StoredStep, { type: 'brain.query' }>): { topic: string; type: string; payload: unknown } {
+  return stepRequest(Messages.brainQuery, { q: step.query ?? mission.objective, k: step.k ?? MISSION_LIMITS.defaultStepK });
+}
+
+/** Idempotent per (mission, step): a request sent again gets the same item back. */
+function hitRequestOf(mission: MissionEntity, step: Extract<StoredStep, { type: 'approval' }>): { topic: string; type: string; payload: unknown } {
+  return stepRequest(Messages.hitCreate, {
+    missionId: mission.id,
+    stepIndex: step.index,
+    title: step.title,
+    ...(step.description !== undefined ? { description: step.description } : {}),
+  });
 }
