@@ -2,10 +2,12 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
-import { busAcls, ServiceConfigSchema } from '@mission/runtime';
-import { BrainServiceConfigSchema } from '@mission/service-brain';
+import { busAcls, ServiceConfigSchema, type ServiceDefinition } from '@mission/runtime';
+import { brainServiceDefinition, BrainServiceConfigSchema } from '@mission/service-brain';
 import { GatewayConfigSchema } from '@mission/service-gateway';
+import { hitServiceDefinition } from '@mission/service-hit';
 import { IdpConfigSchema } from '@mission/service-idp';
+import { missionServiceDefinition } from '@mission/service-mission';
 
 const root = path.join(__dirname, '..', '..');
 
@@ -24,12 +26,13 @@ interface ComposeFile {
 type ConfigSchema = z.ZodObject<Record<string, z.ZodType>>;
 
 /** Each deployable of the compose file: its folder under apps/ and the schema its main.ts loads. */
-const APPS: ReadonlyArray<{ readonly service: string; readonly app: string; readonly schema: ConfigSchema }> = [
+/** The apps compose runs; the back-end services with the definition their process runs (runService). */
+const APPS: ReadonlyArray<{ readonly service: string; readonly app: string; readonly schema: ConfigSchema; readonly definition?: ServiceDefinition }> = [
   { service: 'gateway', app: 'gateway', schema: GatewayConfigSchema },
   { service: 'idp', app: 'idp', schema: IdpConfigSchema },
-  { service: 'mission-service', app: 'mission-service', schema: ServiceConfigSchema },
-  { service: 'brain-service', app: 'brain-service', schema: BrainServiceConfigSchema },
-  { service: 'hit-service', app: 'hit-service', schema: ServiceConfigSchema },
+  { service: 'mission-service', app: 'mission-service', schema: ServiceConfigSchema, definition: missionServiceDefinition },
+  { service: 'brain-service', app: 'brain-service', schema: BrainServiceConfigSchema, definition: brainServiceDefinition },
+  { service: 'hit-service', app: 'hit-service', schema: ServiceConfigSchema, definition: hitServiceDefinition },
 ];
 
 const INFRASTRUCTURE = ['kafka', 'postgres', 'redis'] as const;
@@ -184,7 +187,12 @@ describe('docker-compose.yml', () => {
 
   it('sets DATABASE_URL for every app whose process refuses to start without one', () => {
     const needingDatabase = APPS.filter(
-      ({ app, schema }) => /needsDatabase:\s*true/.test(readFileSync(path.join(root, 'apps', app, 'src', 'main.ts'), 'utf8')) || requiredKeys(schema).includes('DATABASE_URL'),
+      ({ app, schema, definition }) =>
+        (definition?.needsDatabase === true &&
+          readFileSync(path.join(root, 'apps', app, 'src', 'main.ts'), 'utf8').includes(
+            `runService(${definition.name.replace(/-(\w)/g, (_, letter: string) => letter.toUpperCase())}Definition)`,
+          )) ||
+        requiredKeys(schema).includes('DATABASE_URL'),
     ).map(({ service }) => service);
     expect(needingDatabase).toEqual(expect.arrayContaining(['idp', 'mission-service']));
     expect(needingDatabase.filter((service) => environmentOf(service).DATABASE_URL === undefined)).toEqual([]);

@@ -1,16 +1,6 @@
 import './tracing';
-import { loadConfig } from '@mission/config';
+import 'reflect-metadata';
 import { runService } from '@mission/runtime';
-import { rewrapDataKeys } from '@mission/persistence';
-import { BrainServiceConfigSchema, openBrainDatabase, startBrainService } from '@mission/service-brain';
+import { brainServiceDefinition } from '@mission/service-brain';
 
-runService({
-  name: 'brain-service',
-  needsDatabase: true,
-  migrate: async (databaseUrl) => {
-    await (await openBrainDatabase(databaseUrl)).destroy();
-  },
-  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openBrainDatabase(databaseUrl), 'brain', keys),
-  start: ({ bus, config, metrics, keys }) =>
-    startBrainService({ databaseUrl: config.DATABASE_URL, bus, metrics, keys, indexKeys: loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY }),
-});
+runService(brainServiceDefinition);

@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { createGateway, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
-import { startHitService } from '@mission/service-hit';
+import { hitServiceDefinition } from '@mission/service-hit';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
-import { resolveIndexSecret, startBrainService } from '@mission/service-brain';
-import { startMissionService } from '@mission/service-mission';
+import { brainServiceDefinition } from '@mission/service-brain';
+import { missionServiceDefinition } from '@mission/service-mission';
 import { EmbeddedPostgresHandle, startEmbeddedPostgres } from '@mission/persistence';
 import {
   assertHttpsIssuer,
@@ -17,6 +17,7 @@ import {
   redisTlsCa,
   resolvePayloadKeys,
   serverTls,
+  type ServiceDefinition,
   type ServiceHandle,
   startHealthServer,
   stopStep,
@@ -44,6 +45,9 @@ async function createBus(config: StandaloneConfig, logger: Logger, metrics: Regi
   }
   return platformKafkaBus({ config: { ...config, KAFKA_BROKERS: config.KAFKA_BROKERS }, clientId: 'standalone', payloadKeys, logger, metrics });
 }
+
+/** The back-end services, as each one's own process runs them (runService), in the order they start. */
+const SERVICES: readonly ServiceDefinition[] = [missionServiceDefinition, brainServiceDefinition, hitServiceDefinition];
 
 /**
  * Every deployable in one process: the identity provider, the three services and the gateway,
@@ -103,14 +107,11 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
     // each one's work after the bus is up, each one's readiness under its name.
     const keys = payloadKeys.provider;
     const services: Array<{ readonly name: string; readonly handle: ServiceHandle }> = [];
-    const start = async (name: string, handle: Promise<ServiceHandle>): Promise<void> => {
-      const started = await handle;
-      stops.push([name, () => started.stop()]);
-      services.push({ name, handle: started });
-    };
-    await start('missionService', startMissionService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger.child({ component: 'mission-service' })) }));
-    await start('brainService', startBrainService({ databaseUrl, bus, metrics, keys, indexKeys: await resolveIndexSecret(config.BRAIN_INDEX_KEY, dataDir) }));
-    await start('hitService', startHitService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger.child({ component: 'hit-service' })) }));
+    for (const definition of SERVICES) {
+      const handle = await definition.start({ bus, logger: logger.child({ component: definition.name }), databaseUrl, metrics, keys, dataDir });
+      stops.push([definition.readinessName, () => handle.stop()]);
+      services.push({ name: definition.readinessName, handle });
+    }
 
     await bus.start();
     stops.push(['bus', () => bus.close()]);

@@ -37,6 +37,13 @@ const message = <P extends z.ZodType, R extends z.ZodType>(definition: MessageDe
 
 const NoPayload = z.strictObject({});
 
+/**
+ * `brain.document.ingest`: the document with the tenant's quota, or (from a gateway of an earlier
+ * version, during a rolling upgrade) the bare document, which brain-service holds to the smallest
+ * tier's quota.
+ */
+const IngestDocumentPayloadSchema = z.union([IngestDocumentCommandSchema, z.record(z.string(), z.unknown())]);
+
 /** What brain-service holds for a tenant: the quantities its storage quota counts. */
 export const BrainUsageSchema = z.object({ documents: z.int().min(0), bytes: z.int().min(0) });
 /** The reply to a deletion: the id deleted. */
@@ -61,7 +68,7 @@ export const Messages = {
   missionList: message({ topic: Topics.missionRequests, type: 'mission.list', payload: ListMissionsQuerySchema, reply: RESPONSE_SCHEMAS.MissionPage, payloadLabel: 'Query' }),
   missionCancel: message({ topic: Topics.missionRequests, type: 'mission.cancel', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Mission }),
   brainQuery: message({ topic: Topics.brainRequests, type: 'brain.query', payload: BrainQuerySchema, reply: RESPONSE_SCHEMAS.BrainQueryResult, payloadLabel: 'Query' }),
-  brainDocumentIngest: message({ topic: Topics.brainRequests, type: 'brain.document.ingest', payload: IngestDocumentCommandSchema, reply: RESPONSE_SCHEMAS.IngestedDocument }),
+  brainDocumentIngest: message({ topic: Topics.brainRequests, type: 'brain.document.ingest', payload: IngestDocumentPayloadSchema, reply: RESPONSE_SCHEMAS.IngestedDocument }),
   brainDocumentList: message({
     topic: Topics.brainRequests,
     type: 'brain.document.list',

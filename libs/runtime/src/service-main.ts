@@ -32,14 +32,32 @@ export interface ServiceHandle {
   stop(): Promise<void>;
 }
 
+/** What a service is started with, by its own process (runService) or by the all-in-one one. */
+export interface ServiceDependencies {
+  /** Not started yet: the service registers its handlers; the caller starts the bus, then calls afterBusStart. */
+  readonly bus: MessageBus;
+  readonly logger: Logger;
+  readonly databaseUrl: string;
+  readonly metrics: Registry;
+  readonly keys: KeyProvider;
+  /** The all-in-one process's data directory, where secrets it generates on a first start are kept; absent when the service runs alone. */
+  readonly dataDir?: string;
+}
+
+/**
+ * A back-end service, declared once in its library: how it migrates, re-wraps its data keys and
+ * starts. Its own process runs it with runService; `npm start` starts the same definitions in one
+ * process. Its readiness is reported under `readinessName`.
+ */
 export interface ServiceDefinition {
   readonly name: string;
+  readonly readinessName: string;
   readonly needsDatabase: boolean;
   /** Brings the service's schema up to date (what `--migrate-only` runs). */
   readonly migrate?: (databaseUrl: string) => Promise<void>;
   /** Re-wraps the schema's data keys under the current KEK (what `--rewrap-data-keys` runs); returns how many. */
   readonly rewrapDataKeys?: (databaseUrl: string, keys: KeyProvider) => Promise<number>;
-  start(dependencies: { bus: MessageBus; logger: Logger; config: ServiceConfig & { DATABASE_URL: string }; metrics: Registry; keys: KeyProvider }): Promise<ServiceHandle>;
+  start(dependencies: ServiceDependencies): Promise<ServiceHandle>;
 }
 
 /**
@@ -65,7 +83,7 @@ export function runService(definition: ServiceDefinition): void {
     const metrics = createMetricsRegistry(definition.name);
     const payloadKeys = await resolvePayloadKeys(config);
     const bus = await platformKafkaBus({ config, clientId: definition.name, payloadKeys, logger, metrics });
-    const handle = await definition.start({ bus, logger, config: { ...config, DATABASE_URL: config.DATABASE_URL ?? '' }, metrics, keys: payloadKeys.provider });
+    const handle = await definition.start({ bus, logger, databaseUrl: config.DATABASE_URL ?? '', metrics, keys: payloadKeys.provider });
     await bus.start();
     await handle.afterBusStart?.();
     let draining = false;

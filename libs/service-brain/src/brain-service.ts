@@ -1,13 +1,15 @@
 import type { Registry } from 'prom-client';
-import { databaseMetrics } from '@mission/runtime';
+import { loadConfig } from '@mission/config';
+import { databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, pingDatabase, RecordCipher, serviceRoleName } from '@mission/persistence';
+import { openServiceDatabase, pingDatabase, RecordCipher, rewrapDataKeys, serviceRoleName } from '@mission/persistence';
 import type { KeyProvider } from '@mission/crypto';
 import { brainRequestHandlers } from './brain/brain.handlers';
 import { BrainRepository } from './brain/brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain/brain.service';
+import { BrainServiceConfigSchema, EmbeddedBrainConfigSchema, resolveIndexSecret } from './brain.config';
 import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
 import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-enable-row-level-security';
@@ -81,3 +83,23 @@ export async function openBrainReader(options: Omit<BrainServiceOptions, 'bus'>)
   const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys));
   return { search: (text, limit) => brain.search(text, limit), close: () => dataSource.destroy() };
 }
+
+/**
+ * brain-service as its own process runs it and as `npm start` starts it. Running alone it needs
+ * BRAIN_INDEX_KEY; in the all-in-one process, without one, the key generated on the first start
+ * and kept in the data directory.
+ */
+export const brainServiceDefinition: ServiceDefinition = {
+  name: 'brain-service',
+  readinessName: 'brainService',
+  needsDatabase: true,
+  migrate: async (databaseUrl) => {
+    await (await openBrainDatabase(databaseUrl)).destroy();
+  },
+  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openBrainDatabase(databaseUrl), BRAIN_SCHEMA, keys),
+  start: async ({ bus, databaseUrl, metrics, keys, dataDir }) => {
+    const indexKeys =
+      dataDir === undefined ? loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY : await resolveIndexSecret(loadConfig(EmbeddedBrainConfigSchema).BRAIN_INDEX_KEY, dataDir);
+    return startBrainService({ databaseUrl, bus, metrics, keys, indexKeys });
+  },
+};

@@ -22,6 +22,9 @@ export const BrainServiceConfigSchema = ServiceConfigSchema.extend({
 });
 export type BrainServiceConfig = z.output<typeof BrainServiceConfigSchema>;
 
+/** The all-in-one process's: a key of its own when none is configured (resolveIndexSecret). */
+export const EmbeddedBrainConfigSchema = z.object({ BRAIN_INDEX_KEY: IndexSecretSchema.optional() });
+
 export const INDEX_SECRET_FILE = 'brain-index.key';
 
 /**

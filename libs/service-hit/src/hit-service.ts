@@ -1,10 +1,20 @@
 import type { Registry } from 'prom-client';
-import { databaseMetrics } from '@mission/runtime';
+import { contextLogger, databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
-import { Housekeeper, openServiceDatabase, OutboxRelay, RecordCipher, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
+import {
+  Housekeeper,
+  openServiceDatabase,
+  OutboxRelay,
+  RecordCipher,
+  pingDatabase,
+  rewrapDataKeys,
+  processedMessagesSweep,
+  publishedOutboxSweep,
+  serviceRoleName,
+} from '@mission/persistence';
 import { HitItemRow } from './hits/hit-item.entity';
 import { hitRequestHandlers } from './hits/hits.handlers';
 import { missionEventHandler } from './hits/mission-events.handler';
@@ -80,3 +90,15 @@ export async function startHitService(options: HitServiceOptions): Promise<HitSe
     },
   };
 }
+
+/** hit-service as its own process runs it and as `npm start` starts it. */
+export const hitServiceDefinition: ServiceDefinition = {
+  name: 'hit-service',
+  readinessName: 'hitService',
+  needsDatabase: true,
+  migrate: async (databaseUrl) => {
+    await (await openHitDatabase(databaseUrl)).destroy();
+  },
+  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openHitDatabase(databaseUrl), HIT_SCHEMA, keys),
+  start: ({ bus, logger, databaseUrl, metrics, keys }) => startHitService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger) }),
+};

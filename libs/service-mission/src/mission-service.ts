@@ -1,10 +1,20 @@
 import type { Registry } from 'prom-client';
-import { databaseMetrics } from '@mission/runtime';
+import { contextLogger, databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { ConsumerGroups, HitEventSchemas, MessageTypes, MissionEventSchemas, Topics } from '@mission/contracts';
 import { eventHandlers, MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
-import { Housekeeper, openServiceDatabase, RecordCipher, OutboxRelay, pingDatabase, processedMessagesSweep, publishedOutboxSweep, serviceRoleName } from '@mission/persistence';
+import {
+  Housekeeper,
+  openServiceDatabase,
+  RecordCipher,
+  OutboxRelay,
+  pingDatabase,
+  rewrapDataKeys,
+  processedMessagesSweep,
+  publishedOutboxSweep,
+  serviceRoleName,
+} from '@mission/persistence';
 import { CreateMissions1763769600000 } from './migrations/1763769600000-create-missions';
 import { CreateIdempotencyKeys1763856000000 } from './migrations/1763856000000-create-idempotency-keys';
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
@@ -141,3 +151,15 @@ export async function startMissionService(options: MissionServiceOptions): Promi
     },
   };
 }
+
+/** mission-service as its own process runs it and as `npm start` starts it. */
+export const missionServiceDefinition: ServiceDefinition = {
+  name: 'mission-service',
+  readinessName: 'missionService',
+  needsDatabase: true,
+  migrate: async (databaseUrl) => {
+    await (await openMissionDatabase(databaseUrl)).destroy();
+  },
+  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openMissionDatabase(databaseUrl), MISSION_SCHEMA, keys),
+  start: ({ bus, logger, databaseUrl, metrics, keys }) => startMissionService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger) }),
+};

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import {
   BrainQueryResult,
@@ -55,8 +55,14 @@ interface BrainCall {
   readonly tenantId: string;
 }
 
+/** The same UUID for the same text: canned ids that a reply's schema accepts. */
+function uuidOf(text: string): string {
+  const hex = createHash('sha256').update(text).digest('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-4${hex.slice(13, 16)}-8${hex.slice(17, 20)}-${hex.slice(20, 32)}`;
+}
+
 function cannedResults(q: string): BrainQueryResult['results'] {
-  return [{ documentId: `doc:${q}`, chunkId: `chunk:${q}`, title: q, text: `What the brain knows about ${q}`, score: 0.9 }];
+  return [{ documentId: uuidOf(`doc:${q}`), chunkId: uuidOf(`chunk:${q}`), title: q, text: `What the brain knows about ${q}`, score: 0.9 }];
 }
 
 /**
