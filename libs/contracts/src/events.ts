@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { ErrorBody, isErrorBody } from './errors';
-import { DecideHitSchema } from './hits';
 import { MISSION_STATUSES } from './missions';
 import { EventTypes } from './topics';
 
@@ -8,8 +7,9 @@ import { EventTypes } from './topics';
  * The payloads of the platform's events, by topic and message type. Their types are derived from
  * the schemas, so neither can change without the other, and a consumer checks each payload against
  * its schema before handling it (eventHandlers in @mission/messaging). The objects accept fields
- * they do not know: during a rolling upgrade a newer producer may add one, and an older consumer
- * must still handle the event rather than dead-letter it.
+ * they do not know, and check shapes and types rather than the limits a producer puts on its input
+ * (a comment's length): during a rolling upgrade a newer producer may add a field or raise a limit,
+ * and an older consumer must still handle the event rather than dead-letter it.
  */
 
 const timestamp = z.iso.datetime({ offset: true });
@@ -31,10 +31,10 @@ export const HitDecidedEventSchema = z.object({
   hitId: z.uuid(),
   missionId: z.uuid(),
   stepIndex: z.int().min(0),
-  decision: DecideHitSchema.shape.decision,
-  decidedBy: DecideHitSchema.shape.decidedBy,
+  decision: z.enum(['approved', 'rejected']),
+  decidedBy: z.string().min(1),
   decidedAt: timestamp,
-  comment: DecideHitSchema.shape.comment,
+  comment: z.string().optional(),
 });
 export type HitDecidedEvent = Readonly<z.output<typeof HitDecidedEventSchema>>;
 

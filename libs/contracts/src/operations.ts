@@ -56,7 +56,7 @@ export interface HttpBinding {
   readonly description?: string;
   readonly tag: OperationTag;
   /** The body's schema; `label` names it in validation errors ("Mission is invalid"). */
-  readonly body?: { readonly schema: SchemaName | 'json-rpc'; readonly required: boolean; readonly example?: unknown; readonly label?: string };
+  readonly body?: { readonly schema: keyof typeof REQUEST_SCHEMAS | 'json-rpc'; readonly required: boolean; readonly example?: unknown; readonly label?: string };
   readonly query?: QueryName;
   /** Description of the `:id` path parameter. */
   readonly pathId?: string;
@@ -491,14 +491,11 @@ export const Operations = {
 } as const;
 export type OperationName = keyof typeof Operations;
 
-/** The operations in the order the gateway routes and documents them. */
-export const OPERATIONS: ReadonlyArray<OperationDefinition> = Object.values(Operations);
-
 /** The fields a client sends: the route's `id`, and its query or body fields. */
 export function operationInputSchema(operation: OperationDefinition): z.ZodObject {
   const fields =
     operation.http.body && operation.http.body.schema !== 'json-rpc'
-      ? REQUEST_SCHEMAS[operation.http.body.schema as keyof typeof REQUEST_SCHEMAS]
+      ? REQUEST_SCHEMAS[operation.http.body.schema]
       : operation.http.query
         ? QUERY_SCHEMAS[operation.http.query]
         : z.strictObject({});

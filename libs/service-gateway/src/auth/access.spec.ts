@@ -2,6 +2,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ErrorCode, type OperationAccess, Scopes } from '@mission/contracts';
 import type { RateLimitDecision } from '@mission/rate-limit';
 import type { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
+import { isOpenApiRoute } from '../openapi/document';
 import { type AccessDependencies, declaredRouteConfig, enforceAccess } from './access';
 import type { Authenticated } from './authenticated';
 import { InvalidTokenError, type TokenVerifier } from './token-verifier';
@@ -100,7 +101,7 @@ describe('access on arrival', () => {
 });
 
 describe('route declarations', () => {
-  const openApi = (url: string) => url.startsWith('/api/docs');
+  const openApi = isOpenApiRoute;
 
   it('keeps a route’s own declaration', () => {
     expect(declaredRouteConfig({ method: 'POST', url: '/api/brain/documents', config: { access: missionsRead, bodyLimit: 42 } }, openApi)).toEqual({
@@ -116,5 +117,6 @@ describe('route declarations', () => {
   it('refuses any other route without a declaration, so the gateway does not start with it', () => {
     expect(() => declaredRouteConfig({ method: 'GET', url: '/api/forgotten', config: {} }, openApi)).toThrow('Route GET /api/forgotten declares no access rule');
     expect(() => declaredRouteConfig({ method: 'GET', url: '/api/forgotten' }, openApi)).toThrow('declares no access rule');
+    expect(() => declaredRouteConfig({ method: 'GET', url: '/api/openapi.json.bak' }, openApi)).toThrow('declares no access rule');
   });
 });

@@ -5,6 +5,7 @@ import path from 'node:path';
 import { z } from 'zod';
 import { type OperationDefinition, Operations, Scopes, SubmitMissionSchema, TENANT_SCOPES } from '@mission/contracts';
 import { MCP_TOOLS } from '../mcp/mcp-tools';
+import { scopesNeeded } from '../mcp/mcp.controller';
 import { renderOpenApiDocument } from './render';
 
 const ROOT = path.join(__dirname, '..', '..', '..', '..');
@@ -60,10 +61,12 @@ describe('OpenAPI document', () => {
       expect(entry?.route).toBe(`${operation.http.method} ${operation.http.path.replace(':id', '{id}')}`);
       expect(entry?.operation.security).toEqual(securityOf(operation.access));
     }
+    // What the MCP endpoint demands for a call of each tool (scopesNeeded) against what its REST twin's route demands.
     expect(MCP_TOOLS.length).toBeGreaterThan(0);
     for (const tool of MCP_TOOLS) {
       const twin = documented.get(Operations[tool.operation].http.operationId);
-      expect({ tool: tool.name, scopes: twin?.operation.security }).toEqual({ tool: tool.name, scopes: [{ oauth2: [...tool.scopes] }] });
+      const enforced = scopesNeeded({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: tool.name, arguments: {} } });
+      expect({ tool: tool.name, scopes: twin?.operation.security }).toEqual({ tool: tool.name, scopes: [{ oauth2: enforced }] });
     }
   });
 

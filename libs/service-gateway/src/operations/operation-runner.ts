@@ -15,8 +15,10 @@ import {
   type PayloadOf,
   QUERY_SCHEMAS,
   REQUEST_SCHEMAS,
+  ResourceIdSchema,
   scopesMissionNeeds,
   SubmitMissionSchema,
+  type TenantUsageView,
   UpdateTenantSchema,
 } from '@mission/contracts';
 import { hashSecret } from '@mission/crypto';
@@ -46,12 +48,20 @@ export interface OperationCaller {
 
 type MessageOf<K extends OperationName> = (typeof Operations)[K]['message'];
 
-/** The fields an operation takes besides its `id`, and what its validation errors call them. */
-function fieldsOf(operation: OperationDefinition): { schema: z.ZodType; label: string } {
+/** What an operation without a body or query takes besides its `id`: nothing. */
+const NO_FIELDS = z.strictObject({});
+
+/** The fields an operation takes besides its `id`, what its validation errors call them, and whether they may be left out. */
+function fieldsOf(operation: OperationDefinition): { schema: z.ZodType; label: string; optional: boolean } {
   const { body, query } = operation.http;
-  if (body && body.schema !== 'json-rpc') return { schema: REQUEST_SCHEMAS[body.schema as keyof typeof REQUEST_SCHEMAS], label: body.label ?? 'Body' };
-  if (query) return { schema: QUERY_SCHEMAS[query], label: 'Query' };
-  return { schema: z.strictObject({}), label: 'Request' };
+  if (body && body.schema !== 'json-rpc') return { schema: REQUEST_SCHEMAS[body.schema], label: body.label ?? 'Body', optional: !body.required };
+  if (query) return { schema: QUERY_SCHEMAS[query], label: 'Query', optional: true };
+  return { schema: NO_FIELDS, label: 'Request', optional: true };
+}
+
+/** The route's `id` (the tool's `id` argument), or a validation failure naming it as the payload would. */
+function idOf(request: OperationRequest, label: string): string {
+  return parseOrThrow(ResourceIdSchema, { id: request.id }, label).id;
 }
 
 function idempotencyKeyOf(key: string | undefined): string | undefined {
@@ -97,19 +107,19 @@ export class OperationRunner {
     },
     approveHit: (request, caller) => this.decision(request, caller, 'approved'),
     rejectHit: (request, caller) => this.decision(request, caller, 'rejected'),
-    updateTenant: async (request) => ({ id: String(request.id), patch: parseOrThrow(UpdateTenantSchema, request.fields, 'Tenant') }),
-    createClient: async (request) => ({ tenantId: String(request.id), body: parseOrThrow(CreateClientSchema, request.fields ?? {}, 'Client') }),
+    updateTenant: async (request) => ({ id: idOf(request, 'Tenant'), patch: parseOrThrow(UpdateTenantSchema, request.fields, 'Tenant') }),
+    createClient: async (request) => ({ tenantId: idOf(request, 'Client'), body: parseOrThrow(CreateClientSchema, request.fields ?? {}, 'Client') }),
     /** Hashed here, so the password never reaches the bus (or a broker's log). */
     createUser: async (request) => {
       const { password, ...user } = parseOrThrow(CreateUserSchema, request.fields, 'User');
-      return { tenantId: String(request.id), ...user, passwordHash: await hashSecret(password) };
+      return { tenantId: idOf(request, 'User'), ...user, passwordHash: await hashSecret(password) };
     },
   };
 
   /** Operations that take more than their one message. */
   private readonly compositions: { readonly [K in OperationName]?: (request: OperationRequest) => Promise<unknown> } = {
-    getTenantUsage: async (request) => {
-      const tenant = await requestMessage(this.bus, Operations.getTenant.message, { id: String(request.id) });
+    getTenantUsage: async (request): Promise<TenantUsageView> => {
+      const tenant = await requestMessage(this.bus, Operations.getTenant.message, { id: idOf(request, 'Request') });
       // Asked as the tenant: brain-service reads its statistics under the tenant's row-level security.
       const used = await runWithTenant({ tenantId: tenant.id }, () => requestMessage(this.bus, Operations.getTenantUsage.message, {}));
       return { tenantId: tenant.id, documents: { used: used.documents, limit: tenant.storage.documents }, bytes: { used: used.bytes, limit: tenant.storage.bytes } };
@@ -154,14 +164,14 @@ export class OperationRunner {
   }
 
   private checkedInput(operation: OperationDefinition, request: OperationRequest): unknown {
-    const { schema, label } = fieldsOf(operation);
-    const fields: unknown = parseOrThrow(schema, request.fields ?? {}, label);
+    const { schema, label, optional } = fieldsOf(operation);
+    const fields: unknown = parseOrThrow(schema, request.fields === undefined && optional ? {} : request.fields, label);
     return operation.http.pathId ? { id: request.id, ...(fields as object) } : fields;
   }
 
   /** Records the decision of the caller (the token's subject); 409 once the item is decided. */
   private async decision(request: OperationRequest, caller: OperationCaller, decision: 'approved' | 'rejected'): Promise<PayloadOf<typeof Operations.approveHit.message>> {
     const { comment } = parseOrThrow(REQUEST_SCHEMAS.HitDecision, request.fields ?? {}, 'Decision');
-    return { id: String(request.id), decision, decidedBy: caller.subject, ...(comment !== undefined ? { comment } : {}) };
+    return { id: idOf(request, 'Decision'), decision, decidedBy: caller.subject, ...(comment !== undefined ? { comment } : {}) };
   }
 }

@@ -1,5 +1,6 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, Messages, StepResultSchema } from '@mission/contracts';
+import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, StepResultSchema } from '@mission/contracts';
+import { z } from 'zod';
 import { Headers, IncomingMessage } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
@@ -17,6 +18,14 @@ export interface RunnerLogger {
 }
 
 export { DEFAULT_RUNNER_TIMINGS, type RunnerTimings } from './mission.steps';
+
+/*
+ * What a step keeps of its reply (hit.create's item id, brain.query's passages), checked as shapes:
+ * the replies were checked in full by the services that sent them, and an older runner must not
+ * refuse a newer service's reply for a field or a value it does not know yet.
+ */
+const CreatedHitReplySchema = z.object({ id: z.string().min(1) });
+const BrainResultsReplySchema = z.object({ results: z.array(z.record(z.string(), z.unknown())) });
 
 /** The codes of a step reply that say "try again later" rather than "this step failed". */
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([ErrorCode.DependencyUnavailable, ErrorCode.Internal]);
@@ -80,15 +89,15 @@ export class MissionRunner {
         mission.error = { code: reply.error.code, message: reply.error.message };
         return true;
       }
-      // The reply's body is what the step's request answers: checked against that message's reply schema.
-      const answer = (step.type === 'approval' ? Messages.hitCreate : Messages.brainQuery).reply.safeParse(reply.data);
+      // The reply's body is what the step's request answers; only what the step keeps is checked.
+      const answer = (step.type === 'approval' ? CreatedHitReplySchema : BrainResultsReplySchema).safeParse(reply.data);
       if (!answer.success) {
-        this.logger.error('Step result that does not match its reply schema; the step is retried', { missionId, step: step.index });
+        this.logger.error('Step result without what its step keeps; the step is retried', { missionId, step: step.index });
         this.steps.retryLater(mission, step, now);
         return true;
       }
       step.requestId = undefined;
-      if ('missionId' in answer.data) {
+      if ('id' in answer.data) {
         step.hitId = answer.data.id;
         mission.status = 'awaiting_approval';
         return true;
