@@ -216,3 +216,19 @@ export async function rewrapDataKeys(open: () => Promise<DataSource>, schema: st
     await dataSource.destroy();
   }
 }
+
+/**
+ * What a service's process does to its schema besides serving (`--migrate-only`, `--rewrap-data-keys`),
+ * given how it opens its database: opening migrates it.
+ */
+export function schemaMaintenance(
+  open: (databaseUrl: string) => Promise<DataSource>,
+  schema: string,
+): { migrate(databaseUrl: string): Promise<void>; rewrapDataKeys(databaseUrl: string, keys: KeyProvider): Promise<number> } {
+  return {
+    migrate: async (databaseUrl) => {
+      await (await open(databaseUrl)).destroy();
+    },
+    rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => open(databaseUrl), schema, keys),
+  };
+}

@@ -4,7 +4,7 @@ import { databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
-import { openServiceDatabase, pingDatabase, RecordCipher, rewrapDataKeys, serviceRoleName } from '@mission/persistence';
+import { openServiceDatabase, pingDatabase, RecordCipher, schemaMaintenance, serviceRoleName } from '@mission/persistence';
 import type { KeyProvider } from '@mission/crypto';
 import { brainRequestHandlers } from './brain/brain.handlers';
 import { BrainRepository } from './brain/brain.repository';
@@ -93,10 +93,7 @@ export const brainServiceDefinition: ServiceDefinition = {
   name: 'brain-service',
   readinessName: 'brainService',
   needsDatabase: true,
-  migrate: async (databaseUrl) => {
-    await (await openBrainDatabase(databaseUrl)).destroy();
-  },
-  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openBrainDatabase(databaseUrl), BRAIN_SCHEMA, keys),
+  ...schemaMaintenance(openBrainDatabase, BRAIN_SCHEMA),
   start: async ({ bus, databaseUrl, metrics, keys, dataDir }) => {
     const indexKeys =
       dataDir === undefined ? loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY : await resolveIndexSecret(loadConfig(EmbeddedBrainConfigSchema).BRAIN_INDEX_KEY, dataDir);

@@ -10,7 +10,7 @@ import {
   OutboxRelay,
   RecordCipher,
   pingDatabase,
-  rewrapDataKeys,
+  schemaMaintenance,
   processedMessagesSweep,
   publishedOutboxSweep,
   serviceRoleName,
@@ -96,9 +96,6 @@ export const hitServiceDefinition: ServiceDefinition = {
   name: 'hit-service',
   readinessName: 'hitService',
   needsDatabase: true,
-  migrate: async (databaseUrl) => {
-    await (await openHitDatabase(databaseUrl)).destroy();
-  },
-  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openHitDatabase(databaseUrl), HIT_SCHEMA, keys),
+  ...schemaMaintenance(openHitDatabase, HIT_SCHEMA),
   start: ({ bus, logger, databaseUrl, metrics, keys }) => startHitService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger) }),
 };

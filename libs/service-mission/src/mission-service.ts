@@ -10,7 +10,7 @@ import {
   RecordCipher,
   OutboxRelay,
   pingDatabase,
-  rewrapDataKeys,
+  schemaMaintenance,
   processedMessagesSweep,
   publishedOutboxSweep,
   serviceRoleName,
@@ -157,9 +157,6 @@ export const missionServiceDefinition: ServiceDefinition = {
   name: 'mission-service',
   readinessName: 'missionService',
   needsDatabase: true,
-  migrate: async (databaseUrl) => {
-    await (await openMissionDatabase(databaseUrl)).destroy();
-  },
-  rewrapDataKeys: (databaseUrl, keys) => rewrapDataKeys(() => openMissionDatabase(databaseUrl), MISSION_SCHEMA, keys),
+  ...schemaMaintenance(openMissionDatabase, MISSION_SCHEMA),
   start: ({ bus, logger, databaseUrl, metrics, keys }) => startMissionService({ databaseUrl, bus, metrics, keys, logger: contextLogger(logger) }),
 };
