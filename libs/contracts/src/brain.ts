@@ -80,6 +80,14 @@ export interface BrainDocumentView extends IngestedDocumentView {
   readonly contentBytes: number;
 }
 
+/** One passage of a document, as it was indexed, in the document's order. */
+export interface PassageView {
+  readonly chunkId: string;
+  /** 0 for the first passage. */
+  readonly ordinal: number;
+  readonly text: string;
+}
+
 export interface BrainResult {
   readonly documentId: string;
   readonly chunkId: string;

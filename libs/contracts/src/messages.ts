@@ -77,6 +77,13 @@ export const Messages = {
     payloadLabel: 'Query',
   }),
   brainDocumentGet: message({ topic: Topics.brainRequests, type: 'brain.document.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.BrainDocument }),
+  brainDocumentPassages: message({
+    topic: Topics.brainRequests,
+    type: 'brain.document.passages',
+    payload: ResourceIdSchema.extend(PageQuerySchema.shape),
+    reply: RESPONSE_SCHEMAS.PassagePage,
+    payloadLabel: 'Query',
+  }),
   brainDocumentDelete: message({ topic: Topics.brainRequests, type: 'brain.document.delete', payload: ResourceIdSchema, reply: DeletedSchema }),
   brainUsageGet: message({ topic: Topics.brainRequests, type: 'brain.usage.get', payload: NoPayload, reply: BrainUsageSchema }),
   hitCreate: message({ topic: Topics.hitRequests, type: 'hit.create', payload: CreateHitSchema, reply: RESPONSE_SCHEMAS.HitItem }),

@@ -263,6 +263,22 @@ export const Operations = {
       problems: [404],
     },
   }),
+  listDocumentPassages: operation({
+    access: { scopes: [Scopes.brainRead] },
+    message: Messages.brainDocumentPassages,
+    http: {
+      method: 'GET',
+      path: '/api/brain/documents/:id/passages',
+      operationId: 'listDocumentPassages',
+      tag: 'Brain',
+      summary: "A document's passages in order, as they were indexed",
+      description: 'The text a query can answer with, passage by passage from the first; pages as the other lists do.',
+      pathId: 'the document id',
+      query: 'page',
+      success: { status: 200, description: 'One page of passages', schema: 'PassagePage' },
+      problems: [404],
+    },
+  }),
   queryBrain: operation({
     access: { scopes: [Scopes.brainRead] },
     message: Messages.brainQuery,

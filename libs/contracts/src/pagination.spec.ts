@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { DomainError, ErrorCode } from './errors';
-import { decodeCursor, encodeCursor } from './pagination';
+import { decodeCursor, decodeSequenceCursor, encodeCursor, encodeSequenceCursor } from './pagination';
 
 const cursorOf = (value: unknown): string => Buffer.from(JSON.stringify(value), 'utf8').toString('base64url');
 
@@ -66,6 +66,42 @@ describe('list cursors', () => {
         }
       }),
       { numRuns: 2_000 },
+    );
+  });
+});
+
+describe('sequence cursors', () => {
+  it('round-trips every position of a sequence', () => {
+    fc.assert(fc.property(fc.integer({ min: 0, max: 2_147_483_647 }), (after) => expect(decodeSequenceCursor(encodeSequenceCursor(after))).toBe(after)));
+  });
+
+  it('refuses anything else as a 400 validation problem, a timestamp cursor of the other lists included', () => {
+    const anything = fc.oneof(
+      fc.string({ maxLength: 200 }),
+      fc
+        .record({
+          v: fc.constantFrom(1, 2, '1'),
+          after: fc.oneof(
+            fc.integer({ max: -1 }),
+            fc.double().filter((n) => !Number.isInteger(n)),
+            fc.string(),
+            fc.constantFrom(2_147_483_648, Number.MAX_SAFE_INTEGER),
+          ),
+        })
+        .map(cursorOf),
+      fc.constant(encodeCursor({ at: '2026-11-26T10:00:00.000Z', id: '00000000-0000-4000-8000-000000000000' })),
+    );
+    fc.assert(
+      fc.property(anything, (cursor) => {
+        let error: unknown;
+        try {
+          decodeSequenceCursor(cursor);
+        } catch (caught) {
+          error = caught;
+        }
+        expect(error).toBeInstanceOf(DomainError);
+        expect(error).toMatchObject({ code: ErrorCode.ValidationFailed });
+      }),
     );
   });
 });

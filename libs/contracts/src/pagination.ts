@@ -44,14 +44,31 @@ export function encodeCursor(position: CursorPosition): string {
   return Buffer.from(JSON.stringify({ v: 1, at: position.at, id: position.id }), 'utf8').toString('base64url');
 }
 
-export function decodeCursor(cursor: string): CursorPosition {
+/** A cursor's content, checked against the schema of its kind; anything else is a 400 naming the cursor. */
+function decodeOpaque<S extends z.ZodType>(cursor: string, schema: S): z.output<S> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
   } catch {
     parsed = undefined;
   }
-  const result = CursorSchema.safeParse(parsed);
+  const result = schema.safeParse(parsed);
   if (!result.success) throw new DomainError(ErrorCode.ValidationFailed, 'The cursor is not valid', [{ field: 'cursor', message: 'not a cursor this API issued' }]);
-  return { at: result.data.at, id: result.data.id };
+  return result.data;
+}
+
+export function decodeCursor(cursor: string): CursorPosition {
+  const { at, id } = decodeOpaque(cursor, CursorSchema);
+  return { at, id };
+}
+
+const SequenceCursorSchema = z.strictObject({ v: z.literal(1), after: z.int().min(0).max(2_147_483_647) });
+
+/** A cursor past position `after` of a sequence (a document's passages by ordinal); opaque and validated like the others. */
+export function encodeSequenceCursor(after: number): string {
+  return Buffer.from(JSON.stringify({ v: 1, after }), 'utf8').toString('base64url');
+}
+
+export function decodeSequenceCursor(cursor: string): number {
+  return decodeOpaque(cursor, SequenceCursorSchema).after;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { BrainDocumentView, BrainQueryResult, IngestedDocumentView } from './brain';
+import { BrainDocumentView, BrainQueryResult, IngestedDocumentView, PassageView } from './brain';
 import { ErrorCode } from './errors';
 import { HIT_STATUSES, HitView } from './hits';
 import { MISSION_STATUSES, MissionView, STEP_STATUSES } from './missions';
@@ -117,6 +117,9 @@ type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
 /** Optional properties make `{ a; b? }` and `{ a }` assignable both ways: the keys are compared too. */
 type Exact<A, B> = Same<A, B> extends true ? Same<keyof A, keyof B> : false;
 const described = <S extends z.ZodType, T>(schema: S, exact: Exact<z.output<S>, Writable<T>>): S => (exact ? schema : schema);
+const PassageViewSchema = z.object({ chunkId: uuid, ordinal: z.int().min(0).describe('0 for the first passage'), text: z.string() });
+const PassageViewChecked = described<typeof PassageViewSchema, PassageView>(PassageViewSchema, true);
+
 /** The response bodies, by the name the OpenAPI document gives them (its components). */
 export const RESPONSE_SCHEMAS = {
   Mission: described<typeof MissionViewSchema, MissionView>(MissionViewSchema, true),
@@ -133,5 +136,6 @@ export const RESPONSE_SCHEMAS = {
   MissionPage: page(MissionViewSchema),
   HitItemPage: page(HitViewSchema),
   BrainDocumentPage: page(BrainDocumentViewSchema),
+  PassagePage: page(PassageViewChecked),
   Problem: ProblemSchema,
 } as const;

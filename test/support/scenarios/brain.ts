@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { call, clientCredentialsToken, postDeclaringLength, waitForMission } from '../api-client';
+import { type ApiResponse, call, clientCredentialsToken, postDeclaringLength, waitForMission } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 
@@ -191,6 +191,45 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       const noRead = await call(gateway(), 'GET', '/api/brain/query?q=x', { token: missionsOnly.access_token });
       expectProblem(noRead, 403, 'insufficient_scope');
       expect(noRead.headers.get('www-authenticate')).toContain('scope="brain:read"');
+    });
+
+    it('reads a document’s passages in order, a page at a time, as brain:read, to its tenant only', async () => {
+      const paragraphs = Array.from({ length: 10 }, (_, n) => `Section ${n}: the attenuator of stage ${n} is trimmed by hand. `.repeat(10).trim());
+      const created = await ingest(owner, { title: 'Assembly notes', content: paragraphs.join('\n\n') });
+      expect(created.status).toBe(201);
+      const { id, chunkCount } = created.body as { id: string; chunkCount: number };
+      expect(chunkCount).toBeGreaterThan(2);
+      const readOnly = await clientCredentialsToken(context.deployment.issuer, owner.clientId, owner.clientSecret, 'brain:read');
+
+      const passages: Array<{ chunkId: string; ordinal: number; text: string }> = [];
+      let cursor: string | null = null;
+      do {
+        const page: ApiResponse<{ items: typeof passages; nextCursor: string | null }> = await call(
+          gateway(),
+          'GET',
+          `/api/brain/documents/${id}/passages?limit=2${cursor ? `&cursor=${cursor}` : ''}`,
+          {
+            token: readOnly.access_token,
+          },
+        );
+        expect(page.status).toBe(200);
+        passages.push(...page.body.items);
+        cursor = page.body.nextCursor;
+      } while (cursor);
+      expect(passages.map((passage) => passage.ordinal)).toEqual(Array.from({ length: chunkCount }, (_, n) => n));
+      const text = passages.map((passage) => passage.text).join('\n\n');
+      expect(paragraphs.every((paragraph) => text.includes(paragraph))).toBe(true);
+      // A passage a query finds is one of these, under the same id.
+      const found = await query(owner, 'q=attenuator%20stage&k=50');
+      const ours = found.body.results.filter((result: { documentId: string }) => result.documentId === id);
+      expect(ours.length).toBeGreaterThan(0);
+      for (const result of ours) expect(passages.find((passage) => passage.chunkId === result.chunkId)?.text).toBe(result.text);
+
+      expectProblem(await call(gateway(), 'GET', `/api/brain/documents/${id}/passages`, { token: stranger.token }), 404, 'not_found');
+      expectProblem(await call(gateway(), 'GET', `/api/brain/documents/${id}/passages?cursor=nonsense`, { token: owner.token }), 400, 'validation_failed');
+      expectProblem(await call(gateway(), 'GET', `/api/brain/documents/${id}/passages?limit=101`, { token: owner.token }), 400, 'validation_failed');
+      const missionsOnly = await clientCredentialsToken(context.deployment.issuer, owner.clientId, owner.clientSecret, 'missions:read');
+      expectProblem(await call(gateway(), 'GET', `/api/brain/documents/${id}/passages`, { token: missionsOnly.access_token }), 403, 'insufficient_scope');
     });
 
     it('hides a tenant’s documents and passages from every other tenant', async () => {

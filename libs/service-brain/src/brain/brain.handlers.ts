@@ -9,6 +9,7 @@ export function brainRequestHandlers(brain: BrainService): Record<string, Reques
     on(Messages.brainDocumentIngest, (command) => brain.ingest(command)),
     on(Messages.brainDocumentList, (query) => brain.list(query)),
     on(Messages.brainDocumentGet, ({ id }) => brain.get(id)),
+    on(Messages.brainDocumentPassages, (query) => brain.passages(query)),
     on(Messages.brainDocumentDelete, ({ id }) => brain.delete(id)),
     on(Messages.brainUsageGet, () => brain.usage()),
   ]);

@@ -1,7 +1,19 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
-import { BrainDocumentView, BrainQueryResult, BRAIN_LIMITS, ErrorCode, IngestedDocumentView, MessageTypes, Page, Topics } from '@mission/contracts';
-import { InProcessBroker, InProcessBus } from '@mission/messaging';
+import {
+  BrainDocumentView,
+  BrainQueryResult,
+  BRAIN_LIMITS,
+  ErrorCode,
+  IngestedDocumentView,
+  Messages,
+  MessageTypes,
+  Page,
+  type PassageView,
+  type PayloadOf,
+  Topics,
+} from '@mission/contracts';
+import { InProcessBroker, InProcessBus, requestMessage } from '@mission/messaging';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
@@ -46,6 +58,9 @@ describe('brain on PostgreSQL', () => {
   const list = (tenantId: string, params: Record<string, unknown> = {}): Promise<Page<BrainDocumentView>> =>
     as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentList, params));
   const remove = (tenantId: string, id: string): Promise<unknown> => as(tenantId, () => client.request(Topics.brainRequests, MessageTypes.brainDocumentDelete, { id }));
+
+  const passages = (tenantId: string, params: PayloadOf<typeof Messages.brainDocumentPassages>): Promise<Page<PassageView>> =>
+    as(tenantId, () => requestMessage(client, Messages.brainDocumentPassages, params));
 
   async function seed(tenantId: string): Promise<Map<string, string>> {
     const ids = new Map<string, string>();
@@ -124,6 +139,31 @@ describe('brain on PostgreSQL', () => {
       // The cursor positions the other tenant's own listing and shows nothing of ours.
       const foreign = await list(other, { cursor: first.nextCursor });
       expect(foreign.items.every((item) => !ids.includes(item.id))).toBe(true);
+    });
+
+    it('pages through a document’s passages in order, and shows them to its tenant only', async () => {
+      const tenant = randomUUID();
+      const paragraphs = Array.from({ length: 12 }, (_, n) => `Paragraph ${n} on waveguide number ${n}. `.repeat(12).trim());
+      const created = await ingest(tenant, { title: 'Long notes', content: paragraphs.join('\n\n') });
+      expect(created.chunkCount).toBeGreaterThan(3);
+
+      const pages: Array<Page<PassageView>> = [await passages(tenant, { id: created.id, limit: 2 })];
+      for (let cursor = pages[0]?.nextCursor; cursor; cursor = pages[pages.length - 1]?.nextCursor) pages.push(await passages(tenant, { id: created.id, limit: 2, cursor }));
+      const all = pages.flatMap((page) => page.items);
+      expect(all.map((passage) => passage.ordinal)).toEqual(Array.from({ length: created.chunkCount }, (_, n) => n));
+      expect(pages.slice(0, -1).every((page) => page.items.length === 2)).toBe(true);
+      // Every paragraph is in a passage, in the document's order.
+      const text = all.map((passage) => passage.text).join('\n\n');
+      const positions = paragraphs.map((paragraph) => text.indexOf(paragraph));
+      expect(positions.every((position, n) => position >= 0 && (n === 0 || position > (positions[n - 1] ?? 0)))).toBe(true);
+
+      for (const [who, id] of [
+        [randomUUID(), created.id],
+        [tenant, randomUUID()],
+        [tenant, 'not-a-uuid'],
+      ]) {
+        expect(await domainErrorOf(passages(who ?? '', { id: id ?? '' }))).toMatchObject({ code: ErrorCode.NotFound });
+      }
     });
 
     it('deletes a document with its chunks, postings and share of the statistics', async () => {

@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { CursorPosition, DomainError, ErrorCode, isUuid, type StorageQuota } from '@mission/contracts';
+import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 
@@ -265,6 +265,27 @@ export class BrainRepository {
     if (!isUuid(id)) return null;
     const rows: StoredDocument[] = await manager.query(`SELECT ${DOCUMENT_COLUMNS} FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
     return rows[0] ? this.openDocument(manager, rows[0]) : null;
+  }
+
+  /**
+   * Up to `limit` passages of the document in order, after ordinal `after`, opened; null when the
+   * tenant has no such document.
+   */
+  async passagePage(manager: EntityManager, tenantId: string, documentId: string, limit: number, after?: number): Promise<PassageView[] | null> {
+    if (!isUuid(documentId)) return null;
+    const found: unknown[] = await manager.query(`SELECT 1 FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, documentId]);
+    if (found.length === 0) return null;
+    const rows: Array<{ id: string; ordinal: number; text: string }> = await manager.query(
+      `SELECT id, ordinal, text FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2 AND ordinal > $3 ORDER BY ordinal LIMIT $4`,
+      [tenantId, documentId, after ?? -1, limit],
+    );
+    const passages: PassageView[] = [];
+    // One at a time: a key not cached yet is read on the transaction's one connection.
+    for (const row of rows) {
+      const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.id }, row.text) : row.text;
+      passages.push({ chunkId: row.id, ordinal: row.ordinal, text });
+    }
+    return passages;
   }
 
   /** Newest first, after `after` in (created_at, id) order; one extra row tells whether more follow. */

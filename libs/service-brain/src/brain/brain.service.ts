@@ -7,12 +7,15 @@ import {
   BrainQuerySchema,
   BrainResult,
   decodeCursor,
+  decodeSequenceCursor,
   DomainError,
   encodeCursor,
+  encodeSequenceCursor,
   IngestDocumentCommandSchema,
   IngestedDocumentView,
   Page,
   PageQuerySchema,
+  PassageView,
   parseIngestDocument,
   parseOrThrow,
   TIER_STORAGE,
@@ -141,6 +144,17 @@ export class BrainService {
       items: items.map(documentView),
       nextCursor: rows.length > limit && last ? encodeCursor({ at: last.createdAt.toISOString(), id: last.id }) : null,
     };
+  }
+
+  /** The document's passages in order, a page at a time; 404 for a document the tenant does not have. */
+  async passages({ id, limit, cursor }: { id: string; limit: number; cursor?: string }): Promise<Page<PassageView>> {
+    const after = cursor === undefined ? undefined : decodeSequenceCursor(cursor);
+    const { tenantId } = currentTenant();
+    const rows = await tenantTransaction(this.dataSource, (manager) => this.repository.passagePage(manager, tenantId, id, limit + 1, after));
+    if (!rows) throw DomainError.notFound('Document');
+    const items = rows.slice(0, limit);
+    const last = items[items.length - 1];
+    return { items, nextCursor: rows.length > limit && last ? encodeSequenceCursor(last.ordinal) : null };
   }
 
   /** Removes the document, its chunks and postings, and its share of the tenant's statistics, in one transaction. */
