@@ -134,7 +134,7 @@ export class OperationRunner {
     private readonly tenants: TenantRateLimiter,
   ) {}
 
-  /** Runs `name` for `caller`; the reply is checked against the operation's reply schema. */
+  /** Runs `name` for `caller`; the reply is typed by the operation's reply schema (checked by the service that sent it). */
   async run(name: OperationName, request: OperationRequest, caller: OperationCaller): Promise<unknown> {
     const operation: OperationDefinition = Operations[name];
     const composed = this.compositions[name];
