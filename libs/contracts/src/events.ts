@@ -60,4 +60,3 @@ export const StepResultSchema = z.discriminatedUnion('ok', [
   z.object({ ok: z.literal(true), data: z.unknown() }),
   z.object({ ok: z.literal(false), error: z.custom<ErrorBody>(isErrorBody) }),
 ]);
-export type StepResult = z.output<typeof StepResultSchema>;

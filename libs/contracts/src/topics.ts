@@ -60,4 +60,3 @@ export const EventTypes = {
   missionCompleted: 'mission.completed',
   hitDecided: 'hit.decided',
 } as const;
-export type EventType = (typeof EventTypes)[keyof typeof EventTypes];
