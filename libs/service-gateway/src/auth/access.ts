@@ -53,7 +53,7 @@ function inTenantNamespace(path: string): boolean {
 }
 
 /** The access a route declared; undefined for a request no route serves. */
-export function declaredAccess(request: Pick<FastifyRequest, 'routeOptions'>): OperationAccess | undefined {
+function declaredAccess(request: Pick<FastifyRequest, 'routeOptions'>): OperationAccess | undefined {
   if (request.routeOptions.url === undefined) return undefined;
   return (request.routeOptions.config as Partial<RouteAccessConfig> | undefined)?.access;
 }

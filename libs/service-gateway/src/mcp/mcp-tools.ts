@@ -9,6 +9,8 @@ export interface McpTool extends McpBinding {
   readonly scopes: readonly Scope[];
   /** The operation's input: the route's `id` and its query or body fields, in one object. */
   readonly input: z.ZodType;
+  /** Whether the operation's route has an `:id`, which the tool takes as its `id` argument. */
+  readonly takesId: boolean;
   /** The reply's schema (the REST response body's), advertised as the tool's outputSchema. */
   readonly output: z.ZodType;
   readonly annotations: ToolAnnotations;
@@ -16,7 +18,14 @@ export interface McpTool extends McpBinding {
 
 function toolOf(name: OperationName, operation: OperationDefinition, mcp: McpBinding): McpTool {
   if (typeof operation.access !== 'object') throw new Error(`${name} is an MCP tool but not a tenant operation`);
-  return { ...mcp, operation: name, scopes: operation.access.scopes, input: operationInputSchema(operation), output: operation.message.reply };
+  return {
+    ...mcp,
+    operation: name,
+    scopes: operation.access.scopes,
+    input: operationInputSchema(operation),
+    takesId: operation.http.pathId !== undefined,
+    output: operation.message.reply,
+  };
 }
 
 /** Every operation an agent can run: those of the catalogue with an MCP binding, named as API.md fixes them. */

@@ -1,6 +1,6 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { AuthInfo, CallToolResult, createMcpHandler, McpHttpHandler, McpServer } from '@modelcontextprotocol/server';
-import { ErrorCode, type OperationDefinition, Operations } from '@mission/contracts';
+import { ErrorCode } from '@mission/contracts';
 import { mapError } from '../http/error-mapping';
 import { problemFor } from '../http/problem';
 import { problemTypeBase } from '../http/problem.filter';
@@ -96,8 +96,7 @@ export class McpEndpoint implements OnModuleDestroy {
         return this.failure(tool, caller, { code: ErrorCode.InsufficientScope, detail: `This operation needs the scope ${missing.join(' ')}` });
       }
       const { id, ...fields } = args;
-      const takesId = (Operations[tool.operation] as OperationDefinition).http.pathId !== undefined;
-      const request = takesId ? { id, fields } : { fields: args };
+      const request = tool.takesId ? { id, fields } : { fields: args };
       return toolResult((await this.operations.run(tool.operation, request, caller)) as object);
     } catch (error) {
       const mapped = mapError(error);
