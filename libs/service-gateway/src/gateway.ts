@@ -19,6 +19,7 @@ import { DomainError, ErrorCode, jsonBodyRefusal, MAX_RESOURCE_ID_LENGTH } from 
 import { problemTypeBase } from './http/problem.filter';
 import { clientErrorHandler, HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from './http/client-error';
 import { sendProblem } from './http/problem.responder';
+import { closeGrace } from './http/close-grace';
 import { MCP_PATH } from './mcp/mcp.endpoint';
 
 /** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
@@ -107,6 +108,12 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  // Requests in flight get CLOSE_GRACE_MS to finish once the gateway closes; then their connections are cut.
+  const grace = closeGrace(fastify.server, options.logger);
+  fastify.addHook('preClose', (done) => {
+    grace.startGrace();
+    done();
+  });
   // The request line and headers within HEADERS_TIMEOUT_MS (Node's default is the whole request timeout).
   if ('headersTimeout' in fastify.server) fastify.server.headersTimeout = Math.min(HEADERS_TIMEOUT_MS, requestTimeout);
   // Every route declares who may call it (`Access`), in its config; a route registered without a
