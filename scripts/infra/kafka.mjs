@@ -41,7 +41,7 @@ const STOP_GRACE_MS = 30_000;
 const FETCH_LOCK_WAIT_MS = 10 * 60_000;
 const LOG_TAIL_LINES = 60;
 /** The platform's services, each its own Kafka principal (libs/messaging's platform ACLs name them too). */
-const DEFAULT_USERS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service', 'standalone'];
+const DEFAULT_USERS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service', 'notification-service', 'standalone'];
 /** The broker's own identity, towards its controller and itself: a super user. */
 const BROKER_USER = 'broker';
 const ADMIN_USER = 'admin';

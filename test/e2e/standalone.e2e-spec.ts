@@ -17,7 +17,7 @@ describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bu
   return {
     gatewayUrl: standalone.gatewayUrl,
     opsUrl: standalone.opsUrl,
-    readinessParts: ['bus', 'identityProvider', 'rateLimits', 'missionService', 'brainService', 'hitService'],
+    readinessParts: ['bus', 'identityProvider', 'rateLimits', 'missionService', 'brainService', 'hitService', 'notificationService'],
     requestTimeoutSeconds: SCENARIO_REQUEST_TIMEOUT_SECONDS,
     issuer: standalone.issuer,
     admin: standalone.admin,

@@ -7,7 +7,7 @@ import { RunningProcess, startProcess, waitUntilReady } from './processes';
 import { testSigningKeyEnv } from './test-signing-key';
 import { KafkaAccess, kafkaEnvFor } from './kafka-access';
 
-export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'gateway';
+export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'notification-service' | 'gateway';
 
 /** How a restarted app's old process ended: its exit code or the signal that ended it, and how long after the signal. */
 export interface StoppedApp {
@@ -39,14 +39,15 @@ export interface DistributedStack {
 }
 
 /**
- * The five deployables as separate processes, talking only over Kafka, on a fresh PostgreSQL
+ * The six deployables as separate processes, talking only over Kafka, on a fresh PostgreSQL
  * database: the production topology on one machine, each app signed in to the broker as its own
  * principal where the broker asks for it. `extraEnv` goes to every app (tracing, say).
  */
 export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<DistributedStack> {
   const database = await createTestDatabase(adminPostgresUrl);
   const dataDir = await mkdtemp(path.join(os.tmpdir(), 'mission-it-'));
-  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth, gatewayOps, idpOps] = await Promise.all([
+  const [gatewayPort, idpPort, missionHealth, brainHealth, hitHealth, notificationHealth, gatewayOps, idpOps] = await Promise.all([
+    freePort(),
     freePort(),
     freePort(),
     freePort(),
@@ -99,6 +100,12 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
       env: { ...common, ...kafkaEnvFor(kafka, 'hit-service'), HEALTH_PORT: String(hitHealth), DATABASE_URL: database.url },
       ready: `http://127.0.0.1:${hitHealth}/health/ready`,
       ops: `http://127.0.0.1:${hitHealth}`,
+    },
+    'notification-service': {
+      entry: 'apps/notification-service/src/main.ts',
+      env: { ...common, ...kafkaEnvFor(kafka, 'notification-service'), HEALTH_PORT: String(notificationHealth), DATABASE_URL: database.url },
+      ready: `http://127.0.0.1:${notificationHealth}/health/ready`,
+      ops: `http://127.0.0.1:${notificationHealth}`,
     },
     gateway: {
       entry: 'apps/gateway/src/main.ts',

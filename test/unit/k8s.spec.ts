@@ -7,7 +7,7 @@ import { busAcls } from '@mission/runtime';
 import { K8sObject, renderKustomization, strategicMerge } from '../support/kustomize';
 
 const root = path.join(__dirname, '..', '..');
-const APPS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service'] as const;
+const APPS = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service', 'notification-service'] as const;
 const OVERLAYS = ['dev', 'prod'] as const;
 const kubectl = spawnSync('kubectl', ['version', '--client'], { encoding: 'utf8' }).status === 0;
 
@@ -91,7 +91,7 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
   });
 
   it('runs each schema’s migrations in a Job of its own with --migrate-only', () => {
-    for (const app of ['idp', 'mission-service', 'brain-service', 'hit-service']) {
+    for (const app of ['idp', 'mission-service', 'brain-service', 'hit-service', 'notification-service']) {
       const job = index.get(`Job/${app}-migrate`) as K8sObject & { spec: { template: { spec: { containers: Array<{ command: string[] }> } } } };
       expect(job.spec.template.spec.containers[0].command).toEqual(['node', '-r', './tools/register.cjs', `apps/${app}/src/main.ts`, '--migrate-only']);
     }
@@ -216,7 +216,7 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
     expect(reaches('gateway')).toEqual(['dns:53/53', 'idp:3001', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'redis:6379']);
     // The idp keeps the budgets of failed authentications in Redis.
     expect(reaches('idp')).toEqual(['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432', 'redis:6379']);
-    for (const app of ['mission-service', 'brain-service', 'hit-service'])
+    for (const app of ['mission-service', 'brain-service', 'hit-service', 'notification-service'])
       expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
     // Every path from one app to another is admitted on both sides: the gateway's egress to the idp, and the idp's ingress from it.
     const admits = (app: string, from: string, port: number) =>

@@ -15,7 +15,7 @@ CONFIG_DIR=${KAFKA_CONFIG_DIR:-/tmp/kafka-config}
 PORT=${KAFKA_PORT:-9092}
 CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
 ADVERTISED=${KAFKA_ADVERTISED_LISTENERS:?set KAFKA_ADVERTISED_LISTENERS (SASL_PLAINTEXT://host:port)}
-USERS=(admin gateway idp mission-service brain-service hit-service)
+USERS=(admin gateway idp mission-service brain-service hit-service notification-service)
 
 secret_file() {
   case "$1" in

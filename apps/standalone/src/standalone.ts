@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { createGateway, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
 import { hitServiceDefinition } from '@mission/service-hit';
+import { notificationServiceDefinition } from '@mission/service-notification';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
 import { InProcessBroker, InProcessBus, MessageBus } from '@mission/messaging';
 import { brainServiceDefinition } from '@mission/service-brain';
@@ -47,7 +48,7 @@ async function createBus(config: StandaloneConfig, logger: Logger, metrics: Regi
 }
 
 /** The back-end services, as each one's own process runs them (runService), in the order they start. */
-const SERVICES: readonly ServiceDefinition[] = [missionServiceDefinition, brainServiceDefinition, hitServiceDefinition];
+const SERVICES: readonly ServiceDefinition[] = [missionServiceDefinition, brainServiceDefinition, hitServiceDefinition, notificationServiceDefinition];
 
 /**
  * Every deployable in one process: the identity provider, the three services and the gateway,

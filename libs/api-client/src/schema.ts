@@ -699,7 +699,7 @@ export interface components {
         /** @description RFC 9457 problem details */
         Problem: {
             /** @enum {string} */
-            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "quota_exceeded" | "dependency_unavailable" | "internal_error";
+            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "cursor_expired" | "quota_exceeded" | "dependency_unavailable" | "internal_error";
             detail: string;
             /** @description one per invalid field (400) */
             errors?: {

@@ -18,6 +18,8 @@ export const ErrorCode = {
   /** The request (its headers and body) did not arrive in time. */
   RequestTimeout: 'request_timeout',
   RateLimited: 'rate_limited',
+  /** A position in an event log that is unknown, or older than what the log keeps. */
+  CursorExpired: 'cursor_expired',
   /** The tenant's storage quota (documents or bytes in the Brain) would be exceeded. */
   QuotaExceeded: 'quota_exceeded',
   DependencyUnavailable: 'dependency_unavailable',

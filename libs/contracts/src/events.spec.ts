@@ -59,8 +59,13 @@ describe('event schemas', () => {
   });
 
   it('are catalogued by the message types of their topics', () => {
-    expect(Object.keys(MissionEventSchemas).sort()).toEqual([MessageTypes.missionCancelled, MessageTypes.missionCompleted, MessageTypes.missionQueued]);
-    expect(Object.keys(HitEventSchemas)).toEqual([MessageTypes.hitDecided]);
+    expect(Object.keys(MissionEventSchemas).sort()).toEqual([
+      MessageTypes.missionAwaitingApproval,
+      MessageTypes.missionCancelled,
+      MessageTypes.missionCompleted,
+      MessageTypes.missionQueued,
+    ]);
+    expect(Object.keys(HitEventSchemas).sort()).toEqual([MessageTypes.hitCreated, MessageTypes.hitDecided]);
   });
 });
 

@@ -26,6 +26,14 @@ export type MissionCancelledEvent = Readonly<z.output<typeof MissionCancelledEve
 export const MissionCompletedEventSchema = z.object({ missionId: z.uuid(), status: z.enum(MISSION_STATUSES), completedAt: timestamp });
 export type MissionCompletedEvent = Readonly<z.output<typeof MissionCompletedEventSchema>>;
 
+/** `mission.awaiting_approval`: the mission parked on its approval step `stepIndex`, waiting for item `hitId`. */
+export const MissionAwaitingApprovalEventSchema = z.object({ missionId: z.uuid(), hitId: z.uuid(), stepIndex: z.int().min(0), at: timestamp });
+export type MissionAwaitingApprovalEvent = Readonly<z.output<typeof MissionAwaitingApprovalEventSchema>>;
+
+/** `hit.created` (key `tenantId:missionId`): an approval item was created for a mission's step. */
+export const HitCreatedEventSchema = z.object({ hitId: z.uuid(), missionId: z.uuid(), stepIndex: z.int().min(0), createdAt: timestamp });
+export type HitCreatedEvent = Readonly<z.output<typeof HitCreatedEventSchema>>;
+
 /** `hit.decided` (key `tenantId:missionId`): a person decided a mission's approval item, as `hit.decide` accepted it. */
 export const HitDecidedEventSchema = z.object({
   hitId: z.uuid(),
@@ -43,10 +51,12 @@ export const MissionEventSchemas = {
   [EventTypes.missionQueued]: MissionQueuedEventSchema,
   [EventTypes.missionCancelled]: MissionCancelledEventSchema,
   [EventTypes.missionCompleted]: MissionCompletedEventSchema,
+  [EventTypes.missionAwaitingApproval]: MissionAwaitingApprovalEventSchema,
 } as const;
 
 /** The events of `hit.events.v1`, by message type. */
 export const HitEventSchemas = {
+  [EventTypes.hitCreated]: HitCreatedEventSchema,
   [EventTypes.hitDecided]: HitDecidedEventSchema,
 } as const;
 

@@ -8,6 +8,7 @@ export * from './missions';
 export * from './pagination';
 export * from './hits';
 export * from './events';
+export * from './tenant-events';
 export * from './batching';
 export * from './views';
 export * from './messages';

@@ -4,6 +4,7 @@ import { CreateHitSchema, DecideHitSchema } from './hits';
 import { ListMissionsQuerySchema, SubmitMissionCommandSchema } from './missions';
 import { PageQuerySchema } from './pagination';
 import { CreateTenantSchema, CreateUserCommandSchema, TenantSubresourceCommandSchema, UpdateTenantCommandSchema } from './tenants';
+import { ListTenantEventsSchema, TenantEventPageSchema } from './tenant-events';
 import { EventTypes, Topic, Topics } from './topics';
 import { ResourceIdSchema } from './validation';
 import { RESPONSE_SCHEMAS } from './views';
@@ -90,6 +91,7 @@ export const Messages = {
   hitGet: message({ topic: Topics.hitRequests, type: 'hit.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.HitItem }),
   hitListPending: message({ topic: Topics.hitRequests, type: 'hit.list_pending', payload: PageQuerySchema, reply: RESPONSE_SCHEMAS.HitItemPage, payloadLabel: 'Query' }),
   hitDecide: message({ topic: Topics.hitRequests, type: 'hit.decide', payload: DecideHitSchema, reply: RESPONSE_SCHEMAS.HitItem, payloadLabel: 'Decision' }),
+  eventsList: message({ topic: Topics.notifyRequests, type: 'notify.events.list', payload: ListTenantEventsSchema, reply: TenantEventPageSchema, payloadLabel: 'Query' }),
 } as const;
 export type Messages = typeof Messages;
 export type MessageName = keyof Messages;

@@ -16,6 +16,8 @@ export const Topics = {
    * waits for another service.
    */
   missionStepResults: 'mission.step-results.v1',
+  /** Requests to notification-service: pages of a tenant's event log. */
+  notifyRequests: 'notify.requests.v1',
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 
@@ -32,6 +34,9 @@ export const ConsumerGroups = {
   brainService: 'brain-service',
   hitService: 'hit-service',
   hitMissionEvents: 'hit-service-mission-events',
+  notificationService: 'notification-service',
+  notificationMissionEvents: 'notification-mission-events',
+  notificationHitEvents: 'notification-hit-events',
 } as const;
 
 /** Every topic the platform uses, with the partition count it is created with. */
@@ -43,6 +48,7 @@ export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
   [Topics.missionEvents]: 6,
   [Topics.hitEvents]: 6,
   [Topics.missionStepResults]: 6,
+  [Topics.notifyRequests]: 6,
 };
 
 /**
@@ -58,5 +64,7 @@ export const EventTypes = {
   missionQueued: 'mission.queued',
   missionCancelled: 'mission.cancelled',
   missionCompleted: 'mission.completed',
+  missionAwaitingApproval: 'mission.awaiting_approval',
+  hitCreated: 'hit.created',
   hitDecided: 'hit.decided',
 } as const;

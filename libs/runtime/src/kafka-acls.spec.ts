@@ -29,6 +29,7 @@ describe('Kafka ACLs of the platform', () => {
     expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.missionEvents, AclOperationTypes.READ)).sort()).toEqual([
       'hit-service',
       'mission-service',
+      'notification-service',
     ]);
   });
 

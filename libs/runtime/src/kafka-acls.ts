@@ -16,13 +16,13 @@ export interface BusRole {
   readonly produces: ReadonlyArray<Topic>;
 }
 
-const REQUEST_TOPICS: ReadonlySet<string> = new Set<Topic>([Topics.identityRequests, Topics.missionRequests, Topics.brainRequests, Topics.hitRequests]);
+const REQUEST_TOPICS: ReadonlySet<string> = new Set<Topic>([Topics.identityRequests, Topics.missionRequests, Topics.brainRequests, Topics.hitRequests, Topics.notifyRequests]);
 
 /** The platform's principals and their roles: keep in step with what each service serves and sends. */
 export const BUS_ROLES = {
   gateway: {
     consumes: [],
-    produces: [Topics.identityRequests, Topics.missionRequests, Topics.brainRequests, Topics.hitRequests],
+    produces: [Topics.identityRequests, Topics.missionRequests, Topics.brainRequests, Topics.hitRequests, Topics.notifyRequests],
   },
   idp: {
     consumes: [{ topic: Topics.identityRequests, group: ConsumerGroups.idp }],
@@ -48,6 +48,14 @@ export const BUS_ROLES = {
       { topic: Topics.missionEvents, group: ConsumerGroups.hitMissionEvents },
     ],
     produces: [Topics.hitEvents, Topics.missionStepResults],
+  },
+  'notification-service': {
+    consumes: [
+      { topic: Topics.notifyRequests, group: ConsumerGroups.notificationService },
+      { topic: Topics.missionEvents, group: ConsumerGroups.notificationMissionEvents },
+      { topic: Topics.hitEvents, group: ConsumerGroups.notificationHitEvents },
+    ],
+    produces: [],
   },
 } as const satisfies Record<string, BusRole>;
 

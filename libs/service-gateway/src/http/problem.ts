@@ -23,6 +23,7 @@ export const PROBLEM_KINDS: Readonly<Record<ErrorCode, ProblemKind>> = {
   [ErrorCode.ValidationFailed]: { status: 400, title: 'Validation failed', slug: 'validation-failed' },
   [ErrorCode.MalformedJson]: { status: 400, title: 'Malformed JSON', slug: 'malformed-json' },
   [ErrorCode.MalformedRequest]: { status: 400, title: 'Malformed request', slug: 'malformed-request' },
+  [ErrorCode.CursorExpired]: { status: 400, title: 'Unknown or expired position', slug: 'cursor-expired' },
   [ErrorCode.Unauthorized]: { status: 401, title: 'Unauthorized', slug: 'unauthorized' },
   [ErrorCode.InsufficientScope]: { status: 403, title: 'Insufficient scope', slug: 'insufficient-scope' },
   [ErrorCode.Forbidden]: { status: 403, title: 'Forbidden', slug: 'forbidden' },

@@ -7,6 +7,7 @@ import {
   DomainError,
   encodeCursor,
   ErrorCode,
+  HitCreatedEvent,
   HitDecidedEvent,
   HitView,
   MessageTypes,
@@ -52,7 +53,18 @@ export class HitsService {
       createdAt: now,
       updatedAt: now,
     });
-    return hitView(await tenantTransaction(this.dataSource, (manager) => this.hits.insertOnce(manager, item)));
+    let created = false;
+    const stored = await tenantTransaction(this.dataSource, async (manager) => {
+      const found = await this.hits.insertOnce(manager, item);
+      // The step's item already existed (its request delivered again): announced then, not now.
+      if (found.id !== item.id) return found;
+      created = true;
+      const event: HitCreatedEvent = { hitId: found.id, missionId: found.missionId, stepIndex: found.stepIndex, createdAt: found.createdAt.toISOString() };
+      await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitCreated, key: `${tenantId}:${found.missionId}`, payload: event });
+      return found;
+    });
+    if (created) this.afterCommit();
+    return hitView(stored);
   }
 
   async get(id: string): Promise<HitView> {

@@ -6,7 +6,7 @@ import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
 import { StepRequests } from './mission.steps';
-import { announceCompletion, skipStepsAfter } from './mission.lifecycle';
+import { announceAwaitingApproval, announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MissionsRepository } from './missions.repository';
 
 const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
@@ -100,6 +100,7 @@ export class MissionRunner {
       if ('id' in answer.data) {
         step.hitId = answer.data.id;
         mission.status = 'awaiting_approval';
+        await announceAwaitingApproval(manager, mission, { index: step.index, hitId: answer.data.id }, now);
         return true;
       }
       step.status = 'succeeded';

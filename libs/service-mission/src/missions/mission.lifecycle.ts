@@ -1,5 +1,5 @@
 import { EntityManager } from 'typeorm';
-import { MessageTypes, MissionCompletedEvent, Topics } from '@mission/contracts';
+import { MessageTypes, MissionAwaitingApprovalEvent, MissionCompletedEvent, Topics } from '@mission/contracts';
 import { enqueueOutbox } from '@mission/persistence';
 import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
 
@@ -7,6 +7,17 @@ import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
 export async function announceCompletion(manager: EntityManager, mission: MissionEntity): Promise<void> {
   const event: MissionCompletedEvent = { missionId: mission.id, status: mission.status, completedAt: (mission.completedAt ?? mission.updatedAt).toISOString() };
   await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionCompleted, key: `${mission.tenantId}:${mission.id}`, payload: event });
+}
+
+/** Enqueues `mission.awaiting_approval` in the transaction that parked the mission on its approval step. */
+export async function announceAwaitingApproval(manager: EntityManager, mission: MissionEntity, step: { readonly index: number; readonly hitId: string }, now: Date): Promise<void> {
+  const event: MissionAwaitingApprovalEvent = { missionId: mission.id, hitId: step.hitId, stepIndex: step.index, at: now.toISOString() };
+  await enqueueOutbox(manager, MISSION_SCHEMA, {
+    topic: Topics.missionEvents,
+    type: MessageTypes.missionAwaitingApproval,
+    key: `${mission.tenantId}:${mission.id}`,
+    payload: event,
+  });
 }
 
 /** Marks every step after `index` that has not run as skipped (the mission ended early). */

@@ -1,0 +1,25 @@
+import { HitEventSchemas, Messages, MessageTypes, MissionEventSchemas, Topics } from '@mission/contracts';
+import { EventHandler, eventHandlers, on, RequestHandler, requestHandlers } from '@mission/messaging';
+import type { EventLog } from './event-log';
+import { hitCreated, hitDecided, missionAwaitingApproval, missionCompleted } from './public-events';
+
+/** Bus requests → the event log. The tenant comes from the message, restored by the bus. */
+export function eventLogRequestHandlers(log: Pick<EventLog, 'list'>): Record<string, RequestHandler> {
+  return requestHandlers(Topics.notifyRequests, [on(Messages.eventsList, (query) => log.list(query))]);
+}
+
+/** The mission events the log records (each once, by its message id). */
+export function missionEventsToLog(log: Pick<EventLog, 'record'>): EventHandler {
+  return eventHandlers(MissionEventSchemas, {
+    [MessageTypes.missionAwaitingApproval]: async (event, message) => void (await log.record(message.id, missionAwaitingApproval(event))),
+    [MessageTypes.missionCompleted]: async (event, message) => void (await log.record(message.id, missionCompleted(event))),
+  });
+}
+
+/** The approval-item events the log records (each once, by its message id). */
+export function hitEventsToLog(log: Pick<EventLog, 'record'>): EventHandler {
+  return eventHandlers(HitEventSchemas, {
+    [MessageTypes.hitCreated]: async (event, message) => void (await log.record(message.id, hitCreated(event))),
+    [MessageTypes.hitDecided]: async (event, message) => void (await log.record(message.id, hitDecided(event))),
+  });
+}

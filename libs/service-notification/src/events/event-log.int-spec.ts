@@ -1,0 +1,194 @@
+import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
+import { DataSource } from 'typeorm';
+import { ErrorCode, eventIdPosition, Messages, MessageTypes, Topics, type PayloadOf, type TenantEventPage } from '@mission/contracts';
+import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
+import { InProcessBroker, InProcessBus, requestMessage } from '@mission/messaging';
+import { domainErrorOf } from '@mission/messaging/testing';
+import { createTestDatabase, RecordCipher, TestDatabase } from '@mission/persistence';
+import { runWithTenant } from '@mission/tenant-context';
+import { expiredEventsSweep, openNotificationDatabase, startNotificationService, type NotificationServiceHandle } from '../notification-service';
+import { EventLog } from './event-log';
+
+const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+const silent = { info: () => undefined, error: () => undefined };
+const ALL_TYPES = ['mission.awaiting_approval', 'mission.completed', 'hit.created', 'hit.decided', 'hit.expired'] as const;
+
+describe('the tenants’ event logs on PostgreSQL', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  let dataSource: DataSource;
+  let log: EventLog;
+  const keys = new LocalKeyProvider(KeyEncryptionKey.generate());
+  const broker = new InProcessBroker();
+  const serviceBus = new InProcessBus(broker);
+  const client = new InProcessBus(broker);
+  let service: NotificationServiceHandle;
+
+  const as = <T>(tenantId: string, work: () => Promise<T>): Promise<T> => runWithTenant({ tenantId }, work);
+  const list = (tenantId: string, query: Partial<PayloadOf<typeof Messages.eventsList>> = {}): Promise<TenantEventPage> =>
+    as(tenantId, () => requestMessage(client, Messages.eventsList, { types: [...ALL_TYPES], ...query }));
+
+  /** Waits until the tenant's log holds `count` events (delivery is asynchronous). */
+  async function logged(tenantId: string, count: number): Promise<TenantEventPage> {
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const page = await list(tenantId, { limit: 1_000 });
+      if (page.items.length >= count || Date.now() > deadline) return page;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'notify_log');
+    service = await startNotificationService({ databaseUrl: database.url, bus: serviceBus, logger: silent, keys });
+    await serviceBus.start();
+    await client.start();
+    await service.afterBusStart();
+    dataSource = await openNotificationDatabase(database.url);
+    log = new EventLog(dataSource, new RecordCipher('notify', keys));
+    inspector = new Client({ connectionString: database.url });
+    await inspector.connect();
+  });
+
+  afterAll(async () => {
+    await inspector?.end();
+    await dataSource?.destroy();
+    await client.close();
+    await serviceBus.close();
+    await service?.stop();
+    await database?.drop();
+  });
+
+  it('records the services’ events in the order they come, as clients see them, without what people wrote', async () => {
+    const tenant = randomUUID();
+    const missionId = randomUUID();
+    const hitId = randomUUID();
+    const key = `${tenant}:${missionId}`;
+    await as(tenant, async () => {
+      await client.publish(Topics.hitEvents, { type: MessageTypes.hitCreated, key, payload: { hitId, missionId, stepIndex: 1, createdAt: '2026-11-26T10:00:00.000Z' } });
+      await client.publish(Topics.missionEvents, {
+        type: MessageTypes.missionAwaitingApproval,
+        key,
+        payload: { missionId, hitId, stepIndex: 1, at: '2026-11-26T10:00:00.100Z' },
+      });
+      await client.publish(Topics.hitEvents, {
+        type: MessageTypes.hitDecided,
+        key,
+        payload: { hitId, missionId, stepIndex: 1, decision: 'approved', decidedBy: 'ada', decidedAt: '2026-11-26T10:01:00.000Z', comment: 'private reasoning' },
+      });
+      // Events the log does not keep: a queued mission is not news to the client that queued it.
+      await client.publish(Topics.missionEvents, { type: MessageTypes.missionQueued, key, payload: { missionId } });
+    });
+    // Events of one topic and key arrive in order; the two topics are merged as they come.
+    const page = await logged(tenant, 3);
+    expect(page.items).toHaveLength(3);
+    expect(page.items.map((event) => eventIdPosition(event.id))).toEqual(['1', '2', '3']);
+    expect(page.items.map((event) => event.type).sort()).toEqual(['hit.created', 'hit.decided', 'mission.awaiting_approval']);
+    expect(page.items.find((event) => event.type === 'hit.decided')).toEqual({
+      id: expect.stringMatching(/^evt_\d+_[0-9a-f]{12}$/),
+      type: 'hit.decided',
+      timestamp: '2026-11-26T10:01:00.000Z',
+      data: { hitId, missionId, decision: 'approved', decidedBy: 'ada' },
+    });
+    expect(page.items.find((event) => event.type === 'mission.awaiting_approval')?.data).toEqual({ missionId, hitId, stepIndex: 1 });
+    expect(page.latest).toBe(page.items[2]?.id);
+    await as(tenant, () =>
+      client.publish(Topics.missionEvents, { type: MessageTypes.missionCompleted, key, payload: { missionId, status: 'succeeded', completedAt: '2026-11-26T10:01:01.000Z' } }),
+    );
+    const after = await logged(tenant, 4);
+    expect(after.items[3]).toMatchObject({ type: 'mission.completed', data: { missionId, status: 'succeeded' } });
+  });
+
+  it('keeps the data sealed at rest and every row of a tenant out of another’s reach', async () => {
+    const tenant = randomUUID();
+    const other = randomUUID();
+    await as(tenant, () => log.record(randomUUID(), { type: 'mission.completed', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { status: 'failed' } }));
+    const { rows } = await inspector.query(`SELECT data FROM notify.events WHERE tenant_id = $1`, [tenant]);
+    expect(rows).toHaveLength(1);
+    expect(rows[0].data).toMatch(/^enc1\./);
+    expect((await list(other)).items).toEqual([]);
+    expect((await list(other)).latest).toBeNull();
+    // Without a tenant, the service's role sees nothing at all.
+    const [count] = await dataSource.query(`SELECT count(*)::int AS n FROM notify.events`);
+    expect(count.n).toBe(0);
+  });
+
+  it('records a redelivered event once, and numbers events written at once 1…n with no gap', async () => {
+    const tenant = randomUUID();
+    const source = randomUUID();
+    const event = { type: 'mission.completed' as const, missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { status: 'succeeded' } };
+    const [first, again] = await Promise.all([as(tenant, () => log.record(source, event)), as(tenant, () => log.record(source, event))]);
+    expect([first, again].filter((recorded) => recorded !== undefined)).toHaveLength(1);
+    await Promise.all(Array.from({ length: 40 }, () => as(tenant, () => log.record(randomUUID(), event))));
+    const page = await list(tenant, { limit: 1_000 });
+    expect(page.items.map((item) => Number(eventIdPosition(item.id)))).toEqual(Array.from({ length: 41 }, (_, index) => index + 1));
+  });
+
+  it('resumes after an event with every later one, filters by type and mission, and refuses positions it never issued', async () => {
+    const tenant = randomUUID();
+    const [missionA, missionB] = [randomUUID(), randomUUID()];
+    for (let index = 0; index < 6; index++) {
+      await as(tenant, () =>
+        log.record(randomUUID(), {
+          type: index % 2 === 0 ? 'hit.created' : 'mission.completed',
+          missionId: index < 3 ? missionA : missionB,
+          occurredAt: new Date().toISOString(),
+          data: { n: index },
+        }),
+      );
+    }
+    const all = await list(tenant);
+    expect(all.items.map((item) => item.data.n)).toEqual([0, 1, 2, 3, 4, 5]);
+    const third = all.items[2]?.id as string;
+    expect((await list(tenant, { after: third })).items.map((item) => item.data.n)).toEqual([3, 4, 5]);
+    expect((await list(tenant, { after: third, limit: 2 })).items.map((item) => item.data.n)).toEqual([3, 4]);
+    expect((await list(tenant, { after: all.latest as string })).items).toEqual([]);
+    expect((await list(tenant, { types: ['mission.completed'] })).items.map((item) => item.data.n)).toEqual([1, 3, 5]);
+    expect((await list(tenant, { missionId: missionB, types: ['hit.created'] })).items.map((item) => item.data.n)).toEqual([4]);
+
+    const position = eventIdPosition(third) as string;
+    const refused = [
+      third.replace(/_[0-9a-f]{12}$/, '_000000000000'), // a real position, another event's id
+      `evt_99_${'a'.repeat(12)}`, // beyond the log
+      'evt_0_000000000000',
+      'not-an-id',
+      all.items[2]?.id.replace(`evt_${position}_`, 'evt_1_') as string,
+    ];
+    for (const after of refused) {
+      const error = await domainErrorOf(list(tenant, { after }));
+      expect({ after, code: error.code }).toEqual({ after, code: ErrorCode.CursorExpired });
+    }
+    // Another tenant's id names nothing in this log.
+    const foreign = await list(randomUUID(), {});
+    expect(foreign.items).toEqual([]);
+    expect((await domainErrorOf(list(randomUUID(), { after: third }))).code).toBe(ErrorCode.CursorExpired);
+  });
+
+  it('forgets events past the retention oldest first, and refuses to resume across what it forgot', async () => {
+    const tenant = randomUUID();
+    for (let index = 0; index < 5; index++) {
+      await as(tenant, () => log.record(randomUUID(), { type: 'hit.decided', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { n: index } }));
+    }
+    const before = await list(tenant);
+    await inspector.query(`UPDATE notify.events SET recorded_at = now() - interval '9 days' WHERE tenant_id = $1 AND position <= 3`, [tenant]);
+    expect(await expiredEventsSweep().run(dataSource)).toBeGreaterThanOrEqual(3);
+    const kept = await list(tenant);
+    expect(kept.items.map((item) => item.data.n)).toEqual([3, 4]);
+    // After the third: the fourth is the oldest kept, so nothing is missing.
+    expect((await list(tenant, { after: before.items[2]?.id })).items.map((item) => item.data.n)).toEqual([3, 4]);
+    // After the second: the third is gone, so the reader would miss it.
+    expect((await domainErrorOf(list(tenant, { after: before.items[1]?.id }))).code).toBe(ErrorCode.CursorExpired);
+    // Positions go on from the last one, never reused.
+    await as(tenant, () => log.record(randomUUID(), { type: 'hit.decided', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { n: 5 } }));
+    expect(eventIdPosition((await list(tenant)).items.at(-1)?.id as string)).toBe('6');
+  });
+
+  it('refuses a page request that names no type, or one it does not know', async () => {
+    const tenant = randomUUID();
+    expect((await domainErrorOf(list(tenant, { types: [] }))).code).toBe(ErrorCode.ValidationFailed);
+    await expect(as(tenant, () => client.request(Topics.notifyRequests, MessageTypes.eventsList, { types: ['mission.queued'] }))).rejects.toMatchObject({
+      code: ErrorCode.ValidationFailed,
+    });
+  });
+});

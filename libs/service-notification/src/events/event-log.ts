@@ -1,0 +1,109 @@
+import { randomBytes } from 'node:crypto';
+import { DataSource, EntityManager } from 'typeorm';
+import { cursorExpired, eventIdPosition, formatEventId, type ListTenantEvents, type TenantEvent, type TenantEventPage, type TenantEventType } from '@mission/contracts';
+import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import { currentTenant } from '@mission/tenant-context';
+import type { LoggedEvent } from './public-events';
+
+export const NOTIFY_SCHEMA = 'notify';
+
+/** How long the log keeps an event (the contract promises 7 days at least). */
+export const EVENT_RETENTION_DAYS = 8;
+
+interface StoredEvent {
+  position: string;
+  nonce: string;
+  type: TenantEventType;
+  data: string;
+  occurred_at: Date;
+}
+
+/**
+ * The current tenant's event log: every event a client may be told about, numbered in the order it
+ * was recorded, 1, 2, 3, … with no gap, kept EVENT_RETENTION_DAYS. A page after a position holds
+ * every event recorded after it, so a reader that resumes from the last event it saw misses none
+ * and sees none twice.
+ */
+export class EventLog {
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly cipher: RecordCipher,
+  ) {}
+
+  /**
+   * Appends `event` once per `sourceMessageId` (a redelivered service event is recorded once).
+   * The tenant's position row is locked for the transaction, so positions follow commit order.
+   * Returns the event as readers see it, or undefined when it was recorded before.
+   */
+  async record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
+    const { tenantId } = currentTenant();
+    return tenantTransaction(this.dataSource, async (manager) => {
+      await manager.query(`INSERT INTO notify.positions (tenant_id, last_position) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING`, [tenantId]);
+      const [{ last_position: last }]: Array<{ last_position: string }> = await manager.query(`SELECT last_position FROM notify.positions WHERE tenant_id = $1 FOR UPDATE`, [
+        tenantId,
+      ]);
+      const seen: unknown[] = await manager.query(`SELECT 1 FROM notify.events WHERE tenant_id = $1 AND source_message_id = $2`, [tenantId, sourceMessageId]);
+      if (seen.length > 0) return undefined;
+      const position = (BigInt(last) + 1n).toString();
+      const nonce = randomBytes(6).toString('hex');
+      const data = await this.cipher.seal(manager, { table: 'events', id: position }, event.data);
+      await manager.query(`UPDATE notify.positions SET last_position = $2 WHERE tenant_id = $1`, [tenantId, position]);
+      await manager.query(
+        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), $8)`,
+        [tenantId, position, nonce, event.type, event.missionId, data, event.occurredAt, sourceMessageId],
+      );
+      return { id: formatEventId(position, nonce), type: event.type, timestamp: new Date(event.occurredAt).toISOString(), data: { ...event.data } };
+    });
+  }
+
+  /**
+   * The events of `types` recorded after `after` (oldest first, at most `limit`), and the newest
+   * event of the log. An `after` the log never issued, or older than what it keeps (events would
+   * be missing), is refused (cursor_expired).
+   */
+  async list(query: ListTenantEvents): Promise<TenantEventPage> {
+    const { tenantId } = currentTenant();
+    return tenantTransaction(this.dataSource, async (manager) => {
+      const [bounds]: Array<{ last_position: string | null; latest_nonce: string | null }> = await manager.query(
+        `SELECT p.last_position, (SELECT nonce FROM notify.events e WHERE e.tenant_id = $1 AND e.position = p.last_position) AS latest_nonce
+         FROM notify.positions p WHERE p.tenant_id = $1`,
+        [tenantId],
+      );
+      const last = bounds?.last_position ?? '0';
+      const from = query.after === undefined ? '0' : await this.positionAfter(manager, tenantId, query.after, last);
+      const rows: StoredEvent[] = await manager.query(
+        `SELECT position, nonce, type, data, occurred_at FROM notify.events
+         WHERE tenant_id = $1 AND position > $2 AND type = ANY($3::text[]) ${query.missionId ? 'AND mission_id = $5' : ''}
+         ORDER BY position LIMIT $4`,
+        [tenantId, from, query.types, query.limit, ...(query.missionId ? [query.missionId] : [])],
+      );
+      const items: TenantEvent[] = [];
+      // One at a time: a data key not cached yet is read on the transaction's one connection.
+      for (const row of rows) {
+        const data = await this.cipher.open<Record<string, unknown>>(manager, { table: 'events', id: String(row.position) }, row.data);
+        items.push({ id: formatEventId(row.position, row.nonce), type: row.type, timestamp: row.occurred_at.toISOString(), data });
+      }
+      return { items, latest: bounds?.latest_nonce ? formatEventId(last, bounds.latest_nonce) : null };
+    });
+  }
+
+  /** The position of event id `after`, checked: issued by this log, and no event after it deleted. */
+  private async positionAfter(manager: EntityManager, tenantId: string, after: string, last: string): Promise<string> {
+    const position = eventIdPosition(after);
+    if (position === undefined || BigInt(position) > BigInt(last)) throw cursorExpired(after);
+    const [row]: Array<{ nonce: string | null; oldest: string | null }> = await manager.query(
+      `SELECT (SELECT nonce FROM notify.events WHERE tenant_id = $1 AND position = $2) AS nonce,
+              (SELECT min(position) FROM notify.events WHERE tenant_id = $1) AS oldest`,
+      [tenantId, position],
+    );
+    if (row?.nonce != null) {
+      if (formatEventId(position, row.nonce) !== after) throw cursorExpired(after);
+      return position;
+    }
+    // The event itself is gone: resuming after it is whole only if the next one is still kept.
+    const oldest = row?.oldest == null ? BigInt(last) + 1n : BigInt(row.oldest);
+    if (BigInt(position) < oldest - 1n) throw cursorExpired(after);
+    return position;
+  }
+}
