@@ -7,7 +7,7 @@ import type { KeyProvider } from '@mission/crypto';
 import { deleteInBatches, Housekeeper, openServiceDatabase, pingDatabase, RecordCipher, schemaMaintenance, serviceRoleName, type SweepTask } from '@mission/persistence';
 import { EVENT_RETENTION_DAYS, EventLog, NOTIFY_SCHEMA } from './events/event-log';
 import { eventLogRequestHandlers, hitEventsToLog, missionEventsToLog } from './events/event-log.handlers';
-import { CreateEventLog1798243200000 } from './migrations/1798243200000-create-event-log';
+import { CreateEventLog1795651200000 } from './migrations/1795651200000-create-event-log';
 
 export interface NotificationServiceOptions {
   readonly databaseUrl: string;
@@ -31,7 +31,7 @@ export function openNotificationDatabase(databaseUrl: string): Promise<DataSourc
     url: databaseUrl,
     schema: NOTIFY_SCHEMA,
     entities: [],
-    migrations: [CreateEventLog1798243200000],
+    migrations: [CreateEventLog1795651200000],
     applicationName: 'notification-service',
     serviceRole: serviceRoleName(NOTIFY_SCHEMA),
   });

@@ -9,8 +9,8 @@ import { allowOwnerSweep, createDataKeysTable, createServiceRole, enableTenantRl
  * (`source_message_id`). Old events are deleted across tenants only through the SECURITY DEFINER
  * function, oldest first, so what a tenant's log keeps stays contiguous.
  */
-export class CreateEventLog1798243200000 implements MigrationInterface {
-  name = 'CreateEventLog1798243200000';
+export class CreateEventLog1795651200000 implements MigrationInterface {
+  name = 'CreateEventLog1795651200000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
