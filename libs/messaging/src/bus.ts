@@ -70,6 +70,13 @@ export interface HandlerOptions {
    * (a tenant header, if present, is not restored).
    */
   readonly tenancy?: Tenancy;
+  /**
+   * Events only: every instance gets every event, from the time it starts (nothing published
+   * before is replayed), in a group of its own named `<group>.<instance id>` and removed when it
+   * closes. For what each replica keeps in memory (the gateway's open event streams), never for
+   * work that must happen once.
+   */
+  readonly broadcast?: boolean;
 }
 export type EventHandler = (message: IncomingMessage) => Promise<void>;
 

@@ -175,8 +175,10 @@ export class InProcessBus implements MessageBus {
   subscribe(topic: string, group: string, handler: EventHandler, options: HandlerOptions = {}): void {
     this.assertNotStarted();
     const tenancy = options.tenancy ?? 'tenant';
+    // A broadcast group is this bus's alone: every bus gets every event.
+    const ownGroup = options.broadcast ? `${group}.${randomUUID()}` : group;
     this.registrations.push(() =>
-      this.broker.join(topic, group, {
+      this.broker.join(topic, ownGroup, {
         bus: this,
         ordered: true,
         deliver: (wire) => this.track(() => this.limits.events.run(() => this.onEvent(wire, topic, group, tenancy, handler))),

@@ -39,6 +39,8 @@ export interface ConsumerPlan {
    * offsets itself and commits go through commit() (false: handling outlives the batch).
    */
   readonly autoCommit: boolean;
+  /** Where a group without committed offsets starts: the oldest message (the default), or the next one published. */
+  readonly fromBeginning?: boolean;
   readonly eachBatch: (payload: EachBatchPayload) => Promise<void>;
   /** The partitions the group gave this member (after each join), as `topic` → partitions. */
   readonly onAssigned?: (assignment: Readonly<Record<string, readonly number[]>>) => void;
@@ -176,7 +178,7 @@ export class ConsumerFleet {
     });
     joined.catch(() => undefined);
     await consumer.connect();
-    await consumer.subscribe({ topics: plan.topics, fromBeginning: true });
+    await consumer.subscribe({ topics: plan.topics, fromBeginning: plan.fromBeginning ?? true });
     await consumer.run({ partitionsConsumedConcurrently: plan.concurrency, autoCommit: plan.autoCommit, eachBatchAutoResolve: plan.autoCommit, eachBatch: plan.eachBatch });
     await joined;
   }

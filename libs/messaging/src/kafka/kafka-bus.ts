@@ -109,7 +109,7 @@ class DeliveryInterrupted extends KafkaJSError {
 
 type Registration =
   | { readonly kind: 'serve'; readonly group: string; readonly topic: string; readonly tenancy: Tenancy; readonly handlers: Readonly<Record<string, RequestHandler>> }
-  | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly tenancy: Tenancy; readonly handler: EventHandler };
+  | { readonly kind: 'subscribe'; readonly group: string; readonly topic: string; readonly tenancy: Tenancy; readonly handler: EventHandler; readonly broadcast: boolean };
 
 /** A fetched record, as a Dispatcher takes it. */
 interface Fetched {
@@ -184,6 +184,8 @@ export class KafkaBus implements MessageBus {
   private readonly metrics: BusMetrics;
   private readonly codec: PayloadCodec;
   private readonly replyGroup: string;
+  /** This process's instance: its reply topic and its broadcast groups are named after it. */
+  private readonly instanceId: string;
   private state: 'new' | 'starting' | 'started' | 'stopping' | 'stopped' = 'new';
   private starting?: Promise<void>;
   private closing?: Promise<void>;
@@ -202,7 +204,8 @@ export class KafkaBus implements MessageBus {
     const limits = (): HandlerLimits => ({ running: new InFlightLimit(maxInFlight), taken: new InFlightLimit(maxInFlight * TAKEN_PER_RUNNING) });
     this.limits = { requests: limits(), events: limits() };
     this.replies = new PendingReplies(this.logger);
-    this.replyTopic = replyTopicName(options.clientId, options.instanceId ?? randomUUID());
+    this.instanceId = options.instanceId ?? randomUUID();
+    this.replyTopic = replyTopicName(options.clientId, this.instanceId);
     this.replyGroup = this.replyTopic;
     this.kafka = kafkaClient(options.brokers, options.clientId, options.ssl, this.logger, options.sasl);
     const renewed = (error: unknown) => this.logger.warn('Producer replaced after an error it cannot recover from', { error: describe(error) });
@@ -241,8 +244,11 @@ export class KafkaBus implements MessageBus {
 
   subscribe(topic: string, group: string, handler: EventHandler, options: HandlerOptions = {}): void {
     this.assertNotStarted();
-    this.assertGroupUsable('subscribe', topic, group);
-    this.registrations.push({ kind: 'subscribe', group, topic, tenancy: options.tenancy ?? 'tenant', handler });
+    const broadcast = options.broadcast ?? false;
+    // A broadcast group is this instance's alone: every instance reads every event.
+    const ownGroup = broadcast ? `${group}.${this.instanceId}` : group;
+    this.assertGroupUsable('subscribe', topic, ownGroup);
+    this.registrations.push({ kind: 'subscribe', group: ownGroup, topic, tenancy: options.tenancy ?? 'tenant', handler, broadcast });
   }
 
   async start(): Promise<void> {
@@ -393,17 +399,17 @@ export class KafkaBus implements MessageBus {
     }
     for (const [group, registrations] of this.groups('subscribe')) {
       const subscribed = new Map<string, SubscribedTopic>(registrations.map((r) => [r.topic, { handler: r.handler, tenancy: r.tenancy }]));
-      plans.push(
-        this.dispatchingPlan(
-          `subscribe ${group}`,
-          group,
-          [...subscribed.keys()],
-          concurrencyOf(subscribed.keys()),
-          this.limits.events,
-          (fetched) => this.onEvent(fetched, group, subscribed),
-          (fetched) => fetched.message.key?.toString('utf8') ?? '',
-        ),
+      const plan = this.dispatchingPlan(
+        `subscribe ${group}`,
+        group,
+        [...subscribed.keys()],
+        concurrencyOf(subscribed.keys()),
+        this.limits.events,
+        (fetched) => this.onEvent(fetched, group, subscribed),
+        (fetched) => fetched.message.key?.toString('utf8') ?? '',
       );
+      // A broadcast group is new with each instance: it starts at the end of its topics.
+      plans.push(registrations.some((r) => r.broadcast) ? { ...plan, fromBeginning: false } : plan);
     }
     await Promise.all(plans.map((plan) => this.fleet.start(plan)));
   }
@@ -457,7 +463,8 @@ export class KafkaBus implements MessageBus {
     const cleanup = async (): Promise<void> => {
       await admin.connect();
       await admin.deleteTopics({ topics: [this.replyTopic], timeout: CLEANUP_TIMEOUT_MS });
-      await admin.deleteGroups([this.replyGroup]).catch(() => undefined);
+      const broadcastGroups = this.registrations.filter((r) => r.kind === 'subscribe' && r.broadcast).map((r) => r.group);
+      await admin.deleteGroups([this.replyGroup, ...new Set(broadcastGroups)]).catch(() => undefined);
     };
     try {
       await withTimeout(cleanup(), CLEANUP_TIMEOUT_MS, () => new Error(`timed out after ${CLEANUP_TIMEOUT_MS} ms`));

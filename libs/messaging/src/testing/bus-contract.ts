@@ -534,6 +534,48 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     );
 
     it(
+      'broadcasts to every instance of a group that asks for it, from its start, and replays nothing from before',
+      async () => {
+        const marker = randomUUID();
+        await asTenantA(() => client.publish(fixture.topics.events, { type: 'broadcast', key: 'broadcast', payload: { marker, phase: 'before' } }));
+        const seen: Array<Array<{ marker: string; phase: string; n?: number }>> = [[], []];
+        const instances = seen.map((into) => {
+          const bus = fixture.createBus();
+          bus.subscribe(
+            fixture.topics.events,
+            'contract-broadcast',
+            async (message) => {
+              const payload = message.payload as { marker: string; phase: string; n?: number };
+              if (message.type === 'broadcast' && payload.marker === marker) into.push(payload);
+            },
+            { broadcast: true },
+          );
+          return bus;
+        });
+        try {
+          await Promise.all(instances.map((bus) => bus.start()));
+          // A group that has just joined may settle its starting offsets a moment after start:
+          // events are sent until both instances have one, then one more that both must get.
+          const deadline = Date.now() + timeoutMs;
+          for (let n = 0; seen.some((into) => into.length === 0); n++) {
+            if (Date.now() > deadline) throw new Error('an instance never got a broadcast event');
+            await asTenantA(() => client.publish(fixture.topics.events, { type: 'broadcast', key: 'broadcast', payload: { marker, phase: 'after', n } }));
+            await new Promise((resolve) => setTimeout(resolve, 100));
+          }
+          await asTenantA(() => client.publish(fixture.topics.events, { type: 'broadcast', key: 'broadcast', payload: { marker, phase: 'last' } }));
+          while (seen.some((into) => !into.some((payload) => payload.phase === 'last'))) {
+            if (Date.now() > deadline) throw new Error('an instance missed the last broadcast event');
+            await new Promise((resolve) => setTimeout(resolve, 50));
+          }
+          for (const into of seen) expect(into.filter((payload) => payload.phase === 'before')).toEqual([]);
+        } finally {
+          await Promise.all(instances.map((bus) => bus.close()));
+        }
+      },
+      timeoutMs * 2,
+    );
+
+    it(
       'rejects a request still waiting for its reply when the bus closes',
       async () => {
         const leaving = fixture.createBus();
