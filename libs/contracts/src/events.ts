@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ErrorBody, isErrorBody } from './errors';
 import { MISSION_STATUSES } from './missions';
+import { TenantEventSchema } from './tenant-events';
 import { EventTypes } from './topics';
 
 /*
@@ -58,6 +59,11 @@ export const MissionEventSchemas = {
 export const HitEventSchemas = {
   [EventTypes.hitCreated]: HitCreatedEventSchema,
   [EventTypes.hitDecided]: HitDecidedEventSchema,
+} as const;
+
+/** The events of `notify.events.v1`: each event a tenant's log recorded, as clients see it. */
+export const NotifyEventSchemas = {
+  [EventTypes.tenantEventRecorded]: TenantEventSchema,
 } as const;
 
 /**

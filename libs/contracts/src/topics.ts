@@ -18,6 +18,11 @@ export const Topics = {
   missionStepResults: 'mission.step-results.v1',
   /** Requests to notification-service: pages of a tenant's event log. */
   notifyRequests: 'notify.requests.v1',
+  /**
+   * Each event recorded in a tenant's log, as clients see it (keyed by tenant, in the log's order):
+   * every gateway replica reads all of them (a broadcast group of its own) for its open streams.
+   */
+  notifyEvents: 'notify.events.v1',
 } as const;
 export type Topic = (typeof Topics)[keyof typeof Topics];
 
@@ -37,6 +42,8 @@ export const ConsumerGroups = {
   notificationService: 'notification-service',
   notificationMissionEvents: 'notification-mission-events',
   notificationHitEvents: 'notification-hit-events',
+  /** A broadcast group: each gateway instance reads as `gateway-events.<instance id>`. */
+  gatewayEvents: 'gateway-events',
 } as const;
 
 /** Every topic the platform uses, with the partition count it is created with. */
@@ -49,6 +56,7 @@ export const TOPIC_PARTITIONS: Readonly<Record<Topic, number>> = {
   [Topics.hitEvents]: 6,
   [Topics.missionStepResults]: 6,
   [Topics.notifyRequests]: 6,
+  [Topics.notifyEvents]: 6,
 };
 
 /**
@@ -67,4 +75,6 @@ export const EventTypes = {
   missionAwaitingApproval: 'mission.awaiting_approval',
   hitCreated: 'hit.created',
   hitDecided: 'hit.decided',
+  /** An event recorded in a tenant's log (notify.events.v1). */
+  tenantEventRecorded: 'notify.event.recorded',
 } as const;

@@ -22,9 +22,15 @@ describe('Kafka ACLs of the platform', () => {
   });
 
   it('gives each consumer group to one service, and reading a topic only to the services that consume it', () => {
-    for (const group of Object.values(ConsumerGroups)) {
+    for (const declared of Object.values(ConsumerGroups)) {
+      // A broadcast group is read as `<group>.<instance id>`.
+      const group = declared === ConsumerGroups.gatewayEvents ? `${declared}.pod-1` : declared;
       expect([group, BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.GROUP, group, AclOperationTypes.READ))]).toEqual([group, [expect.any(String)]]);
     }
+    expect(allows('gateway', AclResourceTypes.GROUP, 'gateway-events.pod-1', AclOperationTypes.READ)).toBe(true);
+    expect(allows('gateway', AclResourceTypes.GROUP, 'gateway-events', AclOperationTypes.READ)).toBe(false);
+    expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.notifyEvents, AclOperationTypes.READ))).toEqual(['gateway']);
+    expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.notifyEvents, AclOperationTypes.WRITE))).toEqual(['notification-service']);
     expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.identityRequests, AclOperationTypes.READ))).toEqual(['idp']);
     expect(BUS_PRINCIPALS.filter((principal) => allows(principal, AclResourceTypes.TOPIC, Topics.missionEvents, AclOperationTypes.READ)).sort()).toEqual([
       'hit-service',
@@ -45,11 +51,14 @@ describe('Kafka ACLs of the platform', () => {
     expect(allows('gateway', AclResourceTypes.TOPIC, 'replies.idp.pod-1', AclOperationTypes.WRITE)).toBe(false);
   });
 
-  it('lets no service create, delete or alter anything but its own reply topics, nor act on the cluster', () => {
+  it('lets no service create, delete or alter anything but its own reply topics and groups, nor act on the cluster', () => {
     for (const acl of [...BUS_PRINCIPALS, STANDALONE_PRINCIPAL].flatMap((principal) => busAcls(principal))) {
       if ([AclOperationTypes.CREATE, AclOperationTypes.DELETE].includes(acl.operation)) {
         expect(acl.resourcePatternType).toBe(ResourcePatternTypes.PREFIXED);
-        expect(acl.resourceName).toBe(`replies.${acl.principal.replace(/^User:/, '')}.`);
+        // Its reply topics and groups, and (deleted when an instance stops) its broadcast groups.
+        const own = [`replies.${acl.principal.replace(/^User:/, '')}.`, ...(acl.resourceType === AclResourceTypes.GROUP ? [`${ConsumerGroups.gatewayEvents}.`] : [])];
+        expect(own).toContain(acl.resourceName);
+        if (acl.resourceName === `${ConsumerGroups.gatewayEvents}.`) expect(['User:gateway', 'User:standalone']).toContain(acl.principal);
       }
       expect([AclOperationTypes.ALL, AclOperationTypes.ALTER, AclOperationTypes.ALTER_CONFIGS, AclOperationTypes.CLUSTER_ACTION]).not.toContain(acl.operation);
       expect(acl.resourceType).not.toBe(AclResourceTypes.CLUSTER);

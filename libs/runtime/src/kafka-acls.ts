@@ -10,8 +10,11 @@ import { deadLetterTopic, REPLY_TOPIC_PREFIX } from '@mission/messaging';
  * nobody but a requester reads its replies.
  */
 export interface BusRole {
-  /** Topics it reads, each with the consumer group it reads them in. */
-  readonly consumes: ReadonlyArray<{ readonly topic: Topic; readonly group: string }>;
+  /**
+   * Topics it reads, each with the consumer group it reads them in; a broadcast group is each
+   * instance's own (`<group>.<instance id>`), granted by prefix.
+   */
+  readonly consumes: ReadonlyArray<{ readonly topic: Topic; readonly group: string; readonly broadcast?: boolean }>;
   /** Topics it writes to: requests it sends, events it publishes, durable reply topics. */
   readonly produces: ReadonlyArray<Topic>;
 }
@@ -21,7 +24,8 @@ const REQUEST_TOPICS: ReadonlySet<string> = new Set<Topic>([Topics.identityReque
 /** The platform's principals and their roles: keep in step with what each service serves and sends. */
 export const BUS_ROLES = {
   gateway: {
-    consumes: [],
+    // Every replica reads every recorded event, for the event streams it holds open.
+    consumes: [{ topic: Topics.notifyEvents, group: ConsumerGroups.gatewayEvents, broadcast: true }],
     produces: [Topics.identityRequests, Topics.missionRequests, Topics.brainRequests, Topics.hitRequests, Topics.notifyRequests],
   },
   idp: {
@@ -55,7 +59,7 @@ export const BUS_ROLES = {
       { topic: Topics.missionEvents, group: ConsumerGroups.notificationMissionEvents },
       { topic: Topics.hitEvents, group: ConsumerGroups.notificationHitEvents },
     ],
-    produces: [],
+    produces: [Topics.notifyEvents],
   },
 } as const satisfies Record<string, BusRole>;
 
@@ -103,9 +107,10 @@ export function busAcls(principal: string): AclEntry[] {
   const ownReplies = `${REPLY_TOPIC_PREFIX}${principal}.`;
   const grants: Grant[] = [
     ...[...Object.values(Topics), ...deadLetterTopics()].map((topic): Grant => [TOPIC, topic, LITERAL, DESCRIBE]),
-    ...role.consumes.flatMap(({ topic, group }): Grant[] => [
+    ...role.consumes.flatMap(({ topic, group, broadcast }): Grant[] => [
       [TOPIC, topic, LITERAL, READ],
-      [GROUP, group, LITERAL, READ],
+      // An instance's own broadcast group: read, and removed by the instance when it stops.
+      ...(broadcast ? [READ, DELETE, DESCRIBE].map((operation): Grant => [GROUP, `${group}.`, PREFIXED, operation]) : [[GROUP, group, LITERAL, READ] as Grant]),
       [TOPIC, deadLetterTopic(topic), LITERAL, WRITE],
     ]),
     ...role.produces.map((topic): Grant => [TOPIC, topic, LITERAL, WRITE]),

@@ -4,7 +4,18 @@ import { contextLogger, databaseMetrics, type ServiceDefinition } from '@mission
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
 import type { KeyProvider } from '@mission/crypto';
-import { deleteInBatches, Housekeeper, openServiceDatabase, pingDatabase, RecordCipher, schemaMaintenance, serviceRoleName, type SweepTask } from '@mission/persistence';
+import {
+  deleteInBatches,
+  Housekeeper,
+  openServiceDatabase,
+  OutboxRelay,
+  pingDatabase,
+  publishedOutboxSweep,
+  RecordCipher,
+  schemaMaintenance,
+  serviceRoleName,
+  type SweepTask,
+} from '@mission/persistence';
 import { EVENT_RETENTION_DAYS, EventLog, NOTIFY_SCHEMA } from './events/event-log';
 import { eventLogRequestHandlers, hitEventsToLog, missionEventsToLog } from './events/event-log.handlers';
 import { CreateEventLog1795651200000 } from './migrations/1795651200000-create-event-log';
@@ -42,12 +53,17 @@ export function expiredEventsSweep(retentionDays = EVENT_RETENTION_DAYS): SweepT
   return { name: 'notify.events', run: (dataSource) => deleteInBatches(dataSource, 'SELECT notify.delete_expired_events($1, $2) AS deleted', [retentionDays]) };
 }
 
-/** The tenants' event logs, fed from the services' mission and approval-item events, read a page at a time. */
+/** The tenants' event logs, fed from the services' mission and approval-item events, read a page at a time and announced to the gateways. */
 export async function startNotificationService(options: NotificationServiceOptions): Promise<NotificationServiceHandle> {
   const dataSource = await openNotificationDatabase(options.databaseUrl);
-  if (options.metrics) databaseMetrics(options.metrics, NOTIFY_SCHEMA, dataSource, { outbox: false });
-  const log = new EventLog(dataSource, new RecordCipher(NOTIFY_SCHEMA, options.keys));
-  const housekeeper = new Housekeeper(dataSource, [expiredEventsSweep()], {
+  if (options.metrics) databaseMetrics(options.metrics, NOTIFY_SCHEMA, dataSource, { outbox: true });
+  const cipher = new RecordCipher(NOTIFY_SCHEMA, options.keys);
+  const relay = new OutboxRelay(dataSource, NOTIFY_SCHEMA, options.bus, {
+    cipher,
+    onError: (error) => options.logger.error('Outbox relay pass failed; retrying on the next pass', { error: String(error) }),
+  });
+  const log = new EventLog(dataSource, cipher, () => relay.kick());
+  const housekeeper = new Housekeeper(dataSource, [expiredEventsSweep(), publishedOutboxSweep(NOTIFY_SCHEMA)], {
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
     onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
   });
@@ -55,13 +71,17 @@ export async function startNotificationService(options: NotificationServiceOptio
   options.bus.subscribe(Topics.missionEvents, ConsumerGroups.notificationMissionEvents, missionEventsToLog(log));
   options.bus.subscribe(Topics.hitEvents, ConsumerGroups.notificationHitEvents, hitEventsToLog(log));
   return {
-    afterBusStart: async () => housekeeper.start(),
+    afterBusStart: async () => {
+      relay.start();
+      housekeeper.start();
+    },
     ready: async () => {
       const database = await pingDatabase(dataSource);
-      return { up: database, details: { database: database ? 'up' : 'down' } };
+      return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
     },
     stop: async () => {
       await housekeeper.stop();
+      await relay.stop();
       await dataSource.destroy();
     },
   };

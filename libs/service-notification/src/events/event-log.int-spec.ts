@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
-import { ErrorCode, eventIdPosition, Messages, MessageTypes, Topics, type PayloadOf, type TenantEventPage } from '@mission/contracts';
+import { ErrorCode, eventIdPosition, Messages, MessageTypes, NotifyEventSchemas, Topics, type PayloadOf, type TenantEvent, type TenantEventPage } from '@mission/contracts';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
-import { InProcessBroker, InProcessBus, requestMessage } from '@mission/messaging';
+import { eventHandlers, InProcessBroker, InProcessBus, requestMessage } from '@mission/messaging';
 import { domainErrorOf } from '@mission/messaging/testing';
 import { createTestDatabase, RecordCipher, TestDatabase } from '@mission/persistence';
-import { runWithTenant } from '@mission/tenant-context';
+import { optionalTenant, runWithTenant } from '@mission/tenant-context';
 import { expiredEventsSweep, openNotificationDatabase, startNotificationService, type NotificationServiceHandle } from '../notification-service';
 import { EventLog } from './event-log';
 
@@ -24,6 +24,8 @@ describe('the tenants’ event logs on PostgreSQL', () => {
   const serviceBus = new InProcessBus(broker);
   const client = new InProcessBus(broker);
   let service: NotificationServiceHandle;
+  /** What notify.events.v1 announced, with the tenant each announcement carried. */
+  const announced: Array<{ tenantId: string | undefined; event: TenantEvent }> = [];
 
   const as = <T>(tenantId: string, work: () => Promise<T>): Promise<T> => runWithTenant({ tenantId }, work);
   const list = (tenantId: string, query: Partial<PayloadOf<typeof Messages.eventsList>> = {}): Promise<TenantEventPage> =>
@@ -42,6 +44,14 @@ describe('the tenants’ event logs on PostgreSQL', () => {
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'notify_log');
     service = await startNotificationService({ databaseUrl: database.url, bus: serviceBus, logger: silent, keys });
+    client.subscribe(
+      Topics.notifyEvents,
+      'test-announcements',
+      eventHandlers(NotifyEventSchemas, {
+        [MessageTypes.tenantEventRecorded]: async (event) => void announced.push({ tenantId: optionalTenant()?.tenantId, event }),
+      }),
+      { broadcast: true },
+    );
     await serviceBus.start();
     await client.start();
     await service.afterBusStart();
@@ -98,6 +108,10 @@ describe('the tenants’ event logs on PostgreSQL', () => {
     );
     const after = await logged(tenant, 4);
     expect(after.items[3]).toMatchObject({ type: 'mission.completed', data: { missionId, status: 'succeeded' } });
+    // Each recorded event is announced once, in the log's order, under its tenant.
+    const deadline = Date.now() + 10_000;
+    while (announced.filter((a) => a.tenantId === tenant).length < 4 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+    expect(announced.filter((a) => a.tenantId === tenant).map((a) => a.event)).toEqual(after.items);
   });
 
   it('keeps the data sealed at rest and every row of a tenant out of another’s reach', async () => {

@@ -1,7 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
-import { cursorExpired, eventIdPosition, formatEventId, type ListTenantEvents, type TenantEvent, type TenantEventPage, type TenantEventType } from '@mission/contracts';
-import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import {
+  cursorExpired,
+  eventIdPosition,
+  formatEventId,
+  MessageTypes,
+  Topics,
+  type ListTenantEvents,
+  type TenantEvent,
+  type TenantEventPage,
+  type TenantEventType,
+} from '@mission/contracts';
+import { enqueueOutbox, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { LoggedEvent } from './public-events';
 
@@ -28,16 +38,19 @@ export class EventLog {
   constructor(
     private readonly dataSource: DataSource,
     private readonly cipher: RecordCipher,
+    /** Called after an event committed: its announcement waits in the outbox. */
+    private readonly afterCommit: () => void = () => undefined,
   ) {}
 
   /**
    * Appends `event` once per `sourceMessageId` (a redelivered service event is recorded once).
    * The tenant's position row is locked for the transaction, so positions follow commit order.
-   * Returns the event as readers see it, or undefined when it was recorded before.
+   * The event is announced on notify.events.v1 (keyed by tenant) through the outbox, in the same
+   * transaction. Returns the event as readers see it, or undefined when it was recorded before.
    */
   async record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
     const { tenantId } = currentTenant();
-    return tenantTransaction(this.dataSource, async (manager) => {
+    const recorded = await tenantTransaction(this.dataSource, async (manager): Promise<TenantEvent | undefined> => {
       await manager.query(`INSERT INTO notify.positions (tenant_id, last_position) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING`, [tenantId]);
       const [{ last_position: last }]: Array<{ last_position: string }> = await manager.query(`SELECT last_position FROM notify.positions WHERE tenant_id = $1 FOR UPDATE`, [
         tenantId,
@@ -53,8 +66,12 @@ export class EventLog {
          VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), $8)`,
         [tenantId, position, nonce, event.type, event.missionId, data, event.occurredAt, sourceMessageId],
       );
-      return { id: formatEventId(position, nonce), type: event.type, timestamp: new Date(event.occurredAt).toISOString(), data: { ...event.data } };
+      const logged: TenantEvent = { id: formatEventId(position, nonce), type: event.type, timestamp: new Date(event.occurredAt).toISOString(), data: { ...event.data } };
+      await enqueueOutbox(manager, NOTIFY_SCHEMA, { topic: Topics.notifyEvents, type: MessageTypes.tenantEventRecorded, key: tenantId, payload: logged }, this.cipher);
+      return logged;
     });
+    if (recorded) this.afterCommit();
+    return recorded;
   }
 
   /**

@@ -1,12 +1,13 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { allowOwnerSweep, createDataKeysTable, createServiceRole, enableTenantRls, serviceRoleName } from '@mission/persistence';
+import { allowOwnerSweep, createDataKeysTable, createServiceRole, enableTenantRls, outboxTableSql, serviceRoleName } from '@mission/persistence';
 
 /**
  * The tenants' event logs. `positions` holds each tenant's last position: a writer locks that row
  * for its transaction, so a tenant's events are numbered 1, 2, 3, … in the order they commit, with
  * no gap (a rolled-back writer gives its number back). An event's `data` is sealed under the
  * tenant's data keys like every other service's content. A delivered event is recorded once
- * (`source_message_id`). Old events are deleted across tenants only through the SECURITY DEFINER
+ * (`source_message_id`), and announced on `notify.events.v1` through the outbox in the same
+ * transaction, so a gateway streaming the log is told of every event. Old events are deleted across tenants only through the SECURITY DEFINER
  * function, oldest first, so what a tenant's log keeps stays contiguous.
  */
 export class CreateEventLog1795651200000 implements MigrationInterface {
@@ -34,6 +35,8 @@ export class CreateEventLog1795651200000 implements MigrationInterface {
       )`);
     await queryRunner.query(`CREATE INDEX events_mission ON notify.events (tenant_id, mission_id, position)`);
     await queryRunner.query(`CREATE INDEX events_recorded ON notify.events (recorded_at)`);
+    // Each recorded event is announced to the gateways (notify.events.v1) through the outbox.
+    for (const sql of outboxTableSql('notify')) await queryRunner.query(sql);
     await createServiceRole(queryRunner, 'notify');
     await createDataKeysTable(queryRunner, 'notify');
     await enableTenantRls(queryRunner, 'notify', 'positions');
@@ -61,6 +64,6 @@ export class CreateEventLog1795651200000 implements MigrationInterface {
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`DROP FUNCTION notify.delete_expired_events(integer, integer)`);
-    await queryRunner.query(`DROP TABLE notify.events, notify.positions, notify.data_keys`);
+    await queryRunner.query(`DROP TABLE notify.outbox, notify.events, notify.positions, notify.data_keys`);
   }
 }
