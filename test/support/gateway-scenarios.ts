@@ -4,6 +4,7 @@ import { call, clientCredentialsToken, postDeclaringLength, rawExchange, waitFor
 import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
+import { describeEventScenarios } from './scenarios/events';
 import { describeIsolationScenarios } from './scenarios/isolation';
 import { describeKeyRotationScenarios } from './scenarios/key-rotation';
 import { describeMcpScenarios } from './scenarios/mcp';
@@ -453,6 +454,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
 
     describeApprovalScenarios(context);
     describeBrainScenarios(context);
+    describeEventScenarios(context);
     describeOperatorScenarios(context);
     describeIsolationScenarios(context);
     describeRateLimitScenarios(context);

@@ -2,7 +2,7 @@ import './tracing';
 import 'reflect-metadata';
 import { ConfigError, loadConfig } from '@mission/config';
 import { assertHttpsIssuer, createLogger, createMetricsRegistry, onShutdownSignal, platformKafkaBus, resolvePayloadKeys, serverTls, startHealthServer } from '@mission/runtime';
-import { createGateway, GatewayConfigSchema, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
+import { createGateway, GatewayConfigSchema, gatewayOptionsFrom, GatewayReadiness, TenantEventFeed } from '@mission/service-gateway';
 
 async function main(): Promise<void> {
   const config = loadConfig(GatewayConfigSchema);
@@ -18,12 +18,15 @@ async function main(): Promise<void> {
   }
   const metrics = createMetricsRegistry('gateway');
   const bus = await platformKafkaBus({ config, clientId: 'gateway', payloadKeys: await resolvePayloadKeys(config), logger, metrics });
+  // The stream's feed subscribes on the bus: before it starts.
+  const events = new TenantEventFeed(bus);
   await bus.start();
   const app = await createGateway({
     publicUrl: config.PUBLIC_URL,
     issuer: config.IDP_ISSUER,
     jwksUri: config.IDP_JWKS_URI,
     bus,
+    events,
     logger,
     trustProxy: config.TRUST_PROXY,
     tls,

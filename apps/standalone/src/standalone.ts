@@ -1,5 +1,5 @@
 import path from 'node:path';
-import { createGateway, gatewayOptionsFrom, GatewayReadiness } from '@mission/service-gateway';
+import { createGateway, gatewayOptionsFrom, GatewayReadiness, TenantEventFeed } from '@mission/service-gateway';
 import { hitServiceDefinition } from '@mission/service-hit';
 import { notificationServiceDefinition } from '@mission/service-notification';
 import { parseTestPublishedKeys, resolveAdminCredentials, resolveKeyEncryptionKey, startIdp } from '@mission/service-idp';
@@ -114,6 +114,8 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       services.push({ name: definition.readinessName, handle });
     }
 
+    // The gateway's event streams read the recorded events through a subscription made before the bus starts.
+    const events = new TenantEventFeed(bus);
     await bus.start();
     stops.push(['bus', () => bus.close()]);
     for (const { handle } of services) await handle.afterBusStart?.();
@@ -122,6 +124,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       publicUrl: config.PUBLIC_URL,
       issuer: config.IDP_ISSUER,
       bus,
+      events,
       logger: logger.child({ component: 'gateway' }),
       tls,
       ...(await gatewayOptionsFrom(config)),

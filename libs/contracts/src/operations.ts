@@ -6,6 +6,7 @@ import { ListMissionsQuerySchema, SubmitMissionSchema } from './missions';
 import { PageQuerySchema } from './pagination';
 import { Scopes, type Scope } from './scopes';
 import { CreateClientSchema, CreateTenantSchema, CreateUserSchema, UpdateTenantSchema } from './tenants';
+import { EventStreamQuerySchema } from './tenant-events';
 import { ResourceIdSchema } from './validation';
 import { RESPONSE_SCHEMAS } from './views';
 
@@ -32,6 +33,7 @@ export const QUERY_SCHEMAS = {
   page: PageQuerySchema,
   missions: ListMissionsQuerySchema,
   brainQuery: BrainQuerySchema,
+  events: EventStreamQuerySchema,
 } as const;
 
 export type SchemaName = keyof typeof RESPONSE_SCHEMAS | keyof typeof REQUEST_SCHEMAS;
@@ -44,7 +46,7 @@ export type QueryName = keyof typeof QUERY_SCHEMAS;
 export type OperationAccess = { readonly scopes: readonly Scope[] } | 'operator' | 'public';
 
 export type ProblemStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 429 | 503;
-export type OperationTag = 'Missions' | 'Brain' | 'HIT items' | 'MCP' | 'Operator' | 'Discovery and operations';
+export type OperationTag = 'Missions' | 'Brain' | 'HIT items' | 'Events' | 'MCP' | 'Operator' | 'Discovery and operations';
 
 /** How an operation is reached over HTTP, and what the OpenAPI document says about it. */
 export interface HttpBinding {
@@ -61,12 +63,14 @@ export interface HttpBinding {
   /** Description of the `:id` path parameter. */
   readonly pathId?: string;
   readonly idempotencyKey?: boolean;
+  /** A server-sent event stream a client resumes with `Last-Event-ID`. */
+  readonly lastEventId?: boolean;
   /** Bodies up to this many bytes (instead of the gateway's 1 MiB). */
   readonly bodyLimit?: number;
   readonly success: {
     readonly status: number;
     readonly description: string;
-    readonly schema?: SchemaName | 'text' | 'json-rpc' | 'health' | 'resource-metadata';
+    readonly schema?: SchemaName | 'text' | 'json-rpc' | 'health' | 'resource-metadata' | 'event-stream';
     /** A `Location` header naming the created resource: the route's path and the reply's `id`. */
     readonly location?: boolean;
     readonly example?: unknown;

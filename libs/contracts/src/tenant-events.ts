@@ -1,7 +1,6 @@
 import { z } from 'zod';
 import { DomainError, ErrorCode } from './errors';
 import { MISSION_STATUSES } from './missions';
-import { PAGE_LIMITS } from './pagination';
 import { Scope } from './scopes';
 
 /*
@@ -52,12 +51,18 @@ export function eventIdPosition(id: string): string | undefined {
   return EVENT_ID.exec(id)?.[1];
 }
 
-export const TenantEventSchema = z.object({
-  id: z.string().regex(EVENT_ID),
-  type: z.enum(TENANT_EVENT_TYPES),
-  timestamp: z.iso.datetime(),
-  data: z.record(z.string(), z.unknown()),
-});
+export const TenantEventSchema = z
+  .object({
+    id: z.string().regex(EVENT_ID).describe('unique, never reused; orders the events of the tenant'),
+    type: z.enum(TENANT_EVENT_TYPES),
+    timestamp: z.iso.datetime().describe('when the change happened'),
+    data: z
+      .record(z.string(), z.unknown())
+      .describe(
+        'by type: mission.awaiting_approval {missionId, hitId, stepIndex}; mission.completed {missionId, status}; hit.created {hitId, missionId, expiresAt?, assignees?}; hit.decided {hitId, missionId, decision, decidedBy}; hit.expired {hitId, missionId}',
+      ),
+  })
+  .describe('A state change of one of the tenant’s missions or approval items: ids, never content');
 export type TenantEvent = z.output<typeof TenantEventSchema>;
 
 /** A page of the log: events after a position, oldest first, and the id of the last one of the log. */
@@ -76,9 +81,29 @@ export const ListTenantEventsSchema = z.strictObject({
   after: z.string().max(64).optional(),
   types: z.array(z.enum(TENANT_EVENT_TYPES)).min(1).max(TENANT_EVENT_TYPES.length),
   missionId: z.uuid().optional(),
-  limit: z.int().min(PAGE_LIMITS.min).max(1_000).default(100),
+  /** 0: no events, only `latest` (where a reader that wants only what comes next starts). */
+  limit: z.int().min(0).max(1_000).default(100),
 });
 export type ListTenantEvents = z.output<typeof ListTenantEventsSchema>;
+
+/** `GET /api/events?types=&missionId=`: which events a stream sends (every type the token may read when `types` is absent). */
+export const EventStreamQuerySchema = z.strictObject({
+  types: z
+    .string()
+    .max(200)
+    .transform((value, context) => {
+      const types = [...new Set(value.split(',').map((type) => type.trim()))];
+      const unknown = types.filter((type) => !(TENANT_EVENT_TYPES as readonly string[]).includes(type));
+      if (unknown.length > 0 || types.length === 0) {
+        context.addIssue({ code: 'custom', message: `must be event types separated by commas (${TENANT_EVENT_TYPES.join(', ')})` });
+        return z.NEVER;
+      }
+      return types as TenantEventType[];
+    })
+    .optional(),
+  missionId: z.uuid().optional(),
+});
+export type EventStreamQuery = z.output<typeof EventStreamQuerySchema>;
 
 /** An `after` that no event of the log ever had, or one older than the log keeps. */
 export function cursorExpired(id: string): DomainError {

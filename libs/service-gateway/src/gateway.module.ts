@@ -13,6 +13,8 @@ import { CATALOGUE_CONTROLLERS } from './operations/catalogue.controllers';
 import { OperationRunner } from './operations/operation-runner';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { ProtectedResourceController } from './well-known/protected-resource.controller';
+import { EventsController } from './events/events.controller';
+import { TenantEventFeed } from './events/tenant-event-feed';
 
 @Module({})
 export class GatewayModule {
@@ -23,6 +25,7 @@ export class GatewayModule {
         CATALOGUE_CONTROLLERS.missions,
         CATALOGUE_CONTROLLERS.brain,
         CATALOGUE_CONTROLLERS.hits,
+        EventsController,
         McpController,
         CATALOGUE_CONTROLLERS.tenants,
         CATALOGUE_CONTROLLERS.keys,
@@ -32,6 +35,7 @@ export class GatewayModule {
       providers: [
         { provide: GATEWAY_OPTIONS, useValue: options },
         { provide: BUS, useValue: options.bus },
+        { provide: TenantEventFeed, useValue: options.events },
         {
           provide: TokenVerifier,
           useFactory: () => new TokenVerifier({ issuer: options.issuer, audience: options.publicUrl, jwksUri: options.jwksUri }),

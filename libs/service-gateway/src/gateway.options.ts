@@ -1,5 +1,6 @@
 import { redisTlsCa, type Logger } from '@mission/runtime';
 import type { MessageBus } from '@mission/messaging';
+import type { TenantEventFeed } from './events/tenant-event-feed';
 import type { Registry } from 'prom-client';
 
 export interface GatewayOptions {
@@ -11,6 +12,8 @@ export interface GatewayOptions {
   readonly jwksUri?: string;
   /** Started by the caller. */
   readonly bus: MessageBus;
+  /** The tenants' recorded events for `GET /api/events`: made on `bus` before the caller started it. */
+  readonly events: TenantEventFeed;
   readonly logger: Logger;
   readonly trustProxy?: boolean;
   /**

@@ -85,6 +85,7 @@ describe('OpenAPI document', () => {
         'GET /api/brain/documents/{id}/passages',
         'DELETE /api/brain/documents/{id}',
         'GET /api/brain/query',
+        'GET /api/events',
         'GET /api/hit',
         'GET /api/hit/{id}',
         'POST /api/hit/{id}/approve',
@@ -108,7 +109,7 @@ describe('OpenAPI document', () => {
 
   it('gives every tenant operation its scope, the RateLimit headers and the 401, 403, 429 and 503 problems', () => {
     const tenant = operations().filter(([path]) => path.startsWith('/api') || path === '/mcp');
-    expect(tenant.length).toBe(16);
+    expect(tenant.length).toBe(17);
     for (const [path, method, operation] of tenant) {
       const where = `${method.toUpperCase()} ${path}`;
       expect({ where, scopes: operation.security[0]?.oauth2?.every((scope) => (TENANT_SCOPES as readonly string[]).includes(scope)) }).toEqual({ where, scopes: true });

@@ -1,9 +1,9 @@
 import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, OpenAPIObject, SwaggerModule } from '@nestjs/swagger';
-import { type ProblemStatus, Scopes, TENANT_SCOPES } from '@mission/contracts';
+import { type ProblemStatus, Scopes, TENANT_SCOPES, TenantEventSchema } from '@mission/contracts';
 import { PROBLEM_CONTENT_TYPE } from '../http/problem';
 import { OPERATION_EXTENSION, OperationSpec } from './operation';
-import { componentSchemas, queryParameters } from './schemas';
+import { componentSchemas, openApiSchema, queryParameters } from './schemas';
 
 /** The version of the API contract (API.md), not of the software. */
 export const API_VERSION = '1.0.0';
@@ -67,6 +67,17 @@ function successContent(spec: OperationSpec): Record<string, unknown> | undefine
   switch (schema) {
     case 'text':
       return { 'text/plain': withExample({ schema: { type: 'string' } }) };
+    case 'event-stream':
+      return {
+        'text/event-stream': withExample({
+          schema: {
+            type: 'string',
+            description: 'Server-sent events, each `id: <event id>`, `event: <type>`, `data: <the event as JSON, as in x-event-data>`, and a comment line at least every 15 s',
+          },
+          // What each event's `data` line holds (OpenAPI 3.1 has no schema for a stream's items).
+          'x-event-data': openApiSchema(TenantEventSchema, 'output'),
+        }),
+      };
     case 'json-rpc':
       return {
         'application/json': withExample({ schema: { type: 'object', description: 'A JSON-RPC 2.0 response' } }),
@@ -116,6 +127,16 @@ function expand(operation: Record<string, unknown>, spec: OperationSpec): void {
       description:
         'Kept 24 h: a repeat with the same key and body (the same JSON, in any key order) returns the same mission; any other body is 422; the original still in flight is 409',
       schema: { type: 'string', pattern: '^[\\x21-\\x7e]{1,255}$' },
+    });
+  }
+  if (spec.lastEventId) {
+    parameters.push({
+      name: 'Last-Event-ID',
+      in: 'header',
+      required: false,
+      description:
+        'The id of the last event the client received: the stream starts with every later event, then live ones (no gap, no repeat). Unknown or older than the log keeps (7 days at least): 400 `cursor_expired`. Absent: the stream starts with the next event.',
+      schema: { type: 'string', maxLength: 64 },
     });
   }
   operation.parameters = parameters;
@@ -200,6 +221,7 @@ export function createOpenApiDocument(app: INestApplication, options: OpenApiOpt
     { name: 'Missions', description: 'Long-running jobs of the tenant' },
     { name: 'Brain', description: "The tenant's knowledge store: documents and ranked passages (BM25)" },
     { name: 'HIT items', description: 'Human approval tasks that missions wait for' },
+    { name: 'Events', description: "State changes of the tenant's missions and approval items, pushed: a resumable stream" },
     { name: 'MCP', description: 'The same operations as Model Context Protocol tools' },
     { name: 'Operator', description: 'Provisioning, for the platform operator (`platform:admin`)' },
     { name: 'Discovery and operations', description: 'Public: OAuth discovery, health and metrics' },

@@ -1,5 +1,6 @@
 import { InProcessBroker, InProcessBus } from '@mission/messaging';
 import { createLogger } from '@mission/runtime';
+import { TenantEventFeed } from '../events/tenant-event-feed';
 import { createGateway } from '../gateway';
 import { OPENAPI_JSON_PATH, REFERENCE_URLS } from './document';
 
@@ -9,10 +10,12 @@ import { OPENAPI_JSON_PATH, REFERENCE_URLS } from './document';
  * committed in libs/api-client/openapi.json.
  */
 export async function renderOpenApiDocument(urls: { publicUrl: string; issuer: string } = REFERENCE_URLS): Promise<string> {
+  const bus = new InProcessBus(new InProcessBroker());
   const app = await createGateway({
     ...urls,
     jwksUri: `${urls.issuer}/jwks`,
-    bus: new InProcessBus(new InProcessBroker()),
+    bus,
+    events: new TenantEventFeed(bus),
     logger: createLogger('openapi', 'error'),
     rateLimits: { enabled: false },
   });

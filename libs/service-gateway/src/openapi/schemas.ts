@@ -38,4 +38,6 @@ const QUERY_DESCRIPTIONS: Readonly<Record<string, string>> = {
   status: 'only missions with this status',
   q: 'free-text query',
   k: 'how many passages, 1–50 (default 5)',
+  types: 'only these event types, separated by commas (default: every type the token may read)',
+  missionId: "only this mission's events",
 };
