@@ -1,6 +1,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { describeGatewayScenarios, SCENARIO_REQUEST_TIMEOUT_SECONDS } from '../support/gateway-scenarios';
+import { SCENARIO_WEBHOOK_ENV } from '../support/scenarios/webhooks';
 import { startStandaloneProcess } from '../support/standalone-process';
 import { testSigningKeyEnv } from '../support/test-signing-key';
 
@@ -8,6 +9,7 @@ describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bu
   const standalone = await startStandaloneProcess('standalone', {
     IDP_KEY_PUBLISH_DELAY_SECONDS: '2',
     GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS),
+    ...SCENARIO_WEBHOOK_ENV,
     ...testSigningKeyEnv(),
   });
   expect((await stat(path.join(standalone.dataDir, 'admin-client.json'))).mode & 0o777).toBe(0o600);

@@ -6,6 +6,7 @@ import { createTestDatabase, freePort, TestDatabase } from '@mission/persistence
 import { RunningProcess, startProcess, waitUntilReady } from './processes';
 import { testSigningKeyEnv } from './test-signing-key';
 import { KafkaAccess, kafkaEnvFor } from './kafka-access';
+import { SCENARIO_WEBHOOK_ENV } from './scenarios/webhooks';
 
 export type AppName = 'idp' | 'mission-service' | 'brain-service' | 'hit-service' | 'notification-service' | 'gateway';
 
@@ -103,7 +104,8 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
     },
     'notification-service': {
       entry: 'apps/notification-service/src/main.ts',
-      env: { ...common, ...kafkaEnvFor(kafka, 'notification-service'), HEALTH_PORT: String(notificationHealth), DATABASE_URL: database.url },
+      // Webhook receivers of the scenarios listen on loopback, and retry quickly.
+      env: { ...common, ...kafkaEnvFor(kafka, 'notification-service'), HEALTH_PORT: String(notificationHealth), DATABASE_URL: database.url, ...SCENARIO_WEBHOOK_ENV },
       ready: `http://127.0.0.1:${notificationHealth}/health/ready`,
       ops: `http://127.0.0.1:${notificationHealth}`,
     },

@@ -5,6 +5,7 @@ import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeBrainScenarios } from './scenarios/brain';
 import { describeEventScenarios } from './scenarios/events';
+import { describeWebhookScenarios } from './scenarios/webhooks';
 import { describeIsolationScenarios } from './scenarios/isolation';
 import { describeKeyRotationScenarios } from './scenarios/key-rotation';
 import { describeMcpScenarios } from './scenarios/mcp';
@@ -86,14 +87,14 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     }, 60_000);
 
     describe('operator API', () => {
-      it('creates a tenant with a client holding all six tenant scopes and shows it again without the secret', async () => {
+      it('creates a tenant with a client holding all seven tenant scopes and shows it again without the secret', async () => {
         const created = await call(deployment.gatewayUrl, 'POST', '/admin/tenants', {
           token: adminToken,
           body: { name: 'Acme', tier: 'enterprise', rpm: 12_000 },
         });
         expect(created.status).toBe(201);
         expect(created.body).toMatchObject({ id: expect.any(String), name: 'Acme', tier: 'enterprise', rpm: 12_000 });
-        expect(created.body.client.scopes.sort()).toEqual(['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write']);
+        expect(created.body.client.scopes.sort()).toEqual(['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write', 'webhooks:manage']);
         const shown = await call(deployment.gatewayUrl, 'GET', `/admin/tenants/${created.body.id}`, { token: adminToken });
         expect(shown.status).toBe(200);
         expect(shown.body).toMatchObject({ id: created.body.id, name: 'Acme', tier: 'enterprise', rpm: 12_000 });
@@ -455,6 +456,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     describeApprovalScenarios(context);
     describeBrainScenarios(context);
     describeEventScenarios(context);
+    describeWebhookScenarios(context);
     describeOperatorScenarios(context);
     describeIsolationScenarios(context);
     describeRateLimitScenarios(context);

@@ -339,7 +339,10 @@ export async function fuzzGateway(target: FuzzTarget, seed: number, requests: nu
     const pathname = new URL(request.url).pathname;
     try {
       const response = await fetch(request.url, { method: request.method, headers: request.headers, body: request.body, redirect: 'manual', signal: AbortSignal.timeout(30_000) });
-      const text = await response.text();
+      // An event stream that opened stays open: its status and headers are what is checked, then the client leaves.
+      const streaming = response.status === 200 && (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
+      if (streaming) await response.body?.cancel();
+      const text = streaming ? '' : await response.text();
       byStatus[response.status] = (byStatus[response.status] ?? 0) + 1;
       const problem = check(pathname, response.status, response.headers.get('content-type') ?? '', text);
       if (problem) findings.push({ request: describeRequest(request), problem });

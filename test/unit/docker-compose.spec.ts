@@ -8,7 +8,7 @@ import { GatewayConfigSchema } from '@mission/service-gateway';
 import { hitServiceDefinition } from '@mission/service-hit';
 import { IdpConfigSchema } from '@mission/service-idp';
 import { missionServiceDefinition } from '@mission/service-mission';
-import { notificationServiceDefinition } from '@mission/service-notification';
+import { NotificationServiceConfigSchema, notificationServiceDefinition } from '@mission/service-notification';
 
 const root = path.join(__dirname, '..', '..');
 
@@ -34,7 +34,7 @@ const APPS: ReadonlyArray<{ readonly service: string; readonly app: string; read
   { service: 'mission-service', app: 'mission-service', schema: ServiceConfigSchema, definition: missionServiceDefinition },
   { service: 'brain-service', app: 'brain-service', schema: BrainServiceConfigSchema, definition: brainServiceDefinition },
   { service: 'hit-service', app: 'hit-service', schema: ServiceConfigSchema, definition: hitServiceDefinition },
-  { service: 'notification-service', app: 'notification-service', schema: ServiceConfigSchema, definition: notificationServiceDefinition },
+  { service: 'notification-service', app: 'notification-service', schema: NotificationServiceConfigSchema, definition: notificationServiceDefinition },
 ];
 
 const INFRASTRUCTURE = ['kafka', 'postgres', 'redis'] as const;

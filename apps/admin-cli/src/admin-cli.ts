@@ -263,7 +263,7 @@ export async function perform(call: AdminCall, environment: AdminEnvironment, fe
 }
 
 /**
- * `quickstart [--name <name>] [--tier <tier>]`: a tenant with a client holding all six tenant
+ * `quickstart [--name <name>] [--tier <tier>]`: a tenant with a client holding all seven tenant
  * scopes, and a token of that client, printed as shell assignments (`eval "$(npm run -s admin --
  * quickstart)"` sets TENANT_ID, CLIENT_ID, CLIENT_SECRET and TOKEN). The secret is shown once.
  */
@@ -280,7 +280,7 @@ export async function quickstart(args: readonly string[], environment: AdminEnvi
   if (!('token' in issued)) return issued;
   const quote = (value: string): string => `'${value.replace(/'/g, `'\\''`)}'`;
   const text = [
-    `# Tenant ${JSON.stringify(name)} (${tier}), its client (all six tenant scopes; the secret is shown only now) and a token valid for one hour.`,
+    `# Tenant ${JSON.stringify(name)} (${tier}), its client (all seven tenant scopes; the secret is shown only now) and a token valid for one hour.`,
     `export GATEWAY_URL=${quote(environment.gatewayUrl)}`,
     `export TENANT_ID=${quote(tenant.id)}`,
     `export CLIENT_ID=${quote(tenant.client.clientId)}`,

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
+import { WebhookSettingsSchema } from '@mission/service-notification';
 import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
 import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
@@ -32,6 +33,8 @@ const StandaloneConfigSchema = z
     ...BusSettings,
     ...RedisTlsSettings,
     IDP_TEST_PUBLISHED_KEYS: z.string().optional(),
+    WEBHOOK_RETRY_SCHEDULE: WebhookSettingsSchema.WEBHOOK_RETRY_SCHEDULE,
+    WEBHOOKS_ALLOW_PRIVATE: WebhookSettingsSchema.WEBHOOKS_ALLOW_PRIVATE,
   })
   .transform((config) => {
     const localHost = config.HOST === '0.0.0.0' || config.HOST === '::' ? '127.0.0.1' : config.HOST;

@@ -9,6 +9,7 @@ export * from './pagination';
 export * from './hits';
 export * from './events';
 export * from './tenant-events';
+export * from './webhooks';
 export * from './batching';
 export * from './views';
 export * from './messages';

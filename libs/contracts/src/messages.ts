@@ -5,6 +5,7 @@ import { ListMissionsQuerySchema, SubmitMissionCommandSchema } from './missions'
 import { PageQuerySchema } from './pagination';
 import { CreateTenantSchema, CreateUserCommandSchema, TenantSubresourceCommandSchema, UpdateTenantCommandSchema } from './tenants';
 import { ListTenantEventsSchema, TenantEventPageSchema } from './tenant-events';
+import { CreateWebhookSchema } from './webhooks';
 import { EventTypes, Topic, Topics } from './topics';
 import { ResourceIdSchema } from './validation';
 import { RESPONSE_SCHEMAS } from './views';
@@ -91,6 +92,24 @@ export const Messages = {
   hitGet: message({ topic: Topics.hitRequests, type: 'hit.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.HitItem }),
   hitListPending: message({ topic: Topics.hitRequests, type: 'hit.list_pending', payload: PageQuerySchema, reply: RESPONSE_SCHEMAS.HitItemPage, payloadLabel: 'Query' }),
   hitDecide: message({ topic: Topics.hitRequests, type: 'hit.decide', payload: DecideHitSchema, reply: RESPONSE_SCHEMAS.HitItem, payloadLabel: 'Decision' }),
+  webhookCreate: message({
+    topic: Topics.notifyRequests,
+    type: 'notify.webhook.create',
+    payload: CreateWebhookSchema,
+    reply: RESPONSE_SCHEMAS.CreatedWebhook,
+    payloadLabel: 'Webhook',
+  }),
+  webhookList: message({ topic: Topics.notifyRequests, type: 'notify.webhook.list', payload: PageQuerySchema, reply: RESPONSE_SCHEMAS.WebhookPage, payloadLabel: 'Query' }),
+  webhookGet: message({ topic: Topics.notifyRequests, type: 'notify.webhook.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Webhook }),
+  webhookDelete: message({ topic: Topics.notifyRequests, type: 'notify.webhook.delete', payload: ResourceIdSchema, reply: DeletedSchema }),
+  webhookDeliveries: message({
+    topic: Topics.notifyRequests,
+    type: 'notify.webhook.deliveries',
+    payload: ResourceIdSchema.extend(PageQuerySchema.shape),
+    reply: RESPONSE_SCHEMAS.WebhookDeliveryPage,
+    payloadLabel: 'Query',
+  }),
+  webhookTest: message({ topic: Topics.notifyRequests, type: 'notify.webhook.test', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.WebhookDelivery }),
   eventsList: message({ topic: Topics.notifyRequests, type: 'notify.events.list', payload: ListTenantEventsSchema, reply: TenantEventPageSchema, payloadLabel: 'Query' }),
 } as const;
 export type Messages = typeof Messages;

@@ -100,6 +100,14 @@ export const MissionStatusFilterSchema = z.enum(MISSION_STATUSES);
 /** Query of `GET /api/missions`, and the payload of `mission.list`. */
 export const ListMissionsQuerySchema = PageQuerySchema.extend({ status: MissionStatusFilterSchema.optional() });
 
+/** Longest a client may wait for a mission to become final in one request. */
+export const MAX_WAIT_SECONDS = 60;
+
+/** `?timeoutSeconds=` of `GET /api/missions/:id/wait` (and `wait_for_mission`): 1–60, default 30. */
+export const WaitForMissionQuerySchema = z.strictObject({
+  timeoutSeconds: z.coerce.number().int().min(1).max(MAX_WAIT_SECONDS).default(30),
+});
+
 /** Payload of `mission.submit`: the validated body and the client's Idempotency-Key, if any. */
 export const SubmitMissionCommandSchema = z.strictObject({
   mission: z.unknown(),

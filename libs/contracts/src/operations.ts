@@ -2,11 +2,12 @@ import { z } from 'zod';
 import { BrainQuerySchema, IngestDocumentSchema, MAX_DOCUMENT_BODY_BYTES } from './brain';
 import { DecideHitBodySchema } from './hits';
 import { Messages, type MessageDefinition } from './messages';
-import { ListMissionsQuerySchema, SubmitMissionSchema } from './missions';
+import { ListMissionsQuerySchema, SubmitMissionSchema, WaitForMissionQuerySchema } from './missions';
 import { PageQuerySchema } from './pagination';
 import { Scopes, type Scope } from './scopes';
 import { CreateClientSchema, CreateTenantSchema, CreateUserSchema, UpdateTenantSchema } from './tenants';
 import { EventStreamQuerySchema } from './tenant-events';
+import { CreateWebhookSchema } from './webhooks';
 import { ResourceIdSchema } from './validation';
 import { RESPONSE_SCHEMAS } from './views';
 
@@ -26,6 +27,7 @@ export const REQUEST_SCHEMAS = {
   UpdateTenant: UpdateTenantSchema,
   CreateClient: CreateClientSchema,
   CreateUser: CreateUserSchema,
+  CreateWebhook: CreateWebhookSchema,
 } as const;
 
 /** The query parameters of each list or search. */
@@ -34,6 +36,7 @@ export const QUERY_SCHEMAS = {
   missions: ListMissionsQuerySchema,
   brainQuery: BrainQuerySchema,
   events: EventStreamQuerySchema,
+  wait: WaitForMissionQuerySchema,
 } as const;
 
 export type SchemaName = keyof typeof RESPONSE_SCHEMAS | keyof typeof REQUEST_SCHEMAS;
@@ -46,7 +49,7 @@ export type QueryName = keyof typeof QUERY_SCHEMAS;
 export type OperationAccess = { readonly scopes: readonly Scope[] } | 'operator' | 'public';
 
 export type ProblemStatus = 400 | 401 | 403 | 404 | 409 | 413 | 415 | 422 | 429 | 503;
-export type OperationTag = 'Missions' | 'Brain' | 'HIT items' | 'Events' | 'MCP' | 'Operator' | 'Discovery and operations';
+export type OperationTag = 'Missions' | 'Brain' | 'HIT items' | 'Events' | 'Webhooks' | 'MCP' | 'Operator' | 'Discovery and operations';
 
 /** How an operation is reached over HTTP, and what the OpenAPI document says about it. */
 export interface HttpBinding {
@@ -181,6 +184,31 @@ export const Operations = {
       description:
         'Returns one mission by id with its status, every step (status, output, hitId of an approval step), and its result once succeeded or its error once failed. ' +
         'An unknown id is a not-found error.',
+      annotations: READ_ONLY,
+    },
+  }),
+  waitForMission: operation({
+    access: { scopes: [Scopes.missionsRead] },
+    message: Messages.missionGet,
+    http: {
+      method: 'GET',
+      path: '/api/missions/:id/wait',
+      operationId: 'waitForMission',
+      tag: 'Missions',
+      summary: 'The mission once it is final, or as it is when the timeout passes',
+      description:
+        'Answers as soon as the mission is `succeeded`, `failed`, `rejected` or `cancelled` (at once if it is already), or after `timeoutSeconds` (1–60, default 30) with the mission as it is then: a client that must know when a mission ends need not poll.',
+      pathId: 'the mission id',
+      query: 'wait',
+      success: { status: 200, description: 'The mission, final unless the timeout passed first', schema: 'Mission' },
+      problems: [404],
+    },
+    mcp: {
+      name: 'wait_for_mission',
+      title: 'Wait for a mission to finish',
+      description:
+        'Waits until the mission with this id is final (succeeded, failed, rejected or cancelled) and returns it, or returns it as it is after timeoutSeconds (1 to 60, default 30). ' +
+        'Call it again to keep waiting; no need to poll get_mission.',
       annotations: READ_ONLY,
     },
   }),
@@ -401,6 +429,94 @@ export const Operations = {
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
   }),
+  createWebhook: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookCreate,
+    http: {
+      method: 'POST',
+      path: '/api/webhooks',
+      operationId: 'createWebhook',
+      tag: 'Webhooks',
+      summary: 'Subscribe an HTTPS endpoint to event types; the signing secret is shown only now',
+      description:
+        'Each event of the types is POSTed to the URL as JSON, signed as Standard Webhooks specify (`webhook-id`, `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256>`), ' +
+        'and retried on the configured schedule until a 2xx answer within 10 s. The URL must be https:// and must not name or resolve to a loopback, private, link-local or metadata address (400 otherwise).',
+      body: { schema: 'CreateWebhook', required: true, label: 'Webhook', example: { url: 'https://example.com/hooks/missions', events: ['mission.completed'] } },
+      success: { status: 201, description: 'The webhook, with its secret (shown only now)', schema: 'CreatedWebhook', location: true },
+      problems: [409],
+    },
+  }),
+  listWebhooks: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookList,
+    http: {
+      method: 'GET',
+      path: '/api/webhooks',
+      operationId: 'listWebhooks',
+      tag: 'Webhooks',
+      summary: "The tenant's webhooks, newest first",
+      query: 'page',
+      success: { status: 200, description: 'One page of webhooks (no secrets)', schema: 'WebhookPage' },
+    },
+  }),
+  getWebhook: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookGet,
+    http: {
+      method: 'GET',
+      path: '/api/webhooks/:id',
+      operationId: 'getWebhook',
+      tag: 'Webhooks',
+      summary: 'One webhook (without its secret)',
+      pathId: 'the webhook id',
+      success: { status: 200, description: 'The webhook', schema: 'Webhook' },
+      problems: [404],
+    },
+  }),
+  deleteWebhook: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookDelete,
+    http: {
+      method: 'DELETE',
+      path: '/api/webhooks/:id',
+      operationId: 'deleteWebhook',
+      tag: 'Webhooks',
+      summary: 'Delete a webhook; nothing more is sent to it',
+      pathId: 'the webhook id',
+      success: { status: 204, description: 'Deleted' },
+      problems: [404],
+    },
+  }),
+  listWebhookDeliveries: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookDeliveries,
+    http: {
+      method: 'GET',
+      path: '/api/webhooks/:id/deliveries',
+      operationId: 'listWebhookDeliveries',
+      tag: 'Webhooks',
+      summary: "The webhook's delivery attempts, newest first",
+      pathId: 'the webhook id',
+      query: 'page',
+      success: { status: 200, description: 'One page of attempts', schema: 'WebhookDeliveryPage' },
+      problems: [404],
+    },
+  }),
+  testWebhook: operation({
+    access: { scopes: [Scopes.webhooksManage] },
+    message: Messages.webhookTest,
+    http: {
+      method: 'POST',
+      path: '/api/webhooks/:id/test',
+      operationId: 'testWebhook',
+      tag: 'Webhooks',
+      summary: 'Send a `webhook.test` event to the webhook now',
+      description: 'The test event is delivered like any other (signed, retried); its attempts appear among the deliveries.',
+      pathId: 'the webhook id',
+      success: { status: 202, description: 'The delivery, queued', schema: 'WebhookDelivery' },
+      problems: [404],
+    },
+  }),
   createTenant: operation({
     access: 'operator',
     message: Messages.tenantCreate,
@@ -409,7 +525,7 @@ export const Operations = {
       path: '/admin/tenants',
       operationId: 'createTenant',
       tag: 'Operator',
-      summary: 'Provision a tenant with a machine client holding all six tenant scopes',
+      summary: 'Provision a tenant with a machine client holding all seven tenant scopes',
       body: { schema: 'CreateTenant', required: true, label: 'Tenant', example: { name: 'Acme', tier: 'business' } },
       success: { status: 201, description: 'The tenant and its client; the secret is shown only here', schema: 'CreatedTenant' },
     },

@@ -94,7 +94,7 @@ export const UpdateTenantCommandSchema = z.strictObject({ id: z.string().min(1).
 
 const TenantScopeListSchema = z
   .array(z.enum(TENANT_SCOPES))
-  .min(1, 'give at least one scope, or leave scopes out for all six')
+  .min(1, 'give at least one scope, or leave scopes out for all seven')
   .max(TENANT_SCOPES.length)
   .refine((scopes) => new Set(scopes).size === scopes.length, { message: 'scopes must not repeat' });
 

@@ -4,6 +4,7 @@ import { ErrorCode } from './errors';
 import { HIT_STATUSES, HitView } from './hits';
 import { MISSION_STATUSES, MissionView, STEP_STATUSES } from './missions';
 import { TENANT_SCOPES } from './scopes';
+import { CreatedWebhookViewSchema, WebhookDeliveryViewSchema, WebhookViewSchema } from './webhooks';
 import { ClientCredentialsView, CreatedTenantView, SigningKeyRotationView, TenantUsageView, TenantView, TIERS, UserView } from './tenants';
 
 /*
@@ -137,5 +138,10 @@ export const RESPONSE_SCHEMAS = {
   HitItemPage: page(HitViewSchema),
   BrainDocumentPage: page(BrainDocumentViewSchema),
   PassagePage: page(PassageViewChecked),
+  Webhook: WebhookViewSchema,
+  CreatedWebhook: CreatedWebhookViewSchema,
+  WebhookPage: page(WebhookViewSchema),
+  WebhookDelivery: WebhookDeliveryViewSchema,
+  WebhookDeliveryPage: page(WebhookDeliveryViewSchema),
   Problem: ProblemSchema,
 } as const;

@@ -25,6 +25,7 @@ export class GatewayModule {
         CATALOGUE_CONTROLLERS.missions,
         CATALOGUE_CONTROLLERS.brain,
         CATALOGUE_CONTROLLERS.hits,
+        CATALOGUE_CONTROLLERS.webhooks,
         EventsController,
         McpController,
         CATALOGUE_CONTROLLERS.tenants,

@@ -1,1 +1,2 @@
 export * from './notification-service';
+export * from './notification.config';

@@ -151,6 +151,30 @@ export function describeEventScenarios(context: ScenarioContext): void {
       expectProblem(foreign, 400, 'cursor_expired');
     });
 
+    it('answers GET /api/missions/:id/wait when the mission ends, or with the mission as it is when the timeout passes', async () => {
+      const missionId = await submitApproval(tenant.token);
+      const started = Date.now();
+      const early = await call(gateway(), 'GET', `/api/missions/${missionId}/wait?timeoutSeconds=1`, { token: tenant.token });
+      expect(early.status).toBe(200);
+      expect(['queued', 'running', 'awaiting_approval']).toContain(early.body.status);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+      const waiting = call(gateway(), 'GET', `/api/missions/${missionId}/wait?timeoutSeconds=60`, { token: tenant.token });
+      let hitId: string | undefined;
+      while (!hitId) {
+        hitId = (await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenant.token })).body.steps[0].hitId;
+        if (!hitId) await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const decidedAt = Date.now();
+      expect((await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenant.token })).status).toBe(200);
+      const final = await waiting;
+      expect(final.status).toBe(200);
+      expect(final.body).toMatchObject({ id: missionId, status: 'succeeded' });
+      // Woken by the mission's event, well before the timeout (and before the 5 s re-read).
+      expect(Date.now() - decidedAt).toBeLessThan(4_000);
+      expectProblem(await call(gateway(), 'GET', `/api/missions/${missionId}/wait?timeoutSeconds=61`, { token: tenant.token }), 400, 'validation_failed');
+      expectProblem(await call(gateway(), 'GET', `/api/missions/${'0'.repeat(8)}-0000-4000-8000-000000000000/wait?timeoutSeconds=1`, { token: tenant.token }), 404, 'not_found');
+    });
+
     it('refuses a position it never issued and malformed filters, as problem details before any event', async () => {
       expectProblem(await stream(tenant.token, '/api/events', 'evt_999999999_abcdefabcdef'), 400, 'cursor_expired');
       expectProblem(await stream(tenant.token, '/api/events', 'not-an-event-id'), 400, 'cursor_expired');

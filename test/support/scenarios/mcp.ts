@@ -8,7 +8,7 @@ import { call, clientCredentialsToken, eventually, politeCall, politeFetch } fro
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 
-const TOOL_NAMES = ['submit_mission', 'get_mission', 'list_missions', 'query_brain', 'ingest_document', 'list_pending_hits', 'approve_hit', 'reject_hit'];
+const TOOL_NAMES = ['submit_mission', 'get_mission', 'wait_for_mission', 'list_missions', 'query_brain', 'ingest_document', 'list_pending_hits', 'approve_hit', 'reject_hit'];
 
 /** The three clients the endpoint must serve: SDK v1 (2025-11-25), SDK v2 speaking 2025-11-25, SDK v2 speaking 2026-07-28. */
 type ClientKind = 'v1' | 'v2-legacy' | 'v2-2026';
@@ -151,12 +151,21 @@ export function describeMcpScenarios(context: ScenarioContext): void {
           expect(pending.isError).toBe(false);
           expect(pending.body.items.map((item: { id: string }) => item.id)).toContain(hitId);
 
+          // Waiting while nobody decides: the mission comes back as it is when the timeout passes.
+          const started = Date.now();
+          const early = await session.call('wait_for_mission', { id, timeoutSeconds: 1 });
+          expect(early).toMatchObject({ isError: false, body: { id, status: 'awaiting_approval' } });
+          expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+
           const decided = await session.call(decision, { id: hitId, comment: 'decided by an agent' });
           expect(decided).toMatchObject({ isError: false, body: { id: hitId, status: kind === 'v1' ? 'rejected' : 'approved', comment: 'decided by an agent' } });
           const again = await session.call(decision, { id: hitId });
           expect(again).toMatchObject({ isError: true, body: { status: 409, code: 'conflict' } });
 
-          const final = await missionIn(session, id, (m) => ['succeeded', 'rejected', 'failed', 'cancelled'].includes(m.status), 'the mission to finish');
+          // Waiting for the end: the answer comes when the mission is final, not when the timeout passes.
+          const waited = await session.call('wait_for_mission', { id, timeoutSeconds: 60 });
+          expect(waited.isError).toBe(false);
+          const final = waited.body;
           expect(final.status).toBe(kind === 'v1' ? 'rejected' : 'succeeded');
           const rest = await call(gateway(), 'GET', `/api/missions/${id}`, { token: context.tenantA.token });
           expect(rest.status).toBe(200);

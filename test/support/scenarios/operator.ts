@@ -7,7 +7,7 @@ import type { ScenarioContext } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { REPO_ROOT } from '../processes';
 
-const ALL_SCOPES = ['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write'];
+const ALL_SCOPES = ['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write', 'webhooks:manage'];
 
 function claimsOf(jwt: string): Record<string, any> {
   return JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
@@ -68,7 +68,7 @@ export function describeOperatorScenarios(context: ScenarioContext): void {
       expectProblem(await admin('PATCH', `/admin/tenants/${tenant.id}`, {}), 400, 'validation_failed');
     });
 
-    it('creates extra clients with all six scopes or a subset, whose tokens carry exactly those scopes', async () => {
+    it('creates extra clients with all seven scopes or a subset, whose tokens carry exactly those scopes', async () => {
       const tenant = await newTenant();
       const all = await admin('POST', `/admin/tenants/${tenant.id}/clients`);
       expect(all.status).toBe(201);

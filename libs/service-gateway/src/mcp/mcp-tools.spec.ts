@@ -4,11 +4,12 @@ import { advertisedOutputSchema, advertisedSchema, MCP_TOOLS } from './mcp-tools
 import { scopesNeeded } from './mcp.controller';
 
 describe('MCP tools', () => {
-  it('names the eight tools API.md fixes, each with a tenant scope and a description for an agent', () => {
+  it('names the nine tools API.md fixes, each with a tenant scope and a description for an agent', () => {
     expect(MCP_TOOLS.map((tool) => tool.name)).toEqual([
       'submit_mission',
       'list_missions',
       'get_mission',
+      'wait_for_mission',
       'ingest_document',
       'query_brain',
       'list_pending_hits',
@@ -27,6 +28,7 @@ describe('MCP tools', () => {
     expect(outputs).toEqual({
       submit_mission: 'Mission',
       get_mission: 'Mission',
+      wait_for_mission: 'Mission',
       list_missions: 'MissionPage',
       query_brain: 'BrainQueryResult',
       ingest_document: 'IngestedDocument',

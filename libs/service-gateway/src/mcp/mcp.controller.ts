@@ -39,7 +39,7 @@ export class McpController {
     tag: 'MCP',
     summary: 'Model Context Protocol, Streamable HTTP (stateless; revisions 2026-07-28 and 2025-11-25)',
     description:
-      'JSON-RPC messages of an MCP client. Tools: submit_mission, get_mission, list_missions, query_brain, ingest_document, list_pending_hits, approve_hit, reject_hit; ' +
+      'JSON-RPC messages of an MCP client. Tools: submit_mission, get_mission, wait_for_mission, list_missions, query_brain, ingest_document, list_pending_hits, approve_hit, reject_hit; ' +
       "each needs the scope of its REST twin (403 `insufficient_scope` otherwise). Tool failures are results with `isError` and problem details. One JSON-RPC message per request: a batch (an array) is refused with 400 `validation_failed`, as the revisions served have no batches; every request takes one token of the tenant's rate limit. " +
       'GET and DELETE answer 405 and `subscriptions/listen` is refused: there are no sessions or streams.',
     access: { scopes: [] },

@@ -77,6 +77,7 @@ describe('OpenAPI document', () => {
         'POST /api/missions',
         'GET /api/missions',
         'GET /api/missions/{id}',
+        'GET /api/missions/{id}/wait',
         'POST /api/missions/{id}/cancel',
         'POST /api/brain/documents',
         'POST /api/brain/query',
@@ -90,6 +91,12 @@ describe('OpenAPI document', () => {
         'GET /api/hit/{id}',
         'POST /api/hit/{id}/approve',
         'POST /api/hit/{id}/reject',
+        'POST /api/webhooks',
+        'GET /api/webhooks',
+        'GET /api/webhooks/{id}',
+        'DELETE /api/webhooks/{id}',
+        'GET /api/webhooks/{id}/deliveries',
+        'POST /api/webhooks/{id}/test',
         'POST /mcp',
         'POST /admin/tenants',
         'GET /admin/tenants/{id}',
@@ -109,7 +116,7 @@ describe('OpenAPI document', () => {
 
   it('gives every tenant operation its scope, the RateLimit headers and the 401, 403, 429 and 503 problems', () => {
     const tenant = operations().filter(([path]) => path.startsWith('/api') || path === '/mcp');
-    expect(tenant.length).toBe(17);
+    expect(tenant.length).toBe(24);
     for (const [path, method, operation] of tenant) {
       const where = `${method.toUpperCase()} ${path}`;
       expect({ where, scopes: operation.security[0]?.oauth2?.every((scope) => (TENANT_SCOPES as readonly string[]).includes(scope)) }).toEqual({ where, scopes: true });

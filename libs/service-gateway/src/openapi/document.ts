@@ -221,6 +221,7 @@ export function createOpenApiDocument(app: INestApplication, options: OpenApiOpt
     { name: 'Missions', description: 'Long-running jobs of the tenant' },
     { name: 'Brain', description: "The tenant's knowledge store: documents and ranked passages (BM25)" },
     { name: 'HIT items', description: 'Human approval tasks that missions wait for' },
+    { name: 'Webhooks', description: "The tenant's events pushed to its HTTPS endpoints, signed as Standard Webhooks specify" },
     { name: 'Events', description: "State changes of the tenant's missions and approval items, pushed: a resumable stream" },
     { name: 'MCP', description: 'The same operations as Model Context Protocol tools' },
     { name: 'Operator', description: 'Provisioning, for the platform operator (`platform:admin`)' },

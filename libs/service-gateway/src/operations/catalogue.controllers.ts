@@ -45,7 +45,7 @@ function inResource(path: string, resource: string): boolean {
 }
 
 /** The resources the catalogue's routes live under, each served by one controller. */
-const RESOURCES = { missions: '/api/missions', brain: '/api/brain', hits: '/api/hit', tenants: '/admin/tenants', keys: '/admin/keys' } as const;
+const RESOURCES = { missions: '/api/missions', brain: '/api/brain', hits: '/api/hit', webhooks: '/api/webhooks', tenants: '/admin/tenants', keys: '/admin/keys' } as const;
 
 for (const operation of Object.values(Operations) as OperationDefinition[]) {
   if (!Object.values(RESOURCES).some((resource) => inResource(operation.http.path, resource))) {
@@ -58,6 +58,7 @@ export const CATALOGUE_CONTROLLERS = {
   missions: catalogueController('MissionsController', RESOURCES.missions),
   brain: catalogueController('BrainController', RESOURCES.brain),
   hits: catalogueController('HitsController', RESOURCES.hits),
+  webhooks: catalogueController('WebhooksController', RESOURCES.webhooks),
   tenants: catalogueController('AdminController', RESOURCES.tenants),
   keys: catalogueController('AdminKeysController', RESOURCES.keys),
 } as const;

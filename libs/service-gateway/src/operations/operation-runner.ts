@@ -6,7 +6,10 @@ import {
   CreateUserSchema,
   DomainError,
   ErrorCode,
+  FINAL_MISSION_STATUSES,
   IDEMPOTENCY_KEY_PATTERN,
+  Messages,
+  type MissionView,
   type OperationDefinition,
   type OperationName,
   Operations,
@@ -20,6 +23,7 @@ import {
   SubmitMissionSchema,
   type TenantUsageView,
   UpdateTenantSchema,
+  WaitForMissionQuerySchema,
 } from '@mission/contracts';
 import { hashSecret } from '@mission/crypto';
 import { type MessageBus, requestMessage, type RequestOptions } from '@mission/messaging';
@@ -27,9 +31,12 @@ import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { insufficientScopeProblem } from '../auth/authenticate';
 import { BUS, GATEWAY_OPTIONS, GatewayOptions } from '../gateway.options';
 import { TenantRateLimiter } from '../rate-limit/tenant-rate-limiter';
+import { TenantEventFeed } from '../events/tenant-event-feed';
 
 /** Indexing a 10 MiB document takes seconds, far beyond the bus's default request timeout. */
 export const INGEST_TIMEOUT_MS = 120_000;
+/** A mission being waited for is read again this often, in case the event feed missed its completion. */
+const WAIT_REREAD_MS = 5_000;
 
 /** An operation's input as a transport delivers it, unchecked. */
 export interface OperationRequest {
@@ -124,6 +131,41 @@ export class OperationRunner {
       const used = await runWithTenant({ tenantId: tenant.id }, () => requestMessage(this.bus, Operations.getTenantUsage.message, {}));
       return { tenantId: tenant.id, documents: { used: used.documents, limit: tenant.storage.documents }, bytes: { used: used.bytes, limit: tenant.storage.bytes } };
     },
+    /**
+     * The mission once it is final: read, then (unless final) woken by its `mission.completed`
+     * event from the feed, read again every few seconds in case the feed missed it, and read one
+     * last time when the timeout passes.
+     */
+    waitForMission: async (request): Promise<MissionView> => {
+      const id = idOf(request, 'Request');
+      const { timeoutSeconds } = parseOrThrow(WaitForMissionQuerySchema, request.fields ?? {}, 'Query');
+      const deadline = Date.now() + timeoutSeconds * 1000;
+      let wake = (): void => undefined;
+      let settled = false;
+      const woken = new Promise<void>((resolve) => (wake = resolve));
+      const stop = this.events.listen(currentTenant().tenantId, {
+        onEvent: (event) => {
+          if (event.type === 'mission.completed' && event.data.missionId === id) wake();
+        },
+        // The gateway is stopping: the mission is answered as it is.
+        onClose: () => {
+          settled = true;
+          wake();
+        },
+      });
+      try {
+        for (;;) {
+          const mission = await requestMessage(this.bus, Messages.missionGet, { id });
+          const left = deadline - Date.now();
+          if (FINAL_MISSION_STATUSES.includes(mission.status) || left <= 0 || settled) return mission;
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([woken, new Promise((resolve) => (timer = setTimeout(resolve, Math.min(WAIT_REREAD_MS, left))))]);
+          clearTimeout(timer);
+        }
+      } finally {
+        stop();
+      }
+    },
   };
 
   private readonly requestOptions: { readonly [K in OperationName]?: RequestOptions } = { ingestDocument: { timeoutMs: INGEST_TIMEOUT_MS } };
@@ -132,6 +174,7 @@ export class OperationRunner {
     @Inject(BUS) private readonly bus: MessageBus,
     @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
     private readonly tenants: TenantRateLimiter,
+    private readonly events: TenantEventFeed,
   ) {}
 
   /** Runs `name` for `caller`; the reply is typed by the operation's reply schema (checked by the service that sent it). */

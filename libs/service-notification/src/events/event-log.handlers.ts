@@ -1,11 +1,20 @@
 import { HitEventSchemas, Messages, MessageTypes, MissionEventSchemas, Topics } from '@mission/contracts';
 import { EventHandler, eventHandlers, on, RequestHandler, requestHandlers } from '@mission/messaging';
+import type { Webhooks } from '../webhooks/webhooks';
 import type { EventLog } from './event-log';
 import { hitCreated, hitDecided, missionAwaitingApproval, missionCompleted } from './public-events';
 
-/** Bus requests → the event log. The tenant comes from the message, restored by the bus. */
-export function eventLogRequestHandlers(log: Pick<EventLog, 'list'>): Record<string, RequestHandler> {
-  return requestHandlers(Topics.notifyRequests, [on(Messages.eventsList, (query) => log.list(query))]);
+/** Bus requests → the event log and the webhooks. The tenant comes from the message, restored by the bus. */
+export function notifyRequestHandlers(log: Pick<EventLog, 'list'>, webhooks: Webhooks): Record<string, RequestHandler> {
+  return requestHandlers(Topics.notifyRequests, [
+    on(Messages.eventsList, (query) => log.list(query)),
+    on(Messages.webhookCreate, (request) => webhooks.create(request)),
+    on(Messages.webhookList, ({ limit, cursor }) => webhooks.list(limit, cursor)),
+    on(Messages.webhookGet, ({ id }) => webhooks.get(id)),
+    on(Messages.webhookDelete, ({ id }) => webhooks.delete(id)),
+    on(Messages.webhookDeliveries, ({ id, limit, cursor }) => webhooks.deliveries(id, limit, cursor)),
+    on(Messages.webhookTest, ({ id }) => webhooks.test(id)),
+  ]);
 }
 
 /** The mission events the log records (each once, by its message id). */

@@ -11,7 +11,7 @@ import { expiredEventsSweep, openNotificationDatabase, startNotificationService,
 import { EventLog } from './event-log';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const silent = { info: () => undefined, error: () => undefined };
+const silent = { info: () => undefined, warn: () => undefined, error: () => undefined };
 const ALL_TYPES = ['mission.awaiting_approval', 'mission.completed', 'hit.created', 'hit.decided', 'hit.expired'] as const;
 
 describe('the tenants’ event logs on PostgreSQL', () => {

@@ -38,8 +38,12 @@ export class EventLog {
   constructor(
     private readonly dataSource: DataSource,
     private readonly cipher: RecordCipher,
-    /** Called after an event committed: its announcement waits in the outbox. */
-    private readonly afterCommit: () => void = () => undefined,
+    private readonly hooks: {
+      /** In the recording transaction, after the event: what else must commit with it (its webhook deliveries). */
+      readonly whileRecording?: (manager: EntityManager, tenantId: string, event: TenantEvent) => Promise<unknown>;
+      /** After an event committed: its announcement (and deliveries) are waiting. */
+      readonly afterCommit?: () => void;
+    } = {},
   ) {}
 
   /**
@@ -68,9 +72,10 @@ export class EventLog {
       );
       const logged: TenantEvent = { id: formatEventId(position, nonce), type: event.type, timestamp: new Date(event.occurredAt).toISOString(), data: { ...event.data } };
       await enqueueOutbox(manager, NOTIFY_SCHEMA, { topic: Topics.notifyEvents, type: MessageTypes.tenantEventRecorded, key: tenantId, payload: logged }, this.cipher);
+      await this.hooks.whileRecording?.(manager, tenantId, logged);
       return logged;
     });
-    if (recorded) this.afterCommit();
+    if (recorded) this.hooks.afterCommit?.();
     return recorded;
   }
 

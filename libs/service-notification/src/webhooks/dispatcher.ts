@@ -1,0 +1,247 @@
+import http from 'node:http';
+import https from 'node:https';
+import { Webhook } from 'standardwebhooks';
+import { DataSource } from 'typeorm';
+import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import { runWithTenant } from '@mission/tenant-context';
+import type { WebhookTargetPolicy } from './target-policy';
+import type { WebhookSecrets } from './webhooks';
+
+/** The contract's default: seconds before each retry after a failed attempt (WEBHOOK_RETRY_SCHEDULE). */
+export const DEFAULT_RETRY_SCHEDULE_SECONDS: readonly number[] = [5, 300, 1800, 7200, 18000, 36000];
+
+export interface DispatcherOptions {
+  /** Seconds before each retry; after the last, the delivery is `failed`. */
+  readonly retryScheduleSeconds: readonly number[];
+  /** A 2xx must come within this long (the contract: 10 s). */
+  readonly timeoutMs?: number;
+  /** Attempts in flight at once on this replica. */
+  readonly concurrency?: number;
+  /** Attempts in flight at once to one webhook: a slow endpoint holds no more, whatever it is sent. */
+  readonly perWebhook?: number;
+  /** Between looks for due deliveries when nothing kicks the dispatcher. */
+  readonly pollMs?: number;
+}
+
+export interface DispatcherLogger {
+  warn(message: string, context?: Record<string, unknown>): void;
+  error(message: string, context?: Record<string, unknown>): void;
+}
+
+interface Leased {
+  tenant_id: string;
+  id: string;
+  webhook_id: string;
+}
+
+interface Attempt {
+  readonly url: URL;
+  readonly secret: string;
+  readonly eventId: string;
+  readonly body: string;
+  readonly attempt: number;
+}
+
+/** The answer to one attempt: a status, or why there was none. */
+export interface AttemptOutcome {
+  readonly status?: number;
+  readonly error?: string;
+}
+
+const USER_AGENT = 'Mission-Service-Webhooks/1';
+
+/** One signed POST (Standard Webhooks headers), answered within `timeoutMs`; redirects are not followed. */
+export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeoutMs: number, now = new Date()): Promise<AttemptOutcome> {
+  const signature = new Webhook(target.secret).sign(target.eventId, now, target.body);
+  const secure = target.url.protocol === 'https:';
+  return new Promise((resolve) => {
+    let settled = false;
+    const settle = (outcome: AttemptOutcome): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      resolve(outcome);
+    };
+    const request = (secure ? https : http).request(
+      target.url,
+      {
+        method: 'POST',
+        agent: secure ? policy.agents.https : policy.agents.http,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(target.body),
+          'user-agent': USER_AGENT,
+          'webhook-id': target.eventId,
+          'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+          'webhook-signature': signature,
+        },
+      },
+      (response) => {
+        // Only the status matters; the body is read and dropped.
+        response.resume();
+        response.on('error', () => undefined);
+        settle({ status: response.statusCode ?? 0 });
+      },
+    );
+    const timer = setTimeout(() => {
+      request.destroy();
+      settle({ error: `no answer within ${timeoutMs} ms` });
+    }, timeoutMs);
+    request.on('error', (error) => settle({ error: error.message.slice(0, 300) }));
+    request.end(target.body);
+  });
+}
+
+/**
+ * Sends the deliveries that are due, across tenants: each leased (so no other replica sends it
+ * meanwhile), its attempt counted before the request goes out, then settled: succeeded on a 2xx,
+ * otherwise retried after the schedule's next delay, or failed when the schedule is spent. A crash
+ * mid-attempt leaves the lease to run out: the delivery is due again and goes on from the attempt
+ * it counted. Attempts in flight are bounded per replica and per webhook, so a slow or failing
+ * endpoint delays no other.
+ */
+export class WebhookDispatcher {
+  private readonly timeoutMs: number;
+  private readonly concurrency: number;
+  private readonly perWebhook: number;
+  private readonly pollMs: number;
+  private readonly inFlight = new Map<string, number>();
+  private readonly running = new Set<Promise<void>>();
+  private timer: NodeJS.Timeout | undefined;
+  private passing: Promise<void> | undefined;
+  private again = false;
+  private stopped = true;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly cipher: RecordCipher,
+    private readonly policy: WebhookTargetPolicy,
+    private readonly options: DispatcherOptions,
+    private readonly logger: DispatcherLogger,
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.concurrency = options.concurrency ?? 64;
+    this.perWebhook = options.perWebhook ?? 2;
+    this.pollMs = options.pollMs ?? 1_000;
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  /** Looks for due deliveries now (new ones were just committed). */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.passing) {
+      this.again = true;
+      return;
+    }
+    this.schedule(0);
+  }
+
+  /** Takes no more deliveries and waits for the attempts in flight (each bounded by the timeout). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    await this.passing;
+    await Promise.allSettled([...this.running]);
+  }
+
+  private schedule(delayMs: number): void {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.pass(), delayMs);
+    this.timer.unref();
+  }
+
+  private async pass(): Promise<void> {
+    if (this.stopped || this.passing) return;
+    this.again = false;
+    this.passing = this.leaseAndSend()
+      .catch((error: unknown) => this.logger.error('Looking for due webhook deliveries failed; trying again', { error: String(error) }))
+      .finally(() => {
+        this.passing = undefined;
+        if (!this.stopped) this.schedule(this.again ? 0 : this.pollMs);
+      });
+    await this.passing;
+  }
+
+  private async leaseAndSend(): Promise<void> {
+    const free = this.concurrency - this.running.size;
+    if (free <= 0) return;
+    // The lease covers the attempt with room to spare: past it, a crashed replica's delivery is due again.
+    const leaseSeconds = Math.ceil((this.timeoutMs * 3) / 1000);
+    const leased: Leased[] = await this.dataSource.query(`SELECT tenant_id, id, webhook_id FROM notify.lease_due_deliveries($1, $2)`, [free, leaseSeconds]);
+    for (const delivery of leased) {
+      if ((this.inFlight.get(delivery.webhook_id) ?? 0) >= this.perWebhook) {
+        // This webhook has its share in flight: the delivery waits for its turn, delaying no other webhook's.
+        await this.postpone(delivery);
+        continue;
+      }
+      this.inFlight.set(delivery.webhook_id, (this.inFlight.get(delivery.webhook_id) ?? 0) + 1);
+      const attempt = this.attempt(delivery)
+        .catch((error: unknown) =>
+          this.logger.error('A webhook delivery attempt failed to complete; it is due again once its lease ends', { delivery: delivery.id, error: String(error) }),
+        )
+        .finally(() => {
+          const left = (this.inFlight.get(delivery.webhook_id) ?? 1) - 1;
+          if (left === 0) this.inFlight.delete(delivery.webhook_id);
+          else this.inFlight.set(delivery.webhook_id, left);
+          this.running.delete(attempt);
+          this.kick();
+        });
+      this.running.add(attempt);
+    }
+  }
+
+  private postpone(delivery: Leased): Promise<void> {
+    return runWithTenant({ tenantId: delivery.tenant_id }, () =>
+      tenantTransaction(this.dataSource, async (manager) => {
+        await manager.query(
+          `UPDATE notify.deliveries SET next_attempt_at = clock_timestamp() + interval '200 milliseconds' WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
+          [delivery.tenant_id, delivery.id],
+        );
+      }),
+    );
+  }
+
+  private async attempt(delivery: Leased): Promise<void> {
+    await runWithTenant({ tenantId: delivery.tenant_id }, async () => {
+      const target = await tenantTransaction(this.dataSource, async (manager): Promise<Attempt | undefined> => {
+        const [row]: Array<{ attempts: number; event_id: string; payload: string; sealed: string }> = await manager.query(
+          `SELECT d.attempts, d.event_id, d.payload, w.sealed FROM notify.deliveries d JOIN notify.webhooks w ON w.id = d.webhook_id AND w.tenant_id = d.tenant_id
+           WHERE d.tenant_id = $1 AND d.id = $2 AND d.state = 'pending' FOR UPDATE OF d`,
+          [delivery.tenant_id, delivery.id],
+        );
+        // Settled meanwhile, or its webhook deleted.
+        if (!row) return undefined;
+        const attempt = row.attempts + 1;
+        // Counted before the request goes out: a crash from here on never loses the attempt.
+        await manager.query(`UPDATE notify.deliveries SET attempts = $3, updated_at = clock_timestamp() WHERE tenant_id = $1 AND id = $2`, [
+          delivery.tenant_id,
+          delivery.id,
+          attempt,
+        ]);
+        const secrets = await this.cipher.open<WebhookSecrets>(manager, { table: 'webhooks', id: delivery.webhook_id }, row.sealed);
+        const body = await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, row.payload);
+        return { url: new URL(secrets.url), secret: secrets.secret, eventId: row.event_id, body, attempt };
+      });
+      if (!target) return;
+      const outcome = await sendSigned(target, this.policy, this.timeoutMs);
+      const succeeded = outcome.status !== undefined && outcome.status >= 200 && outcome.status < 300;
+      const schedule = this.options.retryScheduleSeconds;
+      const retryInSeconds = succeeded ? undefined : schedule[target.attempt - 1];
+      const state = succeeded ? 'succeeded' : retryInSeconds === undefined ? 'failed' : 'pending';
+      const error = succeeded ? null : (outcome.error ?? `answered ${outcome.status}`);
+      await tenantTransaction(this.dataSource, (manager) =>
+        manager.query(
+          `UPDATE notify.deliveries SET state = $3, response_status = $4, error = $5, updated_at = clock_timestamp(),
+             next_attempt_at = CASE WHEN $3 = 'pending' THEN clock_timestamp() + make_interval(secs => $6) END
+           WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
+          [delivery.tenant_id, delivery.id, state, outcome.status ?? null, error, retryInSeconds ?? 0],
+        ),
+      );
+      if (state === 'failed') this.logger.warn('A webhook delivery failed for good after its last retry', { delivery: delivery.id, attempts: target.attempt, error });
+    });
+  }
+}

@@ -1,0 +1,71 @@
+import { lookup } from 'node:dns/promises';
+import http from 'node:http';
+import https from 'node:https';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
+import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
+import { DomainError, ErrorCode } from '@mission/contracts';
+
+/** How long registration waits for a name to resolve before accepting it unresolved. */
+const LOOKUP_TIMEOUT_MS = 3_000;
+
+/**
+ * Where webhooks may point. By default only `https://` URLs whose host is, and resolves only to,
+ * public unicast addresses: no loopback, private, link-local (cloud metadata), unique-local,
+ * IPv4-mapped, multicast, reserved or unspecified address. The same rule holds again when a
+ * delivery connects (the agents below check the address actually dialled), so a name that
+ * resolves elsewhere later (DNS rebinding) reaches nothing private either. `allowPrivate`
+ * (WEBHOOKS_ALLOW_PRIVATE, for local development) allows `http://` and every address.
+ */
+export class WebhookTargetPolicy {
+  /** The agents deliveries connect through: they refuse a forbidden address at connect time. */
+  readonly agents: { readonly http: http.Agent; readonly https: https.Agent };
+
+  constructor(
+    readonly allowPrivate: boolean,
+    private readonly resolve: (hostname: string) => Promise<ReadonlyArray<{ address: string }>> = (hostname) => lookup(hostname, { all: true, verbatim: true }),
+  ) {
+    const filter = { allowPrivateIPAddress: allowPrivate, allowMetaIPAddress: allowPrivate };
+    this.agents = { http: new RequestFilteringHttpAgent({ ...filter, keepAlive: false }), https: new RequestFilteringHttpsAgent({ ...filter, keepAlive: false }) };
+  }
+
+  /** The URL as it will be called, or a 400 naming what is wrong with it. */
+  async check(raw: string): Promise<URL> {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      throw refused('is not an absolute URL');
+    }
+    if (url.protocol !== 'https:' && !(this.allowPrivate && url.protocol === 'http:')) throw refused('must be an https:// URL');
+    if (url.username || url.password) throw refused('must not carry credentials; authenticate the request by its signature');
+    if (url.hash) throw refused('must not have a fragment');
+    if (this.allowPrivate) return url;
+    const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+    if (isIP(host) !== 0) {
+      if (!isPublicAddress(host)) throw refused('must not name a loopback, private, link-local or metadata address');
+      return url;
+    }
+    // A name that does not resolve (yet) is accepted: its deliveries fail until it does, and every
+    // connection is checked when it is made.
+    const addresses = await Promise.race([
+      this.resolve(host),
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error('DNS timed out')), LOOKUP_TIMEOUT_MS).unref()),
+    ]).catch(() => []);
+    if (addresses.some(({ address }) => !isPublicAddress(address))) throw refused(`must not resolve to a loopback, private, link-local or metadata address (${host} does)`);
+    return url;
+  }
+}
+
+/** A public unicast address (the class ipaddr.js calls `unicast`, IPv4 or IPv6). */
+export function isPublicAddress(address: string): boolean {
+  try {
+    return ipaddr.parse(address).range() === 'unicast';
+  } catch {
+    return false;
+  }
+}
+
+function refused(why: string): DomainError {
+  return new DomainError(ErrorCode.ValidationFailed, `The webhook URL ${why}`, [{ field: 'url', message: why }]);
+}

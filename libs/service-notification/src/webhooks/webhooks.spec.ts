@@ -1,0 +1,210 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { DomainError } from '@mission/contracts';
+import { DEFAULT_RETRY_SCHEDULE_SECONDS, sendSigned } from './dispatcher';
+import { isPublicAddress, WebhookTargetPolicy } from './target-policy';
+import { newWebhookSecret } from './webhooks';
+import { EmbeddedNotificationConfigSchema } from '../notification.config';
+
+/** A resolver that answers from a table, as DNS would (a name it does not know does not resolve). */
+const dns = (table: Record<string, string[]>) => async (hostname: string) => {
+  const addresses = table[hostname];
+  if (!addresses) throw new Error(`ENOTFOUND ${hostname}`);
+  return addresses.map((address) => ({ address }));
+};
+
+async function refusal(check: Promise<unknown>): Promise<string> {
+  const error = await check.then(
+    () => undefined,
+    (caught: unknown) => caught,
+  );
+  if (!(error instanceof DomainError)) throw new Error(`expected a refusal, got ${String(error)}`);
+  expect(error.errors).toEqual([{ field: 'url', message: expect.any(String) }]);
+  return error.message;
+}
+
+describe('webhook targets', () => {
+  const policy = new WebhookTargetPolicy(
+    false,
+    dns({
+      'hooks.example.com': ['93.184.216.34', '2606:2800:220:1:248:1893:25c8:1946'],
+      'internal.example.com': ['10.1.2.3'],
+      'sneaky.example.com': ['93.184.216.34', '127.0.0.1'],
+      'metadata.example.com': ['169.254.169.254'],
+      'mapped.example.com': ['::ffff:10.0.0.1'],
+    }),
+  );
+
+  it('accepts https URLs of public addresses, and names that resolve only to them or not yet at all', async () => {
+    await expect(policy.check('https://hooks.example.com/missions?x=1')).resolves.toBeInstanceOf(URL);
+    await expect(policy.check('https://93.184.216.34:8443/')).resolves.toBeInstanceOf(URL);
+    await expect(policy.check('https://[2606:2800:220:1:248:1893:25c8:1946]/')).resolves.toBeInstanceOf(URL);
+    await expect(policy.check('https://not-yet.example.com/')).resolves.toBeInstanceOf(URL);
+  });
+
+  it.each([
+    ['http://hooks.example.com/', /https/],
+    ['ftp://hooks.example.com/', /https/],
+    ['hooks.example.com/path', /absolute URL/],
+    ['https://user:pass@hooks.example.com/', /credentials/],
+    ['https://hooks.example.com/#part', /fragment/],
+  ])('refuses %s', async (url, why) => {
+    expect(await refusal(policy.check(url))).toMatch(why);
+  });
+
+  it.each([
+    'https://127.0.0.1/',
+    'https://127.1:1/', // 127.0.0.1, abbreviated
+    'https://2130706433/', // 127.0.0.1 as one decimal number
+    'https://0x7f000001/', // and as hexadecimal
+    'https://10.0.0.1/',
+    'https://172.16.5.4/',
+    'https://192.168.1.1/',
+    'https://169.254.169.254/latest/meta-data/', // cloud metadata
+    'https://100.64.0.1/', // carrier-grade NAT
+    'https://0.0.0.0/',
+    'https://[::1]/',
+    'https://[::]/',
+    'https://[::ffff:127.0.0.1]/', // IPv4-mapped
+    'https://[::ffff:7f00:1]/',
+    'https://[fd00:ec2::254]/', // unique-local (AWS's IPv6 metadata)
+    'https://[fe80::1]/',
+    'https://224.0.0.1/',
+  ])('refuses an address that is not public: %s', async (url) => {
+    expect(await refusal(policy.check(url))).toMatch(/loopback, private, link-local or metadata/);
+  });
+
+  it.each(['https://internal.example.com/', 'https://sneaky.example.com/', 'https://metadata.example.com/', 'https://mapped.example.com/'])(
+    'refuses a name that resolves to an address that is not public: %s',
+    async (url) => {
+      expect(await refusal(policy.check(url))).toMatch(/must not resolve/);
+    },
+  );
+
+  it('allows http and private addresses only when WEBHOOKS_ALLOW_PRIVATE is on', async () => {
+    const open = new WebhookTargetPolicy(true, dns({}));
+    await expect(open.check('http://127.0.0.1:9999/hook')).resolves.toBeInstanceOf(URL);
+    await expect(open.check('https://internal.example.com/')).resolves.toBeInstanceOf(URL);
+    expect(await refusal(open.check('ftp://127.0.0.1/'))).toMatch(/https/);
+  });
+
+  it('classifies addresses as ipaddr.js does: public unicast only', () => {
+    expect(['8.8.8.8', '2001:4860:4860::8888'].map(isPublicAddress)).toEqual([true, true]);
+    expect(['127.0.0.1', '::1', '10.0.0.1', '169.254.169.254', '::ffff:8.8.8.8', 'fd00::1', 'nonsense'].map(isPublicAddress)).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+  });
+});
+
+describe('webhook delivery', () => {
+  let server: http.Server;
+  let port: number;
+  const received: Array<{ headers: http.IncomingHttpHeaders; body: string }> = [];
+  let answer = 204;
+
+  beforeAll(async () => {
+    server = http.createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        received.push({ headers: request.headers, body: Buffer.concat(chunks).toString('utf8') });
+        response.statusCode = answer;
+        response.end();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    port = (server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  beforeEach(() => {
+    received.length = 0;
+    answer = 204;
+  });
+
+  it('signs as Standard Webhooks specify: an HMAC-SHA256 over id, timestamp and body that an independent check verifies', async () => {
+    const secret = newWebhookSecret();
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+    expect(Buffer.from(secret.slice('whsec_'.length), 'base64')).toHaveLength(32);
+    const body = JSON.stringify({ id: 'evt_7_00000000000a', type: 'mission.completed', timestamp: '2026-11-26T10:00:00.000Z', data: { missionId: 'm', status: 'succeeded' } });
+    const outcome = await sendSigned(
+      { url: new URL(`http://127.0.0.1:${port}/hook`), secret, eventId: 'evt_7_00000000000a', body, attempt: 1 },
+      new WebhookTargetPolicy(true),
+      5_000,
+      new Date('2026-11-26T10:00:05.000Z'),
+    );
+    expect(outcome).toEqual({ status: 204 });
+    const [{ headers, body: delivered }] = received as [(typeof received)[number]];
+    expect(delivered).toBe(body);
+    expect(headers['content-type']).toBe('application/json');
+    expect(headers['webhook-id']).toBe('evt_7_00000000000a');
+    expect(headers['webhook-timestamp']).toBe(String(Date.parse('2026-11-26T10:00:05.000Z') / 1000));
+    // The receiver's side, written from the specification with Node's crypto, not with the library that signed.
+    const key = Buffer.from(secret.slice('whsec_'.length), 'base64');
+    const expected = createHmac('sha256', key).update(`${headers['webhook-id']}.${headers['webhook-timestamp']}.${delivered}`).digest();
+    const signatures = String(headers['webhook-signature'])
+      .split(' ')
+      .map((part) => part.split(','));
+    expect(signatures.some(([version, value]) => version === 'v1' && timingSafeEqual(Buffer.from(value ?? '', 'base64'), expected))).toBe(true);
+    // And a body changed on the way does not verify.
+    const tampered = createHmac('sha256', key).update(`${headers['webhook-id']}.${headers['webhook-timestamp']}.${delivered} `).digest();
+    expect(signatures.some(([, value]) => Buffer.from(value ?? '', 'base64').equals(tampered))).toBe(false);
+  });
+
+  it('reports the status of an answer that is not 2xx, and the error of a connection that never answers in time', async () => {
+    answer = 503;
+    const target = { url: new URL(`http://127.0.0.1:${port}/hook`), secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+    await expect(sendSigned(target, new WebhookTargetPolicy(true), 5_000)).resolves.toEqual({ status: 503 });
+    const silent = http.createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const slow = { ...target, url: new URL(`http://127.0.0.1:${(silent.address() as AddressInfo).port}/`) };
+      await expect(sendSigned(slow, new WebhookTargetPolicy(true), 300)).resolves.toEqual({ error: 'no answer within 300 ms' });
+    } finally {
+      silent.closeAllConnections();
+      silent.close();
+    }
+  });
+
+  it('refuses at connect time an address the registration would have refused, whatever the name resolved to by then', async () => {
+    const target = { url: new URL(`https://127.0.0.1:${port}/hook`), secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+    const outcome = await sendSigned(target, new WebhookTargetPolicy(false), 5_000);
+    expect(outcome.error).toMatch(/not allowed/);
+    // A name resolving to loopback (DNS rebinding after registration): refused when dialled.
+    const rebound = await sendSigned({ ...target, url: new URL(`https://localhost:${port}/hook`) }, new WebhookTargetPolicy(false), 5_000);
+    expect(rebound.error).toMatch(/not allowed/);
+    expect(received).toEqual([]);
+  });
+});
+
+describe('webhook settings', () => {
+  const parse = (env: Record<string, string>) => EmbeddedNotificationConfigSchema.safeParse(env);
+
+  it('reads the retry schedule and the private-target switch, with the contract’s defaults', () => {
+    expect(parse({}).data).toMatchObject({ WEBHOOK_RETRY_SCHEDULE: [5, 300, 1800, 7200, 18000, 36000], WEBHOOKS_ALLOW_PRIVATE: false });
+    expect(DEFAULT_RETRY_SCHEDULE_SECONDS).toEqual([5, 300, 1800, 7200, 18000, 36000]);
+    expect(parse({ WEBHOOK_RETRY_SCHEDULE: '1, 2,3', WEBHOOKS_ALLOW_PRIVATE: 'true' }).data).toMatchObject({ WEBHOOK_RETRY_SCHEDULE: [1, 2, 3], WEBHOOKS_ALLOW_PRIVATE: true });
+  });
+
+  it.each([
+    ['WEBHOOK_RETRY_SCHEDULE', '5,soon'],
+    ['WEBHOOK_RETRY_SCHEDULE', '0'],
+    ['WEBHOOK_RETRY_SCHEDULE', '5,,6'],
+    ['WEBHOOK_RETRY_SCHEDULE', '999999999'],
+    ['WEBHOOKS_ALLOW_PRIVATE', 'perhaps'],
+  ])('refuses %s=%s', (name, value) => {
+    const result = parse({ [name]: value });
+    expect(result.success).toBe(false);
+    expect(result.error?.issues[0]?.path[0]).toBe(name);
+  });
+});
