@@ -169,7 +169,7 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
         spec: {
           podSelector: { matchLabels?: Record<string, string> };
           ingress?: Array<{ from?: unknown[]; ports?: Array<{ port: number }> }>;
-          egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> } }>; ports: Array<{ port: number }> }>;
+          egress?: Array<{ to: Array<{ podSelector?: { matchLabels: Record<string, string> }; ipBlock?: { cidr: string; except?: string[] } }>; ports: Array<{ port: number }> }>;
         };
       }
     >;
@@ -209,15 +209,32 @@ describe.each(OVERLAYS)('Kubernetes overlay %s', (overlay) => {
         .filter((policy) => applies(policy, app) && policy.metadata.name !== 'default-deny')
         .flatMap((policy) =>
           (policy.spec.egress ?? []).flatMap((rule) =>
-            rule.to.map((to) => `${to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns'}:${rule.ports.map((p) => p.port).join('/')}`),
+            rule.to.map(
+              (to) =>
+                `${to.ipBlock ? `internet(${to.ipBlock.cidr})` : (to.podSelector?.matchLabels['app.kubernetes.io/name'] ?? 'dns')}:${rule.ports.map((p) => p.port).join('/')}`,
+            ),
           ),
         )
         .sort();
     expect(reaches('gateway')).toEqual(['dns:53/53', 'idp:3001', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'redis:6379']);
     // The idp keeps the budgets of failed authentications in Redis.
     expect(reaches('idp')).toEqual(['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432', 'redis:6379']);
-    for (const app of ['mission-service', 'brain-service', 'hit-service', 'notification-service'])
+    for (const app of ['mission-service', 'brain-service', 'hit-service'])
       expect({ app, reaches: reaches(app) }).toEqual({ app, reaches: ['dns:53/53', 'kafka:9092', 'opentelemetry-collector:4317/4318', 'postgres:5432'] });
+    // Webhook deliveries: the internet on 443 only, never the private, link-local (metadata) or loopback ranges.
+    expect(reaches('notification-service')).toEqual([
+      'dns:53/53',
+      'internet(0.0.0.0/0):443',
+      'internet(::/0):443',
+      'kafka:9092',
+      'opentelemetry-collector:4317/4318',
+      'postgres:5432',
+    ]);
+    const webhookEgress = policies.find((policy) => policy.metadata.name === 'webhook-egress')?.spec.egress?.[0]?.to ?? [];
+    expect(webhookEgress.find((to) => to.ipBlock?.cidr === '0.0.0.0/0')?.ipBlock?.except).toEqual(
+      expect.arrayContaining(['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '169.254.0.0/16', '127.0.0.0/8']),
+    );
+    expect(webhookEgress.find((to) => to.ipBlock?.cidr === '::/0')?.ipBlock?.except).toEqual(expect.arrayContaining(['fc00::/7', 'fe80::/10', '::1/128']));
     // Every path from one app to another is admitted on both sides: the gateway's egress to the idp, and the idp's ingress from it.
     const admits = (app: string, from: string, port: number) =>
       policies
