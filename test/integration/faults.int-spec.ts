@@ -13,6 +13,8 @@ import { call, clientCredentialsToken, politeCall } from '../support/api-client'
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { REPO_ROOT } from '../support/processes';
 import { kafkaAccessFromEnv, kafkaClientOptions } from '../support/kafka-access';
+import { openEventStream } from '../support/event-stream-client';
+import { signatureIsValid, startWebhookReceiver } from '../support/webhook-receiver';
 
 const FINAL = ['succeeded', 'failed', 'rejected', 'cancelled'];
 /** Stopping Kafka is only done to a broker this run started itself (see the global setup), never to one it was given. */
@@ -391,6 +393,43 @@ describe('Fault tolerance of the distributed deployment', () => {
       await bus.close();
     }
   }, 120_000);
+
+  it('tells webhooks and streams of every event after notification-service is killed: nothing lost, nothing repeated on the stream', async () => {
+    const receiver = await startWebhookReceiver();
+    const stream = await openEventStream(stack.gatewayUrl, '/api/events?types=mission.completed', { token: tenant.token });
+    try {
+      const hook = await call(stack.gatewayUrl, 'POST', '/api/webhooks', { token: tenant.token, body: { url: receiver.url, events: ['mission.completed'] } });
+      expect(hook.status).toBe(201);
+      expect(stream.status).toBe(200);
+      const submitted = await Promise.all(Array.from({ length: 10 }, () => submit([{ type: 'brain.query' }, { type: 'brain.query' }])));
+      const ids = submitted.map((r) => r.id ?? '');
+      // Killed while the missions run: their events wait on Kafka (and in the outboxes) until it is back.
+      const killed = await stack.restart('notification-service', 'SIGKILL', async () => {
+        await waitAll(ids, (m) => FINAL.includes(m.status), 'every mission to finish while notification-service is down');
+      });
+      expect(killed.signal).toBe('SIGKILL');
+      const completedOf = (data: { missionId?: string }) => ids.includes(data.missionId ?? '');
+      await receiver.waitFor((all) => new Set(all.filter((d) => d.answered === 204 && completedOf(JSON.parse(d.body).data)).map((d) => d.headers['webhook-id'])).size === 10, 60_000);
+      const streamed = (await stream.waitFor((events) => events.filter((event) => completedOf(event.data.data)).length >= 10, 60_000)).filter((event) => completedOf(event.data.data));
+      const delivered = receiver.received.filter((d) => completedOf(JSON.parse(d.body).data));
+      const report = {
+        missions: ids.length,
+        webhookEvents: new Set(delivered.map((d) => d.headers['webhook-id'])).size,
+        webhookRequests: delivered.length,
+        streamed: streamed.length,
+        streamRepeats: streamed.length - new Set(streamed.map((event) => event.id)).size,
+      };
+      process.stdout.write(`fault report (notification-service killed): ${JSON.stringify(report)}\n`);
+      expect(new Set(delivered.map((d) => JSON.parse(d.body).data.missionId))).toEqual(new Set(ids));
+      for (const delivery of delivered) expect(signatureIsValid(delivery, hook.body.secret)).toBe(true);
+      expect(report.streamed).toBe(10);
+      expect(report.streamRepeats).toBe(0);
+      expect(new Set(streamed.map((event) => event.data.data.missionId))).toEqual(new Set(ids));
+    } finally {
+      stream.close();
+      await receiver.close();
+    }
+  }, 240_000);
 
   it('answers 503 with Retry-After, naming nothing internal, while a service does not answer, and serves again once it does', async () => {
     const hitService = stack.process('hit-service').child;

@@ -176,6 +176,28 @@ describe('webhook delivery', () => {
     }
   });
 
+  it('does not follow a redirect: a 3xx is an answer that is not 2xx, and the place it names is never called', async () => {
+    let elsewhere = 0;
+    const other = http.createServer((_request, response) => {
+      elsewhere++;
+      response.end();
+    });
+    await new Promise<void>((resolve) => other.listen(0, '127.0.0.1', resolve));
+    const redirecting = http.createServer((request, response) => {
+      request.resume();
+      response.writeHead(307, { location: `http://127.0.0.1:${(other.address() as AddressInfo).port}/internal` }).end();
+    });
+    await new Promise<void>((resolve) => redirecting.listen(0, '127.0.0.1', resolve));
+    try {
+      const target = { url: new URL(`http://127.0.0.1:${(redirecting.address() as AddressInfo).port}/`), secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+      await expect(sendSigned(target, new WebhookTargetPolicy(true), 5_000)).resolves.toEqual({ status: 307 });
+      expect(elsewhere).toBe(0);
+    } finally {
+      other.close();
+      redirecting.close();
+    }
+  });
+
   it('refuses at connect time an address the registration would have refused, whatever the name resolved to by then', async () => {
     const target = { url: new URL(`https://127.0.0.1:${port}/hook`), secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
     const outcome = await sendSigned(target, new WebhookTargetPolicy(false), 5_000);
