@@ -13,6 +13,8 @@
  *               (bench/encryption.ts)
  *   idp-throttle  other tenants' token requests while wrong secrets arrive at 50 a second
  *               (bench/idp-throttle.ts)
+ *   events      a state change's way to an open event stream and to a webhook, deliveries/s,
+ *               memory per 1,000 streams (bench/events.ts)
  *
  * Without a suite every one runs with its defaults; with one, the options go to that suite.
  */
@@ -26,6 +28,7 @@ const SUITES: Readonly<Record<string, string>> = {
   brain: 'brain.ts',
   encryption: 'encryption.ts',
   'idp-throttle': 'idp-throttle.ts',
+  events: 'events.ts',
 };
 
 function runSuite(name: string, args: readonly string[]): number {

@@ -409,8 +409,13 @@ describe('Fault tolerance of the distributed deployment', () => {
       });
       expect(killed.signal).toBe('SIGKILL');
       const completedOf = (data: { missionId?: string }) => ids.includes(data.missionId ?? '');
-      await receiver.waitFor((all) => new Set(all.filter((d) => d.answered === 204 && completedOf(JSON.parse(d.body).data)).map((d) => d.headers['webhook-id'])).size === 10, 60_000);
-      const streamed = (await stream.waitFor((events) => events.filter((event) => completedOf(event.data.data)).length >= 10, 60_000)).filter((event) => completedOf(event.data.data));
+      await receiver.waitFor(
+        (all) => new Set(all.filter((d) => d.answered === 204 && completedOf(JSON.parse(d.body).data)).map((d) => d.headers['webhook-id'])).size === 10,
+        60_000,
+      );
+      const streamed = (await stream.waitFor((events) => events.filter((event) => completedOf(event.data.data)).length >= 10, 60_000)).filter((event) =>
+        completedOf(event.data.data),
+      );
       const delivered = receiver.received.filter((d) => completedOf(JSON.parse(d.body).data));
       const report = {
         missions: ids.length,

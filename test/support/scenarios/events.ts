@@ -175,6 +175,39 @@ export function describeEventScenarios(context: ScenarioContext): void {
       expectProblem(await call(gateway(), 'GET', `/api/missions/${'0'.repeat(8)}-0000-4000-8000-000000000000/wait?timeoutSeconds=1`, { token: tenant.token }), 404, 'not_found');
     });
 
+    it("frees a stream's place when its client leaves, even while its backlog is read", async () => {
+      // A tenant whose rate limit the streams do not reach: what is counted here is open streams.
+      const created = await call(gateway(), 'POST', '/admin/tenants', { token: context.adminToken, body: { name: 'Many streams', tier: 'enterprise', rpm: 100_000 } });
+      expect(created.status).toBe(201);
+      const busy = {
+        token: (await clientCredentialsToken(context.deployment.issuer, created.body.client.clientId, created.body.client.clientSecret)).access_token,
+      };
+      const first = await stream(busy.token);
+      const resumeFrom = await (async () => {
+        await submitApproval(busy.token);
+        return (await first.waitFor((events) => events.length > 0))[0]?.id as string;
+      })();
+      first.close();
+      // More streams than one tenant may hold at once, each left at once: the places come back.
+      for (let index = 0; index < 105; index++) {
+        const controller = new AbortController();
+        const opening = fetch(`${gateway()}/api/events`, {
+          headers: { authorization: `Bearer ${busy.token}`, accept: 'text/event-stream', ...(index % 2 === 0 ? { 'last-event-id': resumeFrom } : {}) },
+          signal: controller.signal,
+        }).catch(() => undefined);
+        // Half are left before any byte of the answer came (the log still being read), half once it is open.
+        if (index % 2 === 0) controller.abort();
+        const response = await opening;
+        if (response) {
+          expect(response.status).toBe(200);
+          controller.abort();
+        }
+      }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const last = await stream(busy.token);
+      expect(last.status).toBe(200);
+    });
+
     it('refuses a position it never issued and malformed filters, as problem details before any event', async () => {
       expectProblem(await stream(tenant.token, '/api/events', 'evt_999999999_abcdefabcdef'), 400, 'cursor_expired');
       expectProblem(await stream(tenant.token, '/api/events', 'not-an-event-id'), 400, 'cursor_expired');

@@ -67,6 +67,9 @@ describe('EventStreamCursor', () => {
     for (let index = 0; index < CATCH_UP_PAGE + 20; index++) log.append(TYPES[index % 3] as TenantEventType, MISSIONS[0] as string);
     const { cursor, sent } = cursorOver(log, all);
     await cursor.start(log.events[9]?.id);
+    // The first page before the stream opens; the rest once it is open.
+    expect(sent).toEqual(log.events.slice(10, 10 + CATCH_UP_PAGE));
+    await cursor.resume();
     expect(sent).toEqual(log.events.slice(10));
     const live = log.append('mission.completed', MISSIONS[1] as string);
     await cursor.offer(live);

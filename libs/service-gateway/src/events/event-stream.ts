@@ -36,17 +36,32 @@ export class EventStreamCursor {
     private readonly send: (event: TenantEvent) => void,
     /** A live step failed (the log could not be read): the stream ends, and the client resumes from what it got. */
     private readonly fail: (error: unknown) => void,
+    /** Awaited before each further page of a catch-up: the client takes what was sent before more is read. */
+    private readonly pace: () => Promise<void> = async () => undefined,
   ) {}
 
+  /** The first page did not reach the log's end: the rest is read once the stream is open (resume). */
+  private more = false;
+
   /**
-   * Starts after `lastEventId` (sending every later event of the filter now), or with what comes
-   * next when there is none. Fails (cursor_expired, from the log) before anything is sent when
-   * the log never issued that id or no longer holds what follows it.
+   * Starts after `lastEventId` (sending the first page of later events of the filter now; the
+   * rest follows `resume`), or with what comes next when there is none. Fails (cursor_expired,
+   * from the log) before anything is sent when the log never issued that id or no longer holds
+   * what follows it.
    */
   start(lastEventId: string | undefined): Promise<void> {
     const started = this.queue.then(() => this.begin(lastEventId));
     this.queue = started.catch(() => undefined);
     return started;
+  }
+
+  /** Once the stream is open: the rest of a catch-up that did not fit the first page. */
+  resume(): Promise<void> {
+    return this.step(async () => {
+      if (!this.more) return;
+      this.more = false;
+      await this.catchUp();
+    });
   }
 
   /** A live event of the tenant (any type), in turn after whatever the stream is doing. */
@@ -75,7 +90,7 @@ export class EventStreamCursor {
     }
     const first = await this.read(lastEventId, CATCH_UP_PAGE);
     this.seen = { id: lastEventId, position: positionOf(lastEventId) };
-    await this.take(first);
+    this.more = !this.takePage(first);
   }
 
   private async onLive(event: TenantEvent): Promise<void> {
@@ -97,20 +112,23 @@ export class EventStreamCursor {
 
   private async take(page: TenantEventPage): Promise<void> {
     let current = page;
-    for (;;) {
-      for (const event of current.items) {
-        this.send(event);
-        this.seen = { id: event.id, position: positionOf(event.id) };
-      }
-      if (current.items.length < CATCH_UP_PAGE) {
-        // The whole rest of the log was read (the page was read after `latest`, so it holds every
-        // event of the filter up to it): events of other types up to the newest count as seen.
-        if (current.latest && positionOf(current.latest) > (this.seen?.position ?? 0n)) this.seen = { id: current.latest, position: positionOf(current.latest) };
-        return;
-      }
-      const last = current.items[current.items.length - 1] as TenantEvent;
-      current = await this.read(last.id, CATCH_UP_PAGE);
+    while (!this.takePage(current)) {
+      await this.pace();
+      current = await this.read(this.seen?.id, CATCH_UP_PAGE);
     }
+  }
+
+  /** Sends a page's events; true when it reached the log's end (no further page to read). */
+  private takePage(page: TenantEventPage): boolean {
+    for (const event of page.items) {
+      this.send(event);
+      this.seen = { id: event.id, position: positionOf(event.id) };
+    }
+    if (page.items.length >= CATCH_UP_PAGE) return false;
+    // The whole rest of the log was read (the page was read after `latest`, so it holds every event
+    // of the filter up to it): events of other types up to the newest count as seen.
+    if (page.latest && positionOf(page.latest) > (this.seen?.position ?? 0n)) this.seen = { id: page.latest, position: positionOf(page.latest) };
+    return true;
   }
 
   private matches(event: TenantEvent): boolean {

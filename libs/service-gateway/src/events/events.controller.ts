@@ -30,6 +30,27 @@ export const HEARTBEAT_MS = 15_000;
 export const MAX_STREAMS_PER_TENANT = 100;
 /** What a stream may have waiting for a slow client before it is ended (the client resumes with Last-Event-ID). */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
+/** A catch-up reads its next page once no more than this is waiting for the client. */
+const PACE_BYTES = 256 * 1024;
+
+/** Streams open on this instance, by tenant (the feed's other listeners, such as waits, do not count). */
+class OpenStreams {
+  private readonly byTenant = new Map<string, number>();
+
+  count(tenantId: string): number {
+    return this.byTenant.get(tenantId) ?? 0;
+  }
+
+  take(tenantId: string): void {
+    this.byTenant.set(tenantId, this.count(tenantId) + 1);
+  }
+
+  release(tenantId: string): void {
+    const left = this.count(tenantId) - 1;
+    if (left > 0) this.byTenant.set(tenantId, left);
+    else this.byTenant.delete(tenantId);
+  }
+}
 /** Longest `Last-Event-ID` looked at: an event id is far shorter. */
 const MAX_LAST_EVENT_ID = 64;
 /** Connection-specific headers are HTTP/1.1's own; HTTP/2 refuses them (RFC 9113 §8.2.2). */
@@ -49,6 +70,8 @@ export function serverSentEvent(event: TenantEvent): string {
  */
 @Controller('api/events')
 export class EventsController implements OnModuleDestroy {
+  private readonly streams = new OpenStreams();
+
   constructor(
     @Inject(GATEWAY_OPTIONS) private readonly options: GatewayOptions,
     @Inject(BUS) private readonly bus: MessageBus,
@@ -76,7 +99,7 @@ export class EventsController implements OnModuleDestroy {
     const query = parseOrThrow(EventStreamQuerySchema, request.query, 'Query');
     const types = this.typesFor(caller, query.types);
     const lastEventId = lastEventIdOf(request);
-    if (this.feed.listening(tenantId) >= MAX_STREAMS_PER_TENANT) {
+    if (this.streams.count(tenantId) >= MAX_STREAMS_PER_TENANT) {
       throw new HttpProblemError(ErrorCode.RateLimited, `The tenant holds ${MAX_STREAMS_PER_TENANT} event streams open on this gateway already; close one first`, {
         'Retry-After': '5',
       });
@@ -96,6 +119,7 @@ export class EventsController implements OnModuleDestroy {
       open = false;
       clearInterval(timers.heartbeat);
       stopListening();
+      this.streams.release(tenantId);
       if (pending === undefined && !raw.writableEnded) raw.end();
     };
     const write = (chunk: string): void => {
@@ -108,6 +132,10 @@ export class EventsController implements OnModuleDestroy {
       // A client that does not read: ended rather than buffered without bound; it resumes where it got to.
       if (raw.writableLength > MAX_BUFFERED_BYTES) end();
     };
+    /** Before a catch-up reads its next page: what was sent is on its way to the client. */
+    const pace = async (): Promise<void> => {
+      if (open && raw.writableLength > PACE_BYTES) await new Promise((resolve) => raw.once('drain', resolve).once('close', resolve));
+    };
     const cursor = new EventStreamCursor(
       read,
       { types: new Set(types), missionId: query.missionId },
@@ -116,17 +144,20 @@ export class EventsController implements OnModuleDestroy {
         this.options.logger.warn({ err: error, tenantId }, 'An event stream could not read the event log; ending it (the client resumes with Last-Event-ID)');
         end();
       },
+      pace,
     );
+    this.streams.take(tenantId);
+    // A client that leaves while the log is read ends it too (nothing is sent, nothing is held).
+    raw.once('close', end);
     // Listening before the log is read: what happens meanwhile waits in the cursor's queue.
-    stopListening = this.feed.listen(tenantId, { onEvent: (event) => void cursor.offer(event), onClose: end });
     try {
+      stopListening = this.feed.listen(tenantId, { onEvent: (event) => void cursor.offer(event), onClose: end });
       await cursor.start(lastEventId);
     } catch (error) {
-      open = false;
-      stopListening();
+      end();
       throw error;
     }
-    // The gateway began to stop while the log was read: the client reconnects (to another replica).
+    // The gateway began to stop, or the client left, while the log was read.
     if (!open) throw new DomainError(ErrorCode.DependencyUnavailable, 'The gateway is stopping; reconnect with Last-Event-ID');
 
     reply.hijack();
@@ -134,15 +165,17 @@ export class EventsController implements OnModuleDestroy {
     for (const [name, value] of Object.entries(reply.getHeaders())) if (value !== undefined && !CONNECTION_HEADERS.includes(name)) headers[name] = value;
     raw.writeHead(200, { ...headers, 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     raw.write(': stream open\n\n');
-    const caughtUp = pending;
+    const firstPage = pending;
     pending = undefined;
-    for (const chunk of caughtUp) write(chunk);
-    raw.on('close', end);
+    for (const chunk of firstPage) write(chunk);
+    if (!open) return;
     timers.heartbeat = setInterval(() => {
       write(': keep-alive\n\n');
       void cursor.reconcile();
     }, HEARTBEAT_MS);
     timers.heartbeat.unref();
+    // The rest of a long catch-up, a page at a time as the client takes them.
+    void cursor.resume();
   }
 
   /** Every stream ends when the gateway stops: its clients resume elsewhere with Last-Event-ID. */

@@ -1,4 +1,4 @@
-import { ConsumerGroups, MessageTypes, NotifyEventSchemas, Topics, type TenantEvent } from '@mission/contracts';
+import { ConsumerGroups, DomainError, ErrorCode, MessageTypes, NotifyEventSchemas, Topics, type TenantEvent } from '@mission/contracts';
 import { eventHandlers, type MessageBus } from '@mission/messaging';
 import { currentTenant } from '@mission/tenant-context';
 
@@ -32,7 +32,8 @@ export class TenantEventFeed {
 
   /** Adds a listener for the tenant's events; returns what removes it. */
   listen(tenantId: string, listener: FeedListener): () => void {
-    if (this.closed) throw new Error('The event feed is closed');
+    // The gateway is stopping: a new stream or wait is 503, and its client tries again (elsewhere).
+    if (this.closed) throw new DomainError(ErrorCode.DependencyUnavailable, 'The gateway is stopping; try again');
     const listeners = this.listeners.get(tenantId) ?? new Set<FeedListener>();
     this.listeners.set(tenantId, listeners);
     listeners.add(listener);
@@ -40,11 +41,6 @@ export class TenantEventFeed {
       listeners.delete(listener);
       if (listeners.size === 0 && this.listeners.get(tenantId) === listeners) this.listeners.delete(tenantId);
     };
-  }
-
-  /** Streams open for the tenant on this instance. */
-  listening(tenantId: string): number {
-    return this.listeners.get(tenantId)?.size ?? 0;
   }
 
   /** Ends every stream (the gateway is stopping: clients reconnect elsewhere with Last-Event-ID). */

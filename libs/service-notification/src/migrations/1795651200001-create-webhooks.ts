@@ -46,21 +46,27 @@ export class CreateWebhooks1795651200001 implements MigrationInterface {
     await allowOwnerSweep(queryRunner, 'notify', 'deliveries');
     await queryRunner.query(`CREATE POLICY owner_lease ON notify.deliveries FOR UPDATE TO CURRENT_USER USING (true)`);
     await queryRunner.query(`
-      CREATE FUNCTION notify.lease_due_deliveries(max_rows integer, lease_seconds integer) RETURNS TABLE (tenant_id uuid, id uuid, webhook_id uuid)
+      CREATE FUNCTION notify.lease_due_deliveries(max_rows integer, lease_seconds integer, per_webhook integer, busy uuid[]) RETURNS TABLE (tenant_id uuid, id uuid, webhook_id uuid)
       LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        WITH due AS (
-          SELECT d.id FROM notify.deliveries d
-          WHERE d.state = 'pending' AND d.next_attempt_at <= now()
+        WITH ranked AS (
+          -- Each webhook's oldest due deliveries, its share at most: one backlogged webhook never
+          -- fills a pass and pushes the others' deliveries back.
+          SELECT d.id, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.created_at) AS n
+          FROM notify.deliveries d
+          WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND NOT (d.webhook_id = ANY(coalesce(busy, '{}')))
+        ), due AS (
+          SELECT d.id FROM notify.deliveries d JOIN ranked r ON r.id = d.id
+          WHERE r.n <= greatest(per_webhook, 1)
           ORDER BY d.next_attempt_at, d.created_at
           LIMIT least(greatest(max_rows, 0), 1000)
-          FOR UPDATE SKIP LOCKED
+          FOR UPDATE OF d SKIP LOCKED
         )
         UPDATE notify.deliveries d SET next_attempt_at = now() + make_interval(secs => greatest(lease_seconds, 1))
         FROM due WHERE d.id = due.id
         RETURNING d.tenant_id, d.id, d.webhook_id
       $$`);
-    await queryRunner.query(`REVOKE ALL ON FUNCTION notify.lease_due_deliveries(integer, integer) FROM PUBLIC`);
-    await queryRunner.query(`GRANT EXECUTE ON FUNCTION notify.lease_due_deliveries(integer, integer) TO "${serviceRoleName('notify')}"`);
+    await queryRunner.query(`REVOKE ALL ON FUNCTION notify.lease_due_deliveries(integer, integer, integer, uuid[]) FROM PUBLIC`);
+    await queryRunner.query(`GRANT EXECUTE ON FUNCTION notify.lease_due_deliveries(integer, integer, integer, uuid[]) TO "${serviceRoleName('notify')}"`);
     // Delivered or given-up deliveries leave with the log's retention.
     await queryRunner.query(`CREATE POLICY owner_expiry ON notify.deliveries FOR DELETE TO CURRENT_USER USING (true)`);
     await queryRunner.query(`
@@ -82,7 +88,7 @@ export class CreateWebhooks1795651200001 implements MigrationInterface {
 
   async down(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`DROP FUNCTION notify.delete_expired_deliveries(integer, integer)`);
-    await queryRunner.query(`DROP FUNCTION notify.lease_due_deliveries(integer, integer)`);
+    await queryRunner.query(`DROP FUNCTION notify.lease_due_deliveries(integer, integer, integer, uuid[])`);
     await queryRunner.query(`DROP TABLE notify.deliveries, notify.webhooks`);
   }
 }

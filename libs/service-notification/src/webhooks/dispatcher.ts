@@ -17,7 +17,10 @@ export interface DispatcherOptions {
   readonly timeoutMs?: number;
   /** Attempts in flight at once on this replica. */
   readonly concurrency?: number;
-  /** Attempts in flight at once to one webhook: a slow endpoint holds no more, whatever it is sent. */
+  /**
+   * Attempts in flight at once to one webhook (1: its deliveries go out in order, one after the
+   * other, retries aside); a slow endpoint holds no more, whatever it is sent.
+   */
   readonly perWebhook?: number;
   /** Between looks for due deliveries when nothing kicks the dispatcher. */
   readonly pollMs?: number;
@@ -50,6 +53,21 @@ export interface AttemptOutcome {
 
 const USER_AGENT = 'Mission-Service-Webhooks/1';
 
+/**
+ * What a failed connection is called in the delivery log: a fixed phrase, never the error's own
+ * text (that names resolved addresses and the host of a URL that is otherwise kept sealed).
+ */
+export function attemptError(error: NodeJS.ErrnoException): string {
+  const code = error.code ?? '';
+  if (/is not allowed/.test(error.message)) return 'the target address is not allowed';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'the name did not resolve';
+  if (code === 'ECONNREFUSED') return 'the connection was refused';
+  if (code === 'ECONNRESET' || code === 'EPIPE') return 'the connection was reset';
+  if (code === 'ETIMEDOUT' || code === 'ENETUNREACH' || code === 'EHOSTUNREACH') return 'the target could not be reached';
+  if (/^(ERR_TLS|ERR_SSL|CERT_|DEPTH_ZERO|SELF_SIGNED|UNABLE_TO|ERR_OSSL)/.test(code) || /certificate|TLS|SSL/i.test(error.message)) return 'TLS failed';
+  return 'the connection failed';
+}
+
 /** One signed POST (Standard Webhooks headers), answered within `timeoutMs`; redirects are not followed. */
 export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeoutMs: number, now = new Date()): Promise<AttemptOutcome> {
   const signature = new Webhook(target.secret).sign(target.eventId, now, target.body);
@@ -77,17 +95,18 @@ export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeout
         },
       },
       (response) => {
-        // Only the status matters; the body is read and dropped.
-        response.resume();
-        response.on('error', () => undefined);
+        // Only the status matters: the connection is closed without reading the body, so a
+        // receiver that trickles one holds nothing open here.
         settle({ status: response.statusCode ?? 0 });
+        response.on('error', () => undefined);
+        request.destroy();
       },
     );
     const timer = setTimeout(() => {
       request.destroy();
       settle({ error: `no answer within ${timeoutMs} ms` });
     }, timeoutMs);
-    request.on('error', (error) => settle({ error: error.message.slice(0, 300) }));
+    request.on('error', (error) => settle({ error: attemptError(error) }));
     request.end(target.body);
   });
 }
@@ -121,7 +140,7 @@ export class WebhookDispatcher {
   ) {
     this.timeoutMs = options.timeoutMs ?? 10_000;
     this.concurrency = options.concurrency ?? 64;
-    this.perWebhook = options.perWebhook ?? 2;
+    this.perWebhook = options.perWebhook ?? 1;
     this.pollMs = options.pollMs ?? 1_000;
   }
 
@@ -171,7 +190,14 @@ export class WebhookDispatcher {
     if (free <= 0) return;
     // The lease covers the attempt with room to spare: past it, a crashed replica's delivery is due again.
     const leaseSeconds = Math.ceil((this.timeoutMs * 3) / 1000);
-    const leased: Leased[] = await this.dataSource.query(`SELECT tenant_id, id, webhook_id FROM notify.lease_due_deliveries($1, $2)`, [free, leaseSeconds]);
+    // Webhooks at their share here are left out; the others' oldest due deliveries, their share at most each.
+    const busy = [...this.inFlight].filter(([, count]) => count >= this.perWebhook).map(([webhookId]) => webhookId);
+    const leased: Leased[] = await this.dataSource.query(`SELECT tenant_id, id, webhook_id FROM notify.lease_due_deliveries($1, $2, $3, $4::uuid[])`, [
+      free,
+      leaseSeconds,
+      this.perWebhook,
+      busy,
+    ]);
     for (const delivery of leased) {
       if ((this.inFlight.get(delivery.webhook_id) ?? 0) >= this.perWebhook) {
         // This webhook has its share in flight: the delivery waits for its turn, delaying no other webhook's.
@@ -207,7 +233,7 @@ export class WebhookDispatcher {
 
   private async attempt(delivery: Leased): Promise<void> {
     await runWithTenant({ tenantId: delivery.tenant_id }, async () => {
-      const target = await tenantTransaction(this.dataSource, async (manager): Promise<Attempt | undefined> => {
+      const target = await tenantTransaction(this.dataSource, async (manager): Promise<Attempt | 'unreadable' | undefined> => {
         const [row]: Array<{ attempts: number; event_id: string; payload: string; sealed: string }> = await manager.query(
           `SELECT d.attempts, d.event_id, d.payload, w.sealed FROM notify.deliveries d JOIN notify.webhooks w ON w.id = d.webhook_id AND w.tenant_id = d.tenant_id
            WHERE d.tenant_id = $1 AND d.id = $2 AND d.state = 'pending' FOR UPDATE OF d`,
@@ -216,32 +242,54 @@ export class WebhookDispatcher {
         // Settled meanwhile, or its webhook deleted.
         if (!row) return undefined;
         const attempt = row.attempts + 1;
+        let opened: { secrets: WebhookSecrets; body: string };
+        try {
+          opened = {
+            secrets: await this.cipher.open<WebhookSecrets>(manager, { table: 'webhooks', id: delivery.webhook_id }, row.sealed),
+            body: await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, row.payload),
+          };
+        } catch (error) {
+          // Its keys cannot open it (a KEK that is not configured): trying again would not help.
+          this.logger.error('A webhook delivery could not be opened; it is marked failed', { delivery: delivery.id, error: String(error) });
+          return 'unreadable';
+        }
         // Counted before the request goes out: a crash from here on never loses the attempt.
         await manager.query(`UPDATE notify.deliveries SET attempts = $3, updated_at = clock_timestamp() WHERE tenant_id = $1 AND id = $2`, [
           delivery.tenant_id,
           delivery.id,
           attempt,
         ]);
-        const secrets = await this.cipher.open<WebhookSecrets>(manager, { table: 'webhooks', id: delivery.webhook_id }, row.sealed);
-        const body = await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, row.payload);
-        return { url: new URL(secrets.url), secret: secrets.secret, eventId: row.event_id, body, attempt };
+        return { url: new URL(opened.secrets.url), secret: opened.secrets.secret, eventId: row.event_id, body: opened.body, attempt };
       });
+      if (target === 'unreadable') {
+        await this.settle(delivery, 'failed', null, 'the delivery could not be read', 0);
+        return;
+      }
       if (!target) return;
+      // Switched off since it was registered: a plain-HTTP target is not called.
+      if (target.url.protocol !== 'https:' && !this.policy.allowPrivate) {
+        await this.settle(delivery, 'failed', null, 'the target address is not allowed', 0);
+        return;
+      }
       const outcome = await sendSigned(target, this.policy, this.timeoutMs);
       const succeeded = outcome.status !== undefined && outcome.status >= 200 && outcome.status < 300;
       const schedule = this.options.retryScheduleSeconds;
       const retryInSeconds = succeeded ? undefined : schedule[target.attempt - 1];
       const state = succeeded ? 'succeeded' : retryInSeconds === undefined ? 'failed' : 'pending';
       const error = succeeded ? null : (outcome.error ?? `answered ${outcome.status}`);
-      await tenantTransaction(this.dataSource, (manager) =>
-        manager.query(
-          `UPDATE notify.deliveries SET state = $3, response_status = $4, error = $5, updated_at = clock_timestamp(),
-             next_attempt_at = CASE WHEN $3 = 'pending' THEN clock_timestamp() + make_interval(secs => $6) END
-           WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
-          [delivery.tenant_id, delivery.id, state, outcome.status ?? null, error, retryInSeconds ?? 0],
-        ),
-      );
+      await this.settle(delivery, state, outcome.status ?? null, error, retryInSeconds ?? 0);
       if (state === 'failed') this.logger.warn('A webhook delivery failed for good after its last retry', { delivery: delivery.id, attempts: target.attempt, error });
     });
+  }
+
+  private settle(delivery: Leased, state: 'pending' | 'succeeded' | 'failed', status: number | null, error: string | null, retryInSeconds: number): Promise<unknown> {
+    return tenantTransaction(this.dataSource, (manager) =>
+      manager.query(
+        `UPDATE notify.deliveries SET state = $3, response_status = $4, error = $5, updated_at = clock_timestamp(),
+           next_attempt_at = CASE WHEN $3 = 'pending' THEN clock_timestamp() + make_interval(secs => $6) END
+         WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
+        [delivery.tenant_id, delivery.id, state, status, error, retryInSeconds],
+      ),
+    );
   }
 }

@@ -6,6 +6,13 @@ import ipaddr from 'ipaddr.js';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 import { DomainError, ErrorCode } from '@mission/contracts';
 
+/**
+ * Addresses ipaddr.js calls unicast that are not public all the same: IPv4-compatible IPv6 (which
+ * may reach IPv4 loopback or private hosts), deprecated site-local IPv6, the NAT64 prefixes (which
+ * translate to any IPv4 address, private ones included), and Azure's platform endpoint.
+ */
+export const NOT_PUBLIC_RANGES: readonly string[] = ['::/96', 'fec0::/10', '64:ff9b::/96', '64:ff9b:1::/48', '168.63.129.16/32'];
+
 /** How long registration waits for a name to resolve before accepting it unresolved. */
 const LOOKUP_TIMEOUT_MS = 3_000;
 
@@ -25,7 +32,7 @@ export class WebhookTargetPolicy {
     readonly allowPrivate: boolean,
     private readonly resolve: (hostname: string) => Promise<ReadonlyArray<{ address: string }>> = (hostname) => lookup(hostname, { all: true, verbatim: true }),
   ) {
-    const filter = { allowPrivateIPAddress: allowPrivate, allowMetaIPAddress: allowPrivate };
+    const filter = { allowPrivateIPAddress: allowPrivate, allowMetaIPAddress: allowPrivate, denyIPAddressList: allowPrivate ? [] : [...NOT_PUBLIC_RANGES] };
     this.agents = { http: new RequestFilteringHttpAgent({ ...filter, keepAlive: false }), https: new RequestFilteringHttpsAgent({ ...filter, keepAlive: false }) };
   }
 
@@ -57,10 +64,13 @@ export class WebhookTargetPolicy {
   }
 }
 
-/** A public unicast address (the class ipaddr.js calls `unicast`, IPv4 or IPv6). */
+const NOT_PUBLIC = NOT_PUBLIC_RANGES.map((cidr) => ipaddr.parseCIDR(cidr));
+
+/** A public unicast address: one ipaddr.js calls `unicast` (IPv4 or IPv6), outside NOT_PUBLIC_RANGES. */
 export function isPublicAddress(address: string): boolean {
   try {
-    return ipaddr.parse(address).range() === 'unicast';
+    const parsed = ipaddr.parse(address);
+    return parsed.range() === 'unicast' && !NOT_PUBLIC.some(([range, bits]) => range.kind() === parsed.kind() && parsed.match(range, bits));
   } catch {
     return false;
   }

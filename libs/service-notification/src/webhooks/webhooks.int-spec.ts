@@ -158,7 +158,7 @@ describe('webhook deliveries on PostgreSQL', () => {
     await node.dispatcher.stop();
   });
 
-  it('lets a slow endpoint hold no more than its share: another webhook is served meanwhile', async () => {
+  it('lets a slow endpoint hold no more than its one delivery at a time: another webhook is served meanwhile', async () => {
     const node = await replica({ allowPrivate: true, timeoutMs: 5_000 });
     const fast = http.createServer((request, response) => {
       request.resume();
@@ -179,12 +179,13 @@ describe('webhook deliveries on PostgreSQL', () => {
           node.log.record(randomUUID(), { type: 'hit.created', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
         );
       }
-      await until(() => receiver.requests.length === 2, 'the slow endpoint to hold its two');
+      // One at a time to one webhook: the slow endpoint holds one delivery, its other five wait their turn.
+      await until(() => receiver.requests.length === 1, 'the slow endpoint to hold its one');
       await runWithTenant({ tenantId: fastTenant }, () =>
         node.log.record(randomUUID(), { type: 'hit.created', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
       );
       await until(async () => (await deliveryOf(fastTenant, quick.id))[0]?.state === 'succeeded', 'the other webhook to be served');
-      expect(receiver.requests).toHaveLength(2);
+      expect(receiver.requests).toHaveLength(1);
       for (const request of receiver.requests) request.release(204);
     } finally {
       await node.dispatcher.stop();

@@ -1,0 +1,261 @@
+/**
+ * `npm run bench -- events [--targets=embedded,distributed] [--samples=200] [--streams=1000] [--write]`:
+ * push instead of polling, on the embedded and the distributed wiring.
+ *
+ * - Latency, one approval at a time: a client holds `GET /api/events` open and a webhook receiver
+ *   listens on loopback; each sample submits a mission of one approval step, waits for its item,
+ *   then approves it. Latency is from sending the approval to the `hit.decided` event arriving on
+ *   the stream, and at the receiver (p50, p99). The same again while another tenant's webhook
+ *   answers only after 10 s (and is sent an event for every sample): the other tenants' delivery
+ *   latency must not change.
+ * - Deliveries/s: 20 webhooks of one tenant subscribed to `mission.completed`, a receiver that
+ *   answers at once, and missions submitted by 16 clients for `--duration` seconds; deliveries per
+ *   second at the receiver from the first to the last.
+ * - Memory: the gateway's resident memory (the all-in-one process's, embedded) before and after
+ *   opening `--streams` streams (100 per tenant, the per-instance limit).
+ *
+ * Results go to bench/results/events-<date>.json and .md with the commit. See bench/README.md.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFileSync } from 'node:fs';
+import { finishReport, Harness } from './support/harness';
+import { gitInfo, machineInfo } from './support/report';
+import { percentiles, type Percentiles } from './support/stats';
+import { startTarget, type PreparedTarget, type TargetContext } from './support/targets';
+import { TARGET_NAMES, type TargetName } from './support/options';
+import { call } from '../test/support/api-client';
+import { openEventStream, type OpenStream } from '../test/support/event-stream-client';
+
+const harness = new Harness('bench:events');
+const { log, cleanup } = harness;
+
+function option(name: string, fallback: number): number {
+  const raw = process.argv.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1];
+  const value = raw === undefined ? fallback : Number(raw);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
+  return value;
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A receiver on loopback: records when each webhook-id first arrived; answers at once, or after `delayMs`. */
+async function receiver(delayMs = 0): Promise<{ url: string; arrivals: Map<string, number>; count: () => number; close: () => Promise<void> }> {
+  const arrivals = new Map<string, number>();
+  let count = 0;
+  const server = http.createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      count++;
+      const id = String(request.headers['webhook-id']);
+      if (!arrivals.has(id)) arrivals.set(id, performance.now());
+      setTimeout(() => response.writeHead(204).end(), delayMs);
+    });
+  });
+  server.keepAliveTimeout = 1_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    arrivals,
+    count: () => count,
+    close: () =>
+      new Promise((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+function tokenOf(target: PreparedTarget, index: number): string {
+  const header = target.requests[index]?.headers.authorization;
+  if (!header) throw new Error(`The target has no tenant ${index}`);
+  return header.replace(/^Bearer /, '');
+}
+
+async function until<T>(probe: () => T | undefined | Promise<T | undefined>, what: string, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await sleep(2);
+  }
+}
+
+interface LatencyRun {
+  readonly samples: number;
+  readonly streamMs: Percentiles;
+  readonly webhookMs: Percentiles;
+}
+
+/** `samples` approvals one at a time; from sending each approval to its hit.decided on the stream and at the receiver. */
+async function latency(target: PreparedTarget, token: string, samples: number, hookUrl: string, arrivals: Map<string, number>, beside?: () => Promise<void>): Promise<LatencyRun> {
+  const hook = await call(target.origin, 'POST', '/api/webhooks', { token, body: { url: hookUrl, events: ['hit.decided'] } });
+  if (hook.status !== 201) throw new Error(`Registering the webhook answered ${hook.status}: ${JSON.stringify(hook.body)}`);
+  const stream: OpenStream = await openEventStream(target.origin, '/api/events?types=hit.created,hit.decided', { token });
+  if (stream.status !== 200) throw new Error(`The stream answered ${stream.status}`);
+  const streamMs: number[] = [];
+  const webhookMs: number[] = [];
+  try {
+    for (let sample = 0; sample < samples; sample++) {
+      const submitted = await call(target.origin, 'POST', '/api/missions', { token, body: { title: 'Bench', objective: 'Push', steps: [{ type: 'approval', title: 'Go?' }] } });
+      if (submitted.status !== 202) throw new Error(`Submitting answered ${submitted.status}`);
+      const missionId = submitted.body.id as string;
+      const created = await until(() => stream.events.find((event) => event.event === 'hit.created' && event.data.data.missionId === missionId), 'hit.created');
+      await beside?.();
+      const sent = performance.now();
+      const approved = await call(target.origin, 'POST', `/api/hit/${created.data.data.hitId}/approve`, { token });
+      if (approved.status !== 200) throw new Error(`Approving answered ${approved.status}`);
+      const decided = await until(() => stream.events.find((event) => event.event === 'hit.decided' && event.data.data.missionId === missionId), 'hit.decided');
+      const streamedAt = performance.now();
+      const deliveredAt = await until(() => arrivals.get(decided.id), 'the webhook delivery');
+      // The stream's arrival is when the waiting loop saw it: at most its 2 ms poll late.
+      streamMs.push(streamedAt - sent);
+      webhookMs.push(deliveredAt - sent);
+    }
+  } finally {
+    stream.close();
+    await call(target.origin, 'DELETE', `/api/webhooks/${hook.body.id}`, { token });
+  }
+  return { samples, streamMs: percentiles(streamMs), webhookMs: percentiles(webhookMs) };
+}
+
+/** Deliveries per second to `webhooks` webhooks of one tenant while 16 clients submit missions for `seconds`. */
+async function deliveries(
+  target: PreparedTarget,
+  token: string,
+  webhooks: number,
+  seconds: number,
+): Promise<{ deliveries: number; seconds: number; perSecond: number; missions: number }> {
+  const fast = await receiver();
+  const ids: string[] = [];
+  try {
+    for (let index = 0; index < webhooks; index++) {
+      const hook = await call(target.origin, 'POST', '/api/webhooks', { token, body: { url: `${fast.url}?n=${index}`, events: ['mission.completed'] } });
+      if (hook.status !== 201) throw new Error(`Registering webhook ${index} answered ${hook.status}`);
+      ids.push(hook.body.id);
+    }
+    let missions = 0;
+    const end = performance.now() + seconds * 1000;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (performance.now() < end) {
+          const submitted = await call(target.origin, 'POST', '/api/missions', { token, body: { title: 'Bench', objective: 'Deliver', steps: [{ type: 'brain.query' }] } });
+          if (submitted.status === 202) missions++;
+        }
+      }),
+    );
+    const expected = missions * webhooks;
+    await until(() => (fast.count() >= expected ? true : undefined), `${expected} deliveries`, 300_000);
+    const times = [...fast.arrivals.values()].sort((a, b) => a - b);
+    const span = ((times.at(-1) ?? 0) - (times[0] ?? 0)) / 1000;
+    return { deliveries: fast.arrivals.size, seconds: Math.round(span * 10) / 10, perSecond: Math.round(fast.arrivals.size / span), missions };
+  } finally {
+    for (const id of ids) await call(target.origin, 'DELETE', `/api/webhooks/${id}`, { token });
+    await fast.close();
+  }
+}
+
+function rssMiB(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+}
+
+/** The gateway's resident memory before and after `count` open streams (100 per tenant). */
+async function streamMemory(target: PreparedTarget, count: number): Promise<{ streams: number; beforeMiB: number; afterMiB: number; perThousandMiB: number }> {
+  const pid = target.servers.gateway ?? target.servers.standalone;
+  if (pid === undefined) throw new Error(`No gateway process among ${Object.keys(target.servers).join(', ')}`);
+  await sleep(2_000);
+  const beforeMiB = rssMiB(pid);
+  const streams: OpenStream[] = [];
+  try {
+    for (let index = 0; index < count; index++) {
+      const stream = await openEventStream(target.origin, '/api/events', { token: tokenOf(target, Math.floor(index / 100)) });
+      if (stream.status !== 200) throw new Error(`Stream ${index} answered ${stream.status}: ${JSON.stringify(stream.body)}`);
+      streams.push(stream);
+    }
+    await sleep(3_000);
+    const afterMiB = rssMiB(pid);
+    return { streams: count, beforeMiB, afterMiB, perThousandMiB: Math.round(((afterMiB - beforeMiB) * 1000) / count) };
+  } finally {
+    for (const stream of streams) stream.close();
+  }
+}
+
+async function main(): Promise<number> {
+  const samples = option('samples', 200);
+  const streams = option('streams', 1000);
+  const duration = option('duration', 10);
+  const targets = (process.argv
+    .find((arg) => arg.startsWith('--targets='))
+    ?.split('=')[1]
+    ?.split(',') ?? ['embedded', 'distributed']) as TargetName[];
+  for (const name of targets) if (!TARGET_NAMES.includes(name) || name === 'baseline') throw new Error(`--targets: embedded and/or distributed, not ${name}`);
+  const startedAt = new Date();
+  const machine = machineInfo();
+  const context: TargetContext = {
+    cleanup,
+    log,
+    tenants: Math.max(2, Math.ceil(streams / 100)),
+    // Receivers listen on loopback, which webhooks may reach only with this (local benchmarks, never production).
+    serverEnv: { WEBHOOKS_ALLOW_PRIVATE: 'true' },
+  };
+  const results: Record<string, unknown> = {};
+  for (const name of targets) {
+    log(`${name}: starting`);
+    const target = await startTarget(name, context);
+    log(`${name}: up after ${target.startupSeconds.toFixed(1)} s`);
+    const hooks = await receiver();
+    const slow = await receiver(10_000);
+    try {
+      const token = tokenOf(target, 0);
+      log(`${name}: ${samples} approvals, warm-up first`);
+      await latency(target, token, Math.min(50, samples), hooks.url, hooks.arrivals);
+      const quiet = await latency(target, token, samples, hooks.url, hooks.arrivals);
+      log(`${name}: stream p50 ${quiet.streamMs.p50} ms, webhook p50 ${quiet.webhookMs.p50} ms`);
+      // Another tenant's endpoint that takes 10 s, sent an event before each sample.
+      const otherToken = tokenOf(target, 1);
+      const slowHook = await call(target.origin, 'POST', '/api/webhooks', { token: otherToken, body: { url: slow.url, events: ['mission.completed'] } });
+      const burden = async (): Promise<void> => {
+        await call(target.origin, 'POST', `/api/webhooks/${slowHook.body.id}/test`, { token: otherToken });
+      };
+      const beside = await latency(target, token, samples, hooks.url, hooks.arrivals, burden);
+      log(`${name}: with a 10 s endpoint beside: webhook p50 ${beside.webhookMs.p50} ms`);
+      await call(target.origin, 'DELETE', `/api/webhooks/${slowHook.body.id}`, { token: otherToken });
+      const throughput = await deliveries(target, token, 20, duration);
+      log(`${name}: ${throughput.perSecond} deliveries/s`);
+      const memory = await streamMemory(target, streams);
+      log(`${name}: ${streams} streams: ${memory.beforeMiB} → ${memory.afterMiB} MiB`);
+      results[name] = { startupSeconds: Math.round(target.startupSeconds * 10) / 10, latency: quiet, latencyBesideSlowEndpoint: beside, throughput, memory };
+    } finally {
+      await hooks.close();
+      await slow.close();
+      const unclean = await target.stop();
+      if (unclean.length > 0) log(`${name}: not every process exited cleanly: ${unclean.join(', ')}`);
+    }
+  }
+  const report = {
+    schema: 1,
+    suite: 'events',
+    date: startedAt.toISOString().slice(0, 10),
+    startedAt: startedAt.toISOString(),
+    git: gitInfo(),
+    machine,
+    parameters: { samples, streams, duration },
+    results,
+    ok: true,
+  };
+  const rows = Object.entries(results).map(([name, value]) => {
+    const r = value as { latency: LatencyRun; latencyBesideSlowEndpoint: LatencyRun; throughput: { perSecond: number }; memory: { perThousandMiB: number; afterMiB: number } };
+    return `| ${name} | ${r.latency.streamMs.p50} / ${r.latency.streamMs.p99} | ${r.latency.webhookMs.p50} / ${r.latency.webhookMs.p99} | ${r.latencyBesideSlowEndpoint.webhookMs.p50} / ${r.latencyBesideSlowEndpoint.webhookMs.p99} | ${r.throughput.perSecond} | ${r.memory.perThousandMiB} |`;
+  });
+  const table = [
+    '| target | stream p50 / p99 ms | webhook p50 / p99 ms | webhook beside a 10 s endpoint p50 / p99 ms | deliveries/s | MiB per 1,000 streams |',
+    '|---|--:|--:|--:|--:|--:|',
+    ...rows,
+  ].join('\n');
+  const markdown = `# Events benchmark, ${report.date} (${report.git.commit ?? 'unknown commit'})\n\n${table}\n`;
+  return finishReport({ write: process.argv.includes('--write') }, `events-${report.date}`, report, markdown, table, '', log);
+}
+
+harness.run(main);
