@@ -41,25 +41,30 @@ export class CreateWebhooks1795651200001 implements MigrationInterface {
       )`);
     await queryRunner.query(`CREATE INDEX deliveries_due ON notify.deliveries (next_attempt_at) WHERE state = 'pending'`);
     await queryRunner.query(`CREATE INDEX deliveries_webhook ON notify.deliveries (tenant_id, webhook_id, created_at DESC, id DESC)`);
+    await queryRunner.query(`CREATE INDEX deliveries_webhook_due ON notify.deliveries (webhook_id, next_attempt_at, created_at) WHERE state = 'pending'`);
     for (const table of ['webhooks', 'deliveries']) await enableTenantRls(queryRunner, 'notify', table);
-    // The owner may read and lease due deliveries of every tenant, and does so only in the function below.
+    // The owner may read and lease due deliveries of every tenant (and list the webhooks to find
+    // them), and does so only in the function below.
+    await allowOwnerSweep(queryRunner, 'notify', 'webhooks');
     await allowOwnerSweep(queryRunner, 'notify', 'deliveries');
     await queryRunner.query(`CREATE POLICY owner_lease ON notify.deliveries FOR UPDATE TO CURRENT_USER USING (true)`);
     await queryRunner.query(`
       CREATE FUNCTION notify.lease_due_deliveries(max_rows integer, lease_seconds integer, per_webhook integer, busy uuid[]) RETURNS TABLE (tenant_id uuid, id uuid, webhook_id uuid)
       LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        WITH ranked AS (
-          -- Each webhook's oldest due deliveries, its share at most: one backlogged webhook never
-          -- fills a pass and pushes the others' deliveries back.
-          SELECT d.id, row_number() OVER (PARTITION BY d.webhook_id ORDER BY d.next_attempt_at, d.created_at) AS n
-          FROM notify.deliveries d
-          WHERE d.state = 'pending' AND d.next_attempt_at <= now() AND NOT (d.webhook_id = ANY(coalesce(busy, '{}')))
-        ), due AS (
-          SELECT d.id FROM notify.deliveries d JOIN ranked r ON r.id = d.id
-          WHERE r.n <= greatest(per_webhook, 1)
+        WITH due AS (
+          -- Each webhook's oldest due deliveries, its share at most, read by index per webhook: one
+          -- backlogged webhook never fills a pass, and a long backlog costs a pass nothing more.
+          SELECT d.id, d.next_attempt_at, d.created_at FROM notify.webhooks w
+          CROSS JOIN LATERAL (
+            SELECT d.id, d.next_attempt_at, d.created_at FROM notify.deliveries d
+            WHERE d.webhook_id = w.id AND d.state = 'pending' AND d.next_attempt_at <= now()
+            ORDER BY d.next_attempt_at, d.created_at
+            LIMIT greatest(per_webhook, 1)
+            FOR UPDATE OF d SKIP LOCKED
+          ) d
+          WHERE NOT (w.id = ANY(coalesce(busy, '{}')))
           ORDER BY d.next_attempt_at, d.created_at
           LIMIT least(greatest(max_rows, 0), 1000)
-          FOR UPDATE OF d SKIP LOCKED
         )
         UPDATE notify.deliveries d SET next_attempt_at = now() + make_interval(secs => greatest(lease_seconds, 1))
         FROM due WHERE d.id = due.id
