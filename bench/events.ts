@@ -8,7 +8,7 @@
  *   the stream, and at the receiver (p50, p99). The same again while another tenant's webhook
  *   answers only after 10 s (and is sent an event for every sample): the other tenants' delivery
  *   latency must not change.
- * - Deliveries/s: 20 webhooks of one tenant subscribed to `mission.completed`, a receiver that
+ * - Deliveries/s: `--webhooks` webhooks (20) of one tenant subscribed to `mission.completed`, a receiver that
  *   answers at once, and missions submitted by 16 clients for `--duration` seconds (3); deliveries
  *   per second at the receiver from the first to the last.
  * - Memory: the gateway's resident memory (the all-in-one process's, embedded) before and after
@@ -23,7 +23,7 @@ import { finishReport, Harness } from './support/harness';
 import { gitInfo, machineInfo } from './support/report';
 import { percentiles, type Percentiles } from './support/stats';
 import { startTarget, type PreparedTarget, type TargetContext } from './support/targets';
-import { TARGET_NAMES, type TargetName } from './support/options';
+import { type BenchOptions, TARGET_NAMES, type TargetName } from './support/options';
 import { call } from '../test/support/api-client';
 import { openEventStream, type OpenStream } from '../test/support/event-stream-client';
 
@@ -193,6 +193,7 @@ async function main(): Promise<number> {
   const samples = option('samples', 200);
   const streams = option('streams', 1000);
   const duration = option('duration', 3);
+  const webhookCount = option('webhooks', 20);
   const targets = (process.argv
     .find((arg) => arg.startsWith('--targets='))
     ?.split('=')[1]
@@ -205,7 +206,13 @@ async function main(): Promise<number> {
     log,
     tenants: Math.max(2, Math.ceil(streams / 100)),
     // Receivers listen on loopback, which webhooks may reach only with this (local benchmarks, never production).
-    serverEnv: { WEBHOOKS_ALLOW_PRIVATE: 'true' },
+    serverEnv: {
+      WEBHOOKS_ALLOW_PRIVATE: 'true',
+      // --cpu-prof[=dir]: the servers' CPU profiles, as in the other suites.
+      ...harness.serverEnv({
+        cpuProfDir: process.argv.find((arg) => arg.startsWith('--cpu-prof'))?.split('=')[1] ?? (process.argv.includes('--cpu-prof') ? '' : undefined),
+      } as BenchOptions),
+    },
   };
   const results: Record<string, unknown> = {};
   for (const name of targets) {
@@ -229,7 +236,7 @@ async function main(): Promise<number> {
       const beside = await latency(target, token, samples, hooks.url, hooks.arrivals, burden);
       log(`${name}: with a 10 s endpoint beside: webhook p50 ${beside.webhookMs.p50} ms`);
       await call(target.origin, 'DELETE', `/api/webhooks/${slowHook.body.id}`, { token: otherToken });
-      const throughput = await deliveries(target, token, 20, duration);
+      const throughput = await deliveries(target, token, webhookCount, duration);
       log(`${name}: ${throughput.perSecond} deliveries/s`);
       const memory = await streamMemory(target, streams);
       log(`${name}: ${streams} streams: ${memory.beforeMiB} → ${memory.afterMiB} MiB`);
@@ -248,7 +255,7 @@ async function main(): Promise<number> {
     startedAt: startedAt.toISOString(),
     git: gitInfo(),
     machine,
-    parameters: { samples, streams, duration },
+    parameters: { samples, streams, duration, webhooks: webhookCount },
     results,
     ok: true,
   };

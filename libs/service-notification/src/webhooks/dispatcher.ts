@@ -52,6 +52,9 @@ export interface AttemptOutcome {
 }
 
 const USER_AGENT = 'Mission-Service-Webhooks/1';
+/** A receiver's answer body is read this long at most, and this much, before its connection is closed. */
+const BODY_GRACE_MS = 1_000;
+const MAX_BODY_READ = 64 * 1024;
 
 /**
  * What a failed connection is called in the delivery log: a fixed phrase, never the error's own
@@ -95,11 +98,18 @@ export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeout
         },
       },
       (response) => {
-        // Only the status matters: the connection is closed without reading the body, so a
+        // Only the status matters. The body is read and dropped so that the connection can serve
+        // the next delivery, unless it is long or slow: then the connection is closed, and a
         // receiver that trickles one holds nothing open here.
         settle({ status: response.statusCode ?? 0 });
         response.on('error', () => undefined);
-        request.destroy();
+        let read = 0;
+        const cut = setTimeout(() => request.destroy(), BODY_GRACE_MS);
+        response.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          if (read > MAX_BODY_READ) request.destroy();
+        });
+        response.on('close', () => clearTimeout(cut));
       },
     );
     const timer = setTimeout(() => {

@@ -180,6 +180,38 @@ describe('webhook delivery', () => {
     }
   });
 
+  it('closes the connection of a receiver that answers and then trickles its body, within a second', async () => {
+    let closedAt: number | undefined;
+    const trickling = http.createServer((request, response) => {
+      request.resume();
+      response.writeHead(200, { 'content-type': 'text/plain' });
+      const drip = setInterval(() => response.write('.'), 50);
+      response.on('close', () => {
+        clearInterval(drip);
+        closedAt = performance.now();
+      });
+    });
+    await new Promise<void>((resolve) => trickling.listen(0, '127.0.0.1', resolve));
+    try {
+      const target = {
+        url: new URL(`http://127.0.0.1:${(trickling.address() as AddressInfo).port}/`),
+        secret: newWebhookSecret(),
+        eventId: 'evt_1_000000000001',
+        body: '{}',
+        attempt: 1,
+      };
+      const answered = performance.now();
+      await expect(sendSigned(target, new WebhookTargetPolicy(true), 5_000)).resolves.toEqual({ status: 200 });
+      const deadline = Date.now() + 3_000;
+      while (closedAt === undefined && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(closedAt).toBeDefined();
+      expect((closedAt as number) - answered).toBeLessThan(2_000);
+    } finally {
+      trickling.closeAllConnections();
+      trickling.close();
+    }
+  });
+
   it('does not follow a redirect: a 3xx is an answer that is not 2xx, and the place it names is never called', async () => {
     let elsewhere = 0;
     const other = http.createServer((_request, response) => {

@@ -16,7 +16,7 @@ import {
   type WebhookDeliveryView,
   type WebhookView,
 } from '@mission/contracts';
-import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import { deferWrite, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { WebhookTargetPolicy } from './target-policy';
 
@@ -180,7 +180,21 @@ export class Webhooks {
   /** In the transaction recording `event`: one delivery of it to each of the tenant's webhooks subscribed to its type. */
   async enqueue(manager: EntityManager, tenantId: string, event: TenantEvent): Promise<number> {
     const subscribed: Array<{ id: string }> = await manager.query(`SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, [tenantId, event.type]);
-    for (const { id } of subscribed) await this.insertDelivery(manager, tenantId, id, event);
+    if (subscribed.length === 0) return 0;
+    const ids = subscribed.map(() => randomUUID());
+    const body = JSON.stringify(event);
+    const payloads = await this.cipher.sealAll(
+      manager,
+      ids.map((id) => ({ record: { table: 'deliveries', id }, value: body })),
+    );
+    // One statement for all of them, sent with the transaction's COMMIT: nothing reads it back before.
+    await deferWrite(
+      manager,
+      `INSERT INTO notify.deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, state, attempts, next_attempt_at, created_at, updated_at)
+       SELECT d.id, $1, d.webhook_id, $2, $3, d.payload, 'pending', 0, clock_timestamp(), clock_timestamp(), clock_timestamp()
+       FROM unnest($4::uuid[], $5::uuid[], $6::text[]) AS d(id, webhook_id, payload)`,
+      [tenantId, event.id, event.type, ids, subscribed.map(({ id }) => id), payloads],
+    );
     return subscribed.length;
   }
 
