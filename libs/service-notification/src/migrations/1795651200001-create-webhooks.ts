@@ -49,7 +49,8 @@ export class CreateWebhooks1795651200001 implements MigrationInterface {
     await allowOwnerSweep(queryRunner, 'notify', 'deliveries');
     await queryRunner.query(`CREATE POLICY owner_lease ON notify.deliveries FOR UPDATE TO CURRENT_USER USING (true)`);
     await queryRunner.query(`
-      CREATE FUNCTION notify.lease_due_deliveries(max_rows integer, lease_seconds integer, per_webhook integer, busy uuid[]) RETURNS TABLE (tenant_id uuid, id uuid, webhook_id uuid)
+      CREATE FUNCTION notify.lease_due_deliveries(max_rows integer, lease_seconds integer, per_webhook integer, busy uuid[])
+        RETURNS TABLE (tenant_id uuid, id uuid, webhook_id uuid, attempts integer, event_id text, payload text, sealed text)
       LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
         WITH due AS (
           -- Each webhook's oldest due deliveries, its share at most, read by index per webhook: one
@@ -66,9 +67,11 @@ export class CreateWebhooks1795651200001 implements MigrationInterface {
           ORDER BY d.next_attempt_at, d.created_at
           LIMIT least(greatest(max_rows, 0), 1000)
         )
-        UPDATE notify.deliveries d SET next_attempt_at = now() + make_interval(secs => greatest(lease_seconds, 1))
-        FROM due WHERE d.id = due.id
-        RETURNING d.tenant_id, d.id, d.webhook_id
+        -- Leasing a delivery counts its attempt: a crash from here on never loses one. What the
+        -- attempt needs comes back sealed (the caller opens it under the tenant's keys).
+        UPDATE notify.deliveries d SET next_attempt_at = now() + make_interval(secs => greatest(lease_seconds, 1)), attempts = d.attempts + 1, updated_at = clock_timestamp()
+        FROM due, notify.webhooks w WHERE d.id = due.id AND w.id = d.webhook_id
+        RETURNING d.tenant_id, d.id, d.webhook_id, d.attempts, d.event_id, d.payload, w.sealed
       $$`);
     await queryRunner.query(`REVOKE ALL ON FUNCTION notify.lease_due_deliveries(integer, integer, integer, uuid[]) FROM PUBLIC`);
     await queryRunner.query(`GRANT EXECUTE ON FUNCTION notify.lease_due_deliveries(integer, integer, integer, uuid[]) TO "${serviceRoleName('notify')}"`);

@@ -35,6 +35,11 @@ interface Leased {
   tenant_id: string;
   id: string;
   webhook_id: string;
+  /** Counted by the lease: this attempt's number. */
+  attempts: number;
+  event_id: string;
+  payload: string;
+  sealed: string;
 }
 
 interface Attempt {
@@ -202,12 +207,7 @@ export class WebhookDispatcher {
     const leaseSeconds = Math.ceil((this.timeoutMs * 3) / 1000);
     // Webhooks at their share here are left out; the others' oldest due deliveries, their share at most each.
     const busy = [...this.inFlight].filter(([, count]) => count >= this.perWebhook).map(([webhookId]) => webhookId);
-    const leased: Leased[] = await this.dataSource.query(`SELECT tenant_id, id, webhook_id FROM notify.lease_due_deliveries($1, $2, $3, $4::uuid[])`, [
-      free,
-      leaseSeconds,
-      this.perWebhook,
-      busy,
-    ]);
+    const leased: Leased[] = await this.dataSource.query(`SELECT * FROM notify.lease_due_deliveries($1, $2, $3, $4::uuid[])`, [free, leaseSeconds, this.perWebhook, busy]);
     for (const delivery of leased) {
       if ((this.inFlight.get(delivery.webhook_id) ?? 0) >= this.perWebhook) {
         // This webhook has its share in flight: the delivery waits for its turn, delaying no other webhook's.
@@ -243,39 +243,23 @@ export class WebhookDispatcher {
 
   private async attempt(delivery: Leased): Promise<void> {
     await runWithTenant({ tenantId: delivery.tenant_id }, async () => {
-      const target = await tenantTransaction(this.dataSource, async (manager): Promise<Attempt | 'unreadable' | undefined> => {
-        const [row]: Array<{ attempts: number; event_id: string; payload: string; sealed: string }> = await manager.query(
-          `SELECT d.attempts, d.event_id, d.payload, w.sealed FROM notify.deliveries d JOIN notify.webhooks w ON w.id = d.webhook_id AND w.tenant_id = d.tenant_id
-           WHERE d.tenant_id = $1 AND d.id = $2 AND d.state = 'pending' FOR UPDATE OF d`,
-          [delivery.tenant_id, delivery.id],
-        );
-        // Settled meanwhile, or its webhook deleted.
-        if (!row) return undefined;
-        const attempt = row.attempts + 1;
-        let opened: { secrets: WebhookSecrets; body: string };
-        try {
-          opened = {
-            secrets: await this.cipher.open<WebhookSecrets>(manager, { table: 'webhooks', id: delivery.webhook_id }, row.sealed),
-            body: await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, row.payload),
-          };
-        } catch (error) {
-          // Its keys cannot open it (a KEK that is not configured): trying again would not help.
-          this.logger.error('A webhook delivery could not be opened; it is marked failed', { delivery: delivery.id, error: String(error) });
-          return 'unreadable';
-        }
-        // Counted before the request goes out: a crash from here on never loses the attempt.
-        await manager.query(`UPDATE notify.deliveries SET attempts = $3, updated_at = clock_timestamp() WHERE tenant_id = $1 AND id = $2`, [
-          delivery.tenant_id,
-          delivery.id,
-          attempt,
-        ]);
-        return { url: new URL(opened.secrets.url), secret: opened.secrets.secret, eventId: row.event_id, body: opened.body, attempt };
-      });
+      // The lease counted the attempt and brought what it needs, sealed: opened here (the data
+      // keys table has no tenant rows to protect; a key not cached yet is read from it).
+      let target: Attempt | 'unreadable';
+      try {
+        const manager = this.dataSource.manager;
+        const secrets = await this.cipher.open<WebhookSecrets>(manager, { table: 'webhooks', id: delivery.webhook_id }, delivery.sealed);
+        const body = await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, delivery.payload);
+        target = { url: new URL(secrets.url), secret: secrets.secret, eventId: delivery.event_id, body, attempt: delivery.attempts };
+      } catch (error) {
+        // Its keys cannot open it (a KEK that is not configured): trying again would not help.
+        this.logger.error('A webhook delivery could not be opened; it is marked failed', { delivery: delivery.id, error: String(error) });
+        target = 'unreadable';
+      }
       if (target === 'unreadable') {
         await this.settle(delivery, 'failed', null, 'the delivery could not be read', 0);
         return;
       }
-      if (!target) return;
       // Switched off since it was registered: a plain-HTTP target is not called.
       if (target.url.protocol !== 'https:' && !this.policy.allowPrivate) {
         await this.settle(delivery, 'failed', null, 'the target address is not allowed', 0);
