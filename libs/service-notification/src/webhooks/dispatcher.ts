@@ -2,6 +2,7 @@ import http from 'node:http';
 import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
+import { DecryptionError } from '@mission/crypto';
 import { RecordCipher, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import type { WebhookTargetPolicy } from './target-policy';
@@ -233,8 +234,9 @@ export class WebhookDispatcher {
   private postpone(delivery: Leased): Promise<void> {
     return runWithTenant({ tenantId: delivery.tenant_id }, () =>
       tenantTransaction(this.dataSource, async (manager) => {
+        // The lease counted an attempt that is not made.
         await manager.query(
-          `UPDATE notify.deliveries SET next_attempt_at = clock_timestamp() + interval '200 milliseconds' WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
+          `UPDATE notify.deliveries SET next_attempt_at = clock_timestamp() + interval '200 milliseconds', attempts = attempts - 1 WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
           [delivery.tenant_id, delivery.id],
         );
       }),
@@ -252,6 +254,8 @@ export class WebhookDispatcher {
         const body = await this.cipher.open<string>(manager, { table: 'deliveries', id: delivery.id }, delivery.payload);
         target = { url: new URL(secrets.url), secret: secrets.secret, eventId: delivery.event_id, body, attempt: delivery.attempts };
       } catch (error) {
+        // Anything but a refusal to decrypt (the database not answering, say): the lease runs out and the delivery comes back.
+        if (!(error instanceof DecryptionError)) throw error;
         // Its keys cannot open it (a KEK that is not configured): trying again would not help.
         this.logger.error('A webhook delivery could not be opened; it is marked failed', { delivery: delivery.id, error: String(error) });
         target = 'unreadable';
