@@ -56,6 +56,9 @@ const MAX_LAST_EVENT_ID = 64;
 /** Connection-specific headers are HTTP/1.1's own; HTTP/2 refuses them (RFC 9113 §8.2.2). */
 const CONNECTION_HEADERS = ['connection', 'keep-alive', 'transfer-encoding'];
 
+/** What stops a catch-up whose stream ended meanwhile. */
+class StreamEnded extends Error {}
+
 /** One event as a server-sent event: its id (what a client resumes from), its type, its JSON. */
 export function serverSentEvent(event: TenantEvent): string {
   return `id: ${event.id}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
@@ -132,16 +135,28 @@ export class EventsController implements OnModuleDestroy {
       // A client that does not read: ended rather than buffered without bound; it resumes where it got to.
       if (raw.writableLength > MAX_BUFFERED_BYTES) end();
     };
-    /** Before a catch-up reads its next page: what was sent is on its way to the client. */
+    /** Before a catch-up reads its next page: what was sent is on its way to the client, who is still there. */
     const pace = async (): Promise<void> => {
-      if (open && raw.writableLength > PACE_BYTES) await new Promise((resolve) => raw.once('drain', resolve).once('close', resolve));
+      if (open && raw.writableLength > PACE_BYTES) {
+        await new Promise<void>((resolve) => {
+          const done = (): void => {
+            raw.off('drain', done).off('close', done);
+            resolve();
+          };
+          raw.on('drain', done).on('close', done);
+        });
+      }
+      // A stream that ended reads no more of the log.
+      if (!open) throw new StreamEnded();
     };
     const cursor = new EventStreamCursor(
       read,
       { types: new Set(types), missionId: query.missionId },
       (event) => write(serverSentEvent(event)),
       (error) => {
-        this.options.logger.warn({ err: error, tenantId }, 'An event stream could not read the event log; ending it (the client resumes with Last-Event-ID)');
+        if (!(error instanceof StreamEnded)) {
+          this.options.logger.warn({ err: error, tenantId }, 'An event stream could not read the event log; ending it (the client resumes with Last-Event-ID)');
+        }
         end();
       },
       pace,
