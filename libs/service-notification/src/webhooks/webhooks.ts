@@ -16,7 +16,7 @@ import {
   type WebhookDeliveryView,
   type WebhookView,
 } from '@mission/contracts';
-import { deferWrite, RecordCipher, tenantTransaction } from '@mission/persistence';
+import { RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { WebhookTargetPolicy } from './target-policy';
 
@@ -171,7 +171,8 @@ export class Webhooks {
     const row = await tenantTransaction(this.dataSource, async (manager) => {
       await this.find(manager, id);
       const event = { id: `evt_test_${randomBytes(6).toString('hex')}`, type: WEBHOOK_TEST_EVENT, timestamp: new Date().toISOString(), data: { webhookId: id } };
-      return this.insertDelivery(manager, tenantId, id, event);
+      const [delivery] = await this.insertDeliveries(manager, tenantId, [id], event);
+      return delivery as DeliveryRow;
     });
     this.afterCommit();
     return deliveryView(row);
@@ -181,38 +182,36 @@ export class Webhooks {
   async enqueue(manager: EntityManager, tenantId: string, event: TenantEvent): Promise<number> {
     const subscribed: Array<{ id: string }> = await manager.query(`SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, [tenantId, event.type]);
     if (subscribed.length === 0) return 0;
-    const ids = subscribed.map(() => randomUUID());
+    return (
+      await this.insertDeliveries(
+        manager,
+        tenantId,
+        subscribed.map(({ id }) => id),
+        event,
+      )
+    ).length;
+  }
+
+  /** One pending delivery of `event` to each of `webhookIds`, due now, its payload sealed; in one statement. */
+  private async insertDeliveries(
+    manager: EntityManager,
+    tenantId: string,
+    webhookIds: readonly string[],
+    event: { readonly id: string; readonly type: string; readonly timestamp: string; readonly data: unknown },
+  ): Promise<DeliveryRow[]> {
+    const ids = webhookIds.map(() => randomUUID());
     const body = JSON.stringify(event);
     const payloads = await this.cipher.sealAll(
       manager,
       ids.map((id) => ({ record: { table: 'deliveries', id }, value: body })),
     );
-    // One statement for all of them, sent with the transaction's COMMIT: nothing reads it back before.
-    await deferWrite(
-      manager,
+    return manager.query(
       `INSERT INTO notify.deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, state, attempts, next_attempt_at, created_at, updated_at)
        SELECT d.id, $1, d.webhook_id, $2, $3, d.payload, 'pending', 0, clock_timestamp(), clock_timestamp(), clock_timestamp()
-       FROM unnest($4::uuid[], $5::uuid[], $6::text[]) AS d(id, webhook_id, payload)`,
-      [tenantId, event.id, event.type, ids, subscribed.map(({ id }) => id), payloads],
-    );
-    return subscribed.length;
-  }
-
-  private async insertDelivery(
-    manager: EntityManager,
-    tenantId: string,
-    webhookId: string,
-    event: { readonly id: string; readonly type: string; readonly timestamp: string; readonly data: unknown },
-  ): Promise<DeliveryRow> {
-    const id = randomUUID();
-    const payload = await this.cipher.seal(manager, { table: 'deliveries', id }, JSON.stringify(event));
-    const [row]: DeliveryRow[] = await manager.query(
-      `INSERT INTO notify.deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, state, attempts, next_attempt_at, created_at, updated_at)
-       VALUES ($1, $2, $3, $4, $5, $6, 'pending', 0, clock_timestamp(), clock_timestamp(), clock_timestamp())
+       FROM unnest($4::uuid[], $5::uuid[], $6::text[]) AS d(id, webhook_id, payload)
        RETURNING ${DELIVERY_COLUMNS}`,
-      [id, tenantId, webhookId, event.id, event.type, payload],
+      [tenantId, event.id, event.type, ids, webhookIds, payloads],
     );
-    return row as DeliveryRow;
   }
 
   /** The tenant's webhook `id` (locked with `forUpdate`); 404 for any other id, a malformed one included. */
