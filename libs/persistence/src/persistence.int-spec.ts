@@ -290,6 +290,28 @@ describe('persistence on PostgreSQL', () => {
       } finally {
         await single.destroy();
       }
+      // The same, with the session's end reaching the idle connection before the next statement
+      // (TypeORM then releases the runner and drops the connection's error).
+      const idle = await open(database.url, SCHEMA, 1);
+      try {
+        const ended = await runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(idle, async (manager) => {
+            const [{ pid }] = await manager.query('SELECT pg_backend_pid() AS pid');
+            const client = (await manager.queryRunner?.connect()) as { once(event: string, listener: () => void): void };
+            const gone = new Promise<void>((resolve) => client.once('error', resolve));
+            await dataSource.query('SELECT pg_terminate_backend($1)', [pid]);
+            await gone;
+            return manager.query('SELECT 1');
+          }),
+        ).then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(ended).toBeDefined();
+        expect(isDependencyUnavailable(ended)).toBe(true);
+      } finally {
+        await idle.destroy();
+      }
       const unreachable = new DataSource({ type: 'postgres', url: 'postgres://postgres@127.0.0.1:1/none', connectTimeoutMS: 2_000 });
       const refused = await unreachable.initialize().then(
         () => undefined,

@@ -111,6 +111,12 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
   const query = runner.query.bind(runner);
   let begun = false;
 
+  // When the server ends the session between two statements (a restart, pg_terminate_backend),
+  // the connection's error event makes TypeORM release the runner and drop that error: the next
+  // statement then fails with "already released", which says nothing of the outage. The
+  // transaction keeps the connection's error and fails with it instead.
+  const watch = watchConnection(runner);
+
   /**
    * Sends one simple-protocol message on the transaction's connection; its last statement's
    * result. A failure names the caller's statement (values inlined into the message stay out of
@@ -176,11 +182,41 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
   } catch (error) {
     // The original error is what the caller needs, whatever the rollback says.
     await runner.rollbackTransaction().catch(() => undefined);
-    throw error;
+    throw watch.lost ?? error;
   } finally {
     pendingOf.delete(runner);
+    watch.stop();
     await runner.release();
   }
+}
+
+/**
+ * Keeps the first error the runner's connection emits (a session the server ended, a socket that
+ * broke) until stop(), which detaches the listener before the connection goes back to the pool.
+ */
+function watchConnection(runner: QueryRunner): { readonly lost: Error | undefined; stop(): void } {
+  const connect = runner.connect.bind(runner);
+  let client: PoolClient | undefined;
+  let lost: Error | undefined;
+  const onError = (error: Error): void => {
+    lost ??= error;
+  };
+  runner.connect = (async () => {
+    const connection = (await connect()) as PoolClient;
+    if (client === undefined) {
+      client = connection;
+      client.on('error', onError);
+    }
+    return connection;
+  }) as typeof runner.connect;
+  return {
+    get lost() {
+      return lost;
+    },
+    stop() {
+      client?.removeListener('error', onError);
+    },
+  };
 }
 
 /**
