@@ -11,7 +11,7 @@ import {
   type TenantEventPage,
   type TenantEventType,
 } from '@mission/contracts';
-import { enqueueOutbox, RecordCipher, tenantTransaction } from '@mission/persistence';
+import { deferWrite, enqueueOutbox, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { LoggedEvent } from './public-events';
 
@@ -19,6 +19,14 @@ export const NOTIFY_SCHEMA = 'notify';
 
 /** How long the log keeps an event (the contract promises 7 days at least). */
 export const EVENT_RETENTION_DAYS = 8;
+
+/** The unique (tenant_id, source_message_id) of notify.events, as PostgreSQL named it. */
+const SOURCE_MESSAGE_CONSTRAINT = 'events_tenant_id_source_message_id_key';
+
+function isUniqueViolation(error: unknown, constraint: string): boolean {
+  const driverError = (error as { driverError?: { code?: unknown; constraint?: unknown } } | null)?.driverError;
+  return driverError?.code === '23505' && driverError.constraint === constraint;
+}
 
 interface StoredEvent {
   position: string;
@@ -48,24 +56,34 @@ export class EventLog {
 
   /**
    * Appends `event` once per `sourceMessageId` (a redelivered service event is recorded once).
-   * The tenant's position row is locked for the transaction, so positions follow commit order.
-   * The event is announced on notify.events.v1 (keyed by tenant) through the outbox, in the same
-   * transaction. Returns the event as readers see it, or undefined when it was recorded before.
+   * Taking the next position locks the tenant's position row for the transaction, so positions
+   * follow commit order. The event is announced on notify.events.v1 (keyed by tenant) through the
+   * outbox, in the same transaction. Returns the event as readers see it, or undefined when it was
+   * recorded before.
+   *
+   * Round trips while the row is locked: the position (with the duplicate check), what else
+   * commits with the event (its webhooks' deliveries), and the commit; the event's own writes go
+   * with the statements after them.
    */
   async record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
     const { tenantId } = currentTenant();
     const recorded = await tenantTransaction(this.dataSource, async (manager): Promise<TenantEvent | undefined> => {
-      await manager.query(`INSERT INTO notify.positions (tenant_id, last_position) VALUES ($1, 0) ON CONFLICT (tenant_id) DO NOTHING`, [tenantId]);
-      const [{ last_position: last }]: Array<{ last_position: string }> = await manager.query(`SELECT last_position FROM notify.positions WHERE tenant_id = $1 FOR UPDATE`, [
-        tenantId,
-      ]);
-      const seen: unknown[] = await manager.query(`SELECT 1 FROM notify.events WHERE tenant_id = $1 AND source_message_id = $2`, [tenantId, sourceMessageId]);
-      if (seen.length > 0) return undefined;
-      const position = (BigInt(last) + 1n).toString();
+      // No row when the message was recorded before. Two deliveries of one message racing past
+      // this check both take a position; the second one's insert then breaks the unique
+      // (tenant, source message) and its transaction, position included, rolls back (below).
+      const [next]: Array<{ last_position: string }> = await manager.query(
+        `INSERT INTO notify.positions AS p (tenant_id, last_position)
+         SELECT $1, 1 WHERE NOT EXISTS (SELECT 1 FROM notify.events WHERE tenant_id = $1 AND source_message_id = $2)
+         ON CONFLICT (tenant_id) DO UPDATE SET last_position = p.last_position + 1
+         RETURNING last_position`,
+        [tenantId, sourceMessageId],
+      );
+      if (!next) return undefined;
+      const position = String(next.last_position);
       const nonce = randomBytes(6).toString('hex');
       const data = await this.cipher.seal(manager, { table: 'events', id: position }, event.data);
-      await manager.query(`UPDATE notify.positions SET last_position = $2 WHERE tenant_id = $1`, [tenantId, position]);
-      await manager.query(
+      await deferWrite(
+        manager,
         `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, clock_timestamp(), $8)`,
         [tenantId, position, nonce, event.type, event.missionId, data, event.occurredAt, sourceMessageId],
@@ -74,6 +92,9 @@ export class EventLog {
       await enqueueOutbox(manager, NOTIFY_SCHEMA, { topic: Topics.notifyEvents, type: MessageTypes.tenantEventRecorded, key: tenantId, payload: logged }, this.cipher);
       await this.hooks.whileRecording?.(manager, tenantId, logged);
       return logged;
+    }).catch((error: unknown) => {
+      if (isUniqueViolation(error, SOURCE_MESSAGE_CONSTRAINT)) return undefined;
+      throw error;
     });
     if (recorded) this.hooks.afterCommit?.();
     return recorded;

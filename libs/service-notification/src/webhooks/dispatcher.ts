@@ -3,7 +3,7 @@ import https from 'node:https';
 import { Webhook } from 'standardwebhooks';
 import { DataSource } from 'typeorm';
 import { DecryptionError } from '@mission/crypto';
-import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import { deferWrite, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import type { WebhookTargetPolicy } from './target-policy';
 import type { WebhookSecrets } from './webhooks';
@@ -280,13 +280,16 @@ export class WebhookDispatcher {
     });
   }
 
+  /** One round trip: the update goes with the transaction's commit. */
   private settle(delivery: Leased, state: 'pending' | 'succeeded' | 'failed', status: number | null, error: string | null, retryInSeconds: number): Promise<unknown> {
+    // No string constant in the text (the state compared is a parameter): the update is inlined into the commit's message.
     return tenantTransaction(this.dataSource, (manager) =>
-      manager.query(
+      deferWrite(
+        manager,
         `UPDATE notify.deliveries SET state = $3, response_status = $4, error = $5, updated_at = clock_timestamp(),
-           next_attempt_at = CASE WHEN $3 = 'pending' THEN clock_timestamp() + make_interval(secs => $6) END
-         WHERE tenant_id = $1 AND id = $2 AND state = 'pending'`,
-        [delivery.tenant_id, delivery.id, state, status, error, retryInSeconds],
+           next_attempt_at = CASE WHEN $3 = $7 THEN clock_timestamp() + make_interval(secs => $6) END
+         WHERE tenant_id = $1 AND id = $2 AND state = $7`,
+        [delivery.tenant_id, delivery.id, state, status, error, retryInSeconds, 'pending'],
       ),
     );
   }

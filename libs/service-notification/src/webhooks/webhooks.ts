@@ -16,7 +16,7 @@ import {
   type WebhookDeliveryView,
   type WebhookView,
 } from '@mission/contracts';
-import { RecordCipher, tenantTransaction } from '@mission/persistence';
+import { deferWrite, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { WebhookTargetPolicy } from './target-policy';
 
@@ -171,47 +171,59 @@ export class Webhooks {
     const row = await tenantTransaction(this.dataSource, async (manager) => {
       await this.find(manager, id);
       const event = { id: `evt_test_${randomBytes(6).toString('hex')}`, type: WEBHOOK_TEST_EVENT, timestamp: new Date().toISOString(), data: { webhookId: id } };
-      const [delivery] = await this.insertDeliveries(manager, tenantId, [id], event);
-      return delivery as DeliveryRow;
+      const insert = await this.deliveriesInsert(manager, tenantId, [id], event);
+      const [delivery]: DeliveryRow[] = await manager.query(`${insert.statement} RETURNING ${DELIVERY_COLUMNS}`, insert.parameters);
+      return delivery;
     });
     this.afterCommit();
     return deliveryView(row);
   }
 
-  /** In the transaction recording `event`: one delivery of it to each of the tenant's webhooks subscribed to its type. */
+  /**
+   * In the transaction recording `event`: one delivery of it to each of the tenant's webhooks
+   * subscribed to its type. The insert goes with the transaction's commit.
+   */
   async enqueue(manager: EntityManager, tenantId: string, event: TenantEvent): Promise<number> {
     const subscribed: Array<{ id: string }> = await manager.query(`SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, [tenantId, event.type]);
     if (subscribed.length === 0) return 0;
-    return (
-      await this.insertDeliveries(
-        manager,
-        tenantId,
-        subscribed.map(({ id }) => id),
-        event,
-      )
-    ).length;
+    const insert = await this.deliveriesInsert(
+      manager,
+      tenantId,
+      subscribed.map(({ id }) => id),
+      event,
+    );
+    await deferWrite(manager, insert.statement, insert.parameters);
+    return subscribed.length;
   }
 
-  /** One pending delivery of `event` to each of `webhookIds`, due now, its payload sealed; in one statement. */
-  private async insertDeliveries(
+  /**
+   * The insert of one pending delivery of `event` to each of `webhookIds`, due now, its payload
+   * sealed: one statement, its parameters plain values (so that it can travel with the next one).
+   */
+  private async deliveriesInsert(
     manager: EntityManager,
     tenantId: string,
     webhookIds: readonly string[],
     event: { readonly id: string; readonly type: string; readonly timestamp: string; readonly data: unknown },
-  ): Promise<DeliveryRow[]> {
+  ): Promise<{ statement: string; parameters: string[] }> {
     const ids = webhookIds.map(() => randomUUID());
     const body = JSON.stringify(event);
     const payloads = await this.cipher.sealAll(
       manager,
       ids.map((id) => ({ record: { table: 'deliveries', id }, value: body })),
     );
-    return manager.query(
-      `INSERT INTO notify.deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, state, attempts, next_attempt_at, created_at, updated_at)
-       SELECT d.id, $1, d.webhook_id, $2, $3, d.payload, 'pending', 0, clock_timestamp(), clock_timestamp(), clock_timestamp()
-       FROM unnest($4::uuid[], $5::uuid[], $6::text[]) AS d(id, webhook_id, payload)
-       RETURNING ${DELIVERY_COLUMNS}`,
-      [tenantId, event.id, event.type, ids, webhookIds, payloads],
-    );
+    // No string constant in the text: a statement holding one is not inlined into the next message.
+    const parameters = [tenantId, event.id, event.type, 'pending'];
+    const rows = ids.map((id, index) => {
+      parameters.push(id, webhookIds[index], payloads[index]);
+      const at = parameters.length - 2;
+      return `($${at}::uuid, $1::uuid, $${at + 1}::uuid, $2, $3, $${at + 2}, $4, 0, clock_timestamp(), clock_timestamp(), clock_timestamp())`;
+    });
+    return {
+      statement: `INSERT INTO notify.deliveries (id, tenant_id, webhook_id, event_id, event_type, payload, state, attempts, next_attempt_at, created_at, updated_at)
+       VALUES ${rows.join(', ')}`,
+      parameters,
+    };
   }
 
   /** The tenant's webhook `id` (locked with `forUpdate`); 404 for any other id, a malformed one included. */
