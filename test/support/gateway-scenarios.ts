@@ -3,6 +3,7 @@ import { exportJWK, generateKeyPair, SignJWT } from 'jose';
 import { call, clientCredentialsToken, postDeclaringLength, rawExchange, waitForMission, politeCall } from './api-client';
 import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
+import { describeDeadlineAndAssigneeScenarios } from './scenarios/deadlines';
 import { describeBrainScenarios } from './scenarios/brain';
 import { describeEventScenarios } from './scenarios/events';
 import { describeWebhookScenarios } from './scenarios/webhooks';
@@ -454,6 +455,7 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
     });
 
     describeApprovalScenarios(context);
+    describeDeadlineAndAssigneeScenarios(context);
     describeBrainScenarios(context);
     describeEventScenarios(context);
     describeWebhookScenarios(context);

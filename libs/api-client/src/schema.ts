@@ -644,6 +644,8 @@ export interface components {
             comment?: string;
         };
         HitItem: {
+            /** @description the only users who may decide it (usernames) */
+            assignees?: string[];
             comment?: string;
             /**
              * Format: date-time
@@ -658,16 +660,23 @@ export interface components {
             /** @description the deciding token’s subject */
             decidedBy?: string;
             description?: string;
+            /**
+             * Format: date-time
+             * @description when the item expires if still undecided (its step’s expiresIn)
+             */
+            expiresAt?: string;
             /** Format: uuid */
             id: string;
             /** Format: uuid */
             missionId: string;
             /** @enum {string} */
-            status: "pending" | "approved" | "rejected" | "cancelled";
+            status: "pending" | "approved" | "rejected" | "cancelled" | "expired";
             title: string;
         };
         HitItemPage: {
             items: {
+                /** @description the only users who may decide it (usernames) */
+                assignees?: string[];
                 comment?: string;
                 /**
                  * Format: date-time
@@ -682,12 +691,17 @@ export interface components {
                 /** @description the deciding token’s subject */
                 decidedBy?: string;
                 description?: string;
+                /**
+                 * Format: date-time
+                 * @description when the item expires if still undecided (its step’s expiresIn)
+                 */
+                expiresAt?: string;
                 /** Format: uuid */
                 id: string;
                 /** Format: uuid */
                 missionId: string;
                 /** @enum {string} */
-                status: "pending" | "approved" | "rejected" | "cancelled";
+                status: "pending" | "approved" | "rejected" | "cancelled" | "expired";
                 title: string;
             }[];
             /** @description pass as `cursor` for the next page; null on the last */
@@ -747,7 +761,7 @@ export interface components {
                  */
                 hitId?: string;
                 index: number;
-                /** @description brain.query: { results }; approval: { hitId, decision, decidedBy, comment? } */
+                /** @description brain.query: { results }; approval: { hitId, decision ("approved", "rejected" or "expired"), decidedBy?, comment? } */
                 output?: {
                     [key: string]: unknown;
                 };
@@ -799,7 +813,7 @@ export interface components {
                      */
                     hitId?: string;
                     index: number;
-                    /** @description brain.query: { results }; approval: { hitId, decision, decidedBy, comment? } */
+                    /** @description brain.query: { results }; approval: { hitId, decision ("approved", "rejected" or "expired"), decidedBy?, comment? } */
                     output?: {
                         [key: string]: unknown;
                     };
@@ -832,7 +846,7 @@ export interface components {
         /** @description RFC 9457 problem details */
         Problem: {
             /** @enum {string} */
-            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "cursor_expired" | "quota_exceeded" | "dependency_unavailable" | "internal_error";
+            code: "validation_failed" | "not_found" | "conflict" | "idempotency_key_reused" | "unauthorized" | "insufficient_scope" | "forbidden" | "not_an_assignee" | "approval_expired" | "payload_too_large" | "unsupported_media_type" | "malformed_json" | "malformed_request" | "headers_too_large" | "request_timeout" | "rate_limited" | "cursor_expired" | "quota_exceeded" | "dependency_unavailable" | "internal_error";
             detail: string;
             /** @description one per invalid field (400) */
             errors?: {
@@ -871,7 +885,16 @@ export interface components {
                 /** @constant */
                 type: "brain.query";
             } | {
+                /** @description the users (usernames) who alone may decide the item; machine clients may not decide it */
+                assignees?: string[];
                 description?: string;
+                /** @description seconds the item waits for a decision, 1 to 2592000 (30 days); undecided by then, it expires */
+                expiresIn?: number;
+                /**
+                 * @description when the item expires undecided: the mission ends "rejected" (default) or "failed" (approval_expired)
+                 * @enum {string}
+                 */
+                onExpiry?: "reject" | "fail";
                 title: string;
                 /** @constant */
                 type: "approval";
@@ -2533,6 +2556,7 @@ export interface operations {
     listPendingHits: {
         parameters: {
             query?: {
+                assignedTo?: "me";
                 /** @description the `nextCursor` of the previous page */
                 cursor?: string;
                 /** @description page size, 1–100 (default 20) */
@@ -2544,7 +2568,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description One page of pending items */
+            /** @description One page of pending items; with assignedTo=me, only those assigned to the calling user */
             200: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3135,7 +3159,11 @@ export interface operations {
                  *         },
                  *         {
                  *           "type": "approval",
-                 *           "title": "OK to publish?"
+                 *           "title": "OK to publish?",
+                 *           "expiresIn": 86400,
+                 *           "assignees": [
+                 *             "ada"
+                 *           ]
                  *         }
                  *       ]
                  *     }

@@ -8,6 +8,10 @@ export const ErrorCode = {
   InsufficientScope: 'insufficient_scope',
   /** Refused whatever the token: e.g. a browser origin that may not call the API. */
   Forbidden: 'forbidden',
+  /** The HIT item names its deciders, and the caller is not one of them (or is a machine client). */
+  NotAnAssignee: 'not_an_assignee',
+  /** A mission's error when its approval step expired undecided with `onExpiry: "fail"`. */
+  ApprovalExpired: 'approval_expired',
   PayloadTooLarge: 'payload_too_large',
   UnsupportedMediaType: 'unsupported_media_type',
   MalformedJson: 'malformed_json',

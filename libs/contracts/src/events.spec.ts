@@ -65,7 +65,7 @@ describe('event schemas', () => {
       MessageTypes.missionCompleted,
       MessageTypes.missionQueued,
     ]);
-    expect(Object.keys(HitEventSchemas).sort()).toEqual([MessageTypes.hitCreated, MessageTypes.hitDecided]);
+    expect(Object.keys(HitEventSchemas).sort()).toEqual([MessageTypes.hitCreated, MessageTypes.hitDecided, MessageTypes.hitExpired]);
   });
 });
 

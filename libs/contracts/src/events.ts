@@ -32,7 +32,14 @@ export const MissionAwaitingApprovalEventSchema = z.object({ missionId: z.uuid()
 export type MissionAwaitingApprovalEvent = Readonly<z.output<typeof MissionAwaitingApprovalEventSchema>>;
 
 /** `hit.created` (key `tenantId:missionId`): an approval item was created for a mission's step. */
-export const HitCreatedEventSchema = z.object({ hitId: z.uuid(), missionId: z.uuid(), stepIndex: z.int().min(0), createdAt: timestamp });
+export const HitCreatedEventSchema = z.object({
+  hitId: z.uuid(),
+  missionId: z.uuid(),
+  stepIndex: z.int().min(0),
+  createdAt: timestamp,
+  expiresAt: timestamp.optional(),
+  assignees: z.array(z.string()).optional(),
+});
 export type HitCreatedEvent = Readonly<z.output<typeof HitCreatedEventSchema>>;
 
 /** `hit.decided` (key `tenantId:missionId`): a person decided a mission's approval item, as `hit.decide` accepted it. */
@@ -47,6 +54,13 @@ export const HitDecidedEventSchema = z.object({
 });
 export type HitDecidedEvent = Readonly<z.output<typeof HitDecidedEventSchema>>;
 
+/**
+ * `hit.expired` (key `tenantId:missionId`): a mission's approval item passed its deadline
+ * undecided; emitted once, by whichever of the deadline sweep and a late decision saw it first.
+ */
+export const HitExpiredEventSchema = z.object({ hitId: z.uuid(), missionId: z.uuid(), stepIndex: z.int().min(0), expiredAt: timestamp });
+export type HitExpiredEvent = Readonly<z.output<typeof HitExpiredEventSchema>>;
+
 /** The events of `mission.events.v1`, by message type. */
 export const MissionEventSchemas = {
   [EventTypes.missionQueued]: MissionQueuedEventSchema,
@@ -59,6 +73,7 @@ export const MissionEventSchemas = {
 export const HitEventSchemas = {
   [EventTypes.hitCreated]: HitCreatedEventSchema,
   [EventTypes.hitDecided]: HitDecidedEventSchema,
+  [EventTypes.hitExpired]: HitExpiredEventSchema,
 } as const;
 
 /** The events of `notify.events.v1`: each event a tenant's log recorded, as clients see it. */

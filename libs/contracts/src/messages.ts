@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { BrainQuerySchema, IngestDocumentCommandSchema } from './brain';
-import { CreateHitSchema, DecideHitSchema } from './hits';
+import { CreateHitSchema, DecideHitSchema, ListPendingHitsSchema } from './hits';
 import { ListMissionsQuerySchema, SubmitMissionCommandSchema } from './missions';
 import { PageQuerySchema } from './pagination';
 import { CreateTenantSchema, CreateUserCommandSchema, TenantSubresourceCommandSchema, UpdateTenantCommandSchema } from './tenants';
@@ -90,7 +90,7 @@ export const Messages = {
   brainUsageGet: message({ topic: Topics.brainRequests, type: 'brain.usage.get', payload: NoPayload, reply: BrainUsageSchema }),
   hitCreate: message({ topic: Topics.hitRequests, type: 'hit.create', payload: CreateHitSchema, reply: RESPONSE_SCHEMAS.HitItem }),
   hitGet: message({ topic: Topics.hitRequests, type: 'hit.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.HitItem }),
-  hitListPending: message({ topic: Topics.hitRequests, type: 'hit.list_pending', payload: PageQuerySchema, reply: RESPONSE_SCHEMAS.HitItemPage, payloadLabel: 'Query' }),
+  hitListPending: message({ topic: Topics.hitRequests, type: 'hit.list_pending', payload: ListPendingHitsSchema, reply: RESPONSE_SCHEMAS.HitItemPage, payloadLabel: 'Query' }),
   hitDecide: message({ topic: Topics.hitRequests, type: 'hit.decide', payload: DecideHitSchema, reply: RESPONSE_SCHEMAS.HitItem, payloadLabel: 'Decision' }),
   webhookCreate: message({
     topic: Topics.notifyRequests,

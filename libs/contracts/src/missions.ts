@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { BRAIN_QUERY_MAX_LENGTH } from './brain';
+import { AssigneesSchema, ExpiresInSchema, HIT_EXPIRY_OUTCOMES } from './hits';
 import { PageQuerySchema } from './pagination';
 import { Scopes } from './scopes';
 import { jsonByteLength } from './validation';
@@ -33,6 +34,9 @@ const ApprovalStepSchema = z.strictObject({
   type: z.literal('approval'),
   title: z.string().trim().min(1).max(200),
   description: z.string().max(10_000).optional(),
+  expiresIn: ExpiresInSchema.optional(),
+  onExpiry: z.enum(HIT_EXPIRY_OUTCOMES).optional().describe('when the item expires undecided: the mission ends "rejected" (default) or "failed" (approval_expired)'),
+  assignees: AssigneesSchema.optional(),
 });
 
 export const MissionStepSchema = z.discriminatedUnion('type', [BrainQueryStepSchema, ApprovalStepSchema]);

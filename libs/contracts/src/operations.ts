@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { BrainQuerySchema, IngestDocumentSchema, MAX_DOCUMENT_BODY_BYTES } from './brain';
-import { DecideHitBodySchema } from './hits';
+import { DecideHitBodySchema, ListHitsQuerySchema } from './hits';
 import { Messages, type MessageDefinition } from './messages';
 import { ListMissionsQuerySchema, SubmitMissionSchema, WaitForMissionQuerySchema } from './missions';
 import { PageQuerySchema } from './pagination';
@@ -33,6 +33,7 @@ export const REQUEST_SCHEMAS = {
 /** The query parameters of each list or search. */
 export const QUERY_SCHEMAS = {
   page: PageQuerySchema,
+  hits: ListHitsQuerySchema,
   missions: ListMissionsQuerySchema,
   brainQuery: BrainQuerySchema,
   events: EventStreamQuerySchema,
@@ -125,7 +126,7 @@ export const Operations = {
           objective: 'Q3 numbers',
           steps: [
             { type: 'brain.query', k: 3 },
-            { type: 'approval', title: 'OK to publish?' },
+            { type: 'approval', title: 'OK to publish?', expiresIn: 86400, assignees: ['ada'] },
           ],
         },
       },
@@ -139,7 +140,9 @@ export const Operations = {
       description:
         'Starts a long-running mission for your organisation and returns it at once (status "queued"); poll get_mission until its status is final ' +
         '(succeeded, failed, rejected or cancelled). A mission runs its steps in order: "brain.query" searches the knowledge store (query defaults to the objective), ' +
-        '"approval" creates a HIT item and waits, as "awaiting_approval", until a human approves or rejects it (see list_pending_hits). ' +
+        '"approval" creates a HIT item and waits, as "awaiting_approval", until a human approves or rejects it (see list_pending_hits); ' +
+        'it may set expiresIn (seconds, at most 30 days: undecided by then, the item expires and the mission ends "rejected", or "failed" with onExpiry "fail") ' +
+        'and assignees (usernames: only those users may decide it). ' +
         'Without steps the mission runs one brain.query on its objective. At most 20 steps.',
       annotations: CREATES,
     },
@@ -357,14 +360,17 @@ export const Operations = {
       operationId: 'listPendingHits',
       tag: 'HIT items',
       summary: 'Pending HIT items, oldest first',
-      query: 'page',
-      success: { status: 200, description: 'One page of pending items', schema: 'HitItemPage' },
+      query: 'hits',
+      success: { status: 200, description: 'One page of pending items; with assignedTo=me, only those assigned to the calling user', schema: 'HitItemPage' },
+      problems: [403],
     },
     mcp: {
       name: 'list_pending_hits',
       title: 'List pending approvals',
       description:
-        'Lists the HIT items (human approval tasks) still waiting for a decision, oldest first, each with the missionId it holds up. ' +
+        'Lists the HIT items (human approval tasks) still waiting for a decision, oldest first, each with the missionId it holds up, ' +
+        'its expiresAt (if its step set a deadline) and its assignees (if only named users may decide it). ' +
+        'assignedTo "me" keeps the items assigned to the signed-in user (a machine client has none: that is a forbidden error). ' +
         'Returns { items, nextCursor }: pass nextCursor as cursor for the next page. limit is 1 to 100 (default 20).',
       annotations: READ_ONLY,
     },
@@ -395,14 +401,14 @@ export const Operations = {
       pathId: 'the HIT item id',
       body: { schema: 'HitDecision', required: false, label: 'Decision', example: { comment: 'Go' } },
       success: { status: 200, description: 'The item, approved, with decidedAt and decidedBy (the token subject)', schema: 'HitItem' },
-      problems: [404, 409],
+      problems: [403, 404, 409],
     },
     mcp: {
       name: 'approve_hit',
       title: 'Approve a HIT item',
       description:
         'Approves a pending HIT item by id, with an optional comment (at most 2000 characters); its mission then continues with its next step. ' +
-        'The decision is recorded under your identity. An item that is already decided is a conflict error.',
+        'The decision is recorded under your identity. An item that is already decided or expired is a conflict error; an item with assignees may be decided only by one of those users (not_an_assignee otherwise).',
       annotations: CREATES,
     },
   }),
@@ -418,14 +424,14 @@ export const Operations = {
       pathId: 'the HIT item id',
       body: { schema: 'HitDecision', required: false, label: 'Decision', example: { comment: 'Numbers are off' } },
       success: { status: 200, description: 'The item, rejected', schema: 'HitItem' },
-      problems: [404, 409],
+      problems: [403, 404, 409],
     },
     mcp: {
       name: 'reject_hit',
       title: 'Reject a HIT item',
       description:
         'Rejects a pending HIT item by id, with an optional comment (at most 2000 characters); its mission then ends with status "rejected". ' +
-        'The decision is recorded under your identity. An item that is already decided is a conflict error.',
+        'The decision is recorded under your identity. An item that is already decided or expired is a conflict error; an item with assignees may be decided only by one of those users (not_an_assignee otherwise).',
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
   }),

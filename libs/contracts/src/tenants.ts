@@ -118,7 +118,7 @@ export const USER_PASSWORD_MIN_LENGTH = 12;
 export const USER_PASSWORD_MAX_LENGTH = 1_024;
 
 /** Body of `POST /admin/tenants/:id/users`. Usernames are unique within a tenant, case-insensitively. */
-const UsernameSchema = z
+export const UsernameSchema = z
   .string()
   .trim()
   .min(1)

@@ -75,6 +75,7 @@ export const EventTypes = {
   missionAwaitingApproval: 'mission.awaiting_approval',
   hitCreated: 'hit.created',
   hitDecided: 'hit.decided',
+  hitExpired: 'hit.expired',
   /** An event recorded in a tenant's log (notify.events.v1). */
   tenantEventRecorded: 'notify.event.recorded',
 } as const;

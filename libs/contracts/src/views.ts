@@ -22,7 +22,10 @@ const MissionStepViewSchema = z.object({
   index: z.int().min(0),
   type: z.enum(['brain.query', 'approval']),
   status: z.enum(STEP_STATUSES),
-  output: z.record(z.string(), z.unknown()).optional().describe('brain.query: { results }; approval: { hitId, decision, decidedBy, comment? }'),
+  output: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe('brain.query: { results }; approval: { hitId, decision ("approved", "rejected" or "expired"), decidedBy?, comment? }'),
   hitId: uuid.optional().describe('the HIT item of an approval step, once created'),
 });
 
@@ -47,6 +50,8 @@ const HitViewSchema = z.object({
   description: z.string().optional(),
   status: z.enum(HIT_STATUSES),
   createdAt: timestamp,
+  expiresAt: timestamp.optional().describe('when the item expires if still undecided (its step’s expiresIn)'),
+  assignees: z.array(z.string()).optional().describe('the only users who may decide it (usernames)'),
   decidedAt: timestamp.optional(),
   decidedBy: z.string().optional().describe('the deciding token’s subject'),
   comment: z.string().optional(),

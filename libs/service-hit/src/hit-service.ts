@@ -23,6 +23,8 @@ import { HIT_SCHEMA, HitsService } from './hits/hits.service';
 import { CreateHitItems1763769600000 } from './migrations/1763769600000-create-hit-items';
 import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-enable-row-level-security';
 import { SealHitContent1764892800000 } from './migrations/1764892800000-seal-hit-content';
+import { DeadlinesAndAssignees1796083200000 } from './migrations/1796083200000-deadlines-and-assignees';
+import { ExpirySweep } from './hits/expiry-sweep';
 
 export const HIT_SERVICE_GROUP = ConsumerGroups.hitService;
 export const HIT_MISSION_EVENTS_GROUP = ConsumerGroups.hitMissionEvents;
@@ -36,6 +38,8 @@ export interface HitServiceOptions {
   readonly keys: KeyProvider;
   /** Where the service's database pool and outbox backlog are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
+  /** Between passes of the deadline sweep (500 ms): how late past its deadline an item expires at most. */
+  readonly expiryIntervalMs?: number;
 }
 
 export interface HitServiceHandle {
@@ -52,7 +56,7 @@ export function openHitDatabase(databaseUrl: string): Promise<DataSource> {
     url: databaseUrl,
     schema: HIT_SCHEMA,
     entities: [HitItemRow],
-    migrations: [CreateHitItems1763769600000, EnableRowLevelSecurity1764547200000, SealHitContent1764892800000],
+    migrations: [CreateHitItems1763769600000, EnableRowLevelSecurity1764547200000, SealHitContent1764892800000, DeadlinesAndAssignees1796083200000],
     applicationName: 'hit-service',
     serviceRole: serviceRoleName(HIT_SCHEMA),
   });
@@ -71,6 +75,10 @@ export async function startHitService(options: HitServiceOptions): Promise<HitSe
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),
     onError: (task, error) => options.logger.error('Deleting expired rows failed; retrying on the next pass', { task, error: String(error) }),
   });
+  const expiry = new ExpirySweep(hits, {
+    intervalMs: options.expiryIntervalMs,
+    onError: (error) => options.logger.error('Expiring approval items past their deadline failed; retrying on the next pass', { error: String(error) }),
+  });
   options.bus.serve(Topics.hitRequests, HIT_SERVICE_GROUP, hitRequestHandlers(hits));
   options.bus.subscribe(Topics.missionEvents, HIT_MISSION_EVENTS_GROUP, missionEventHandler(hits));
 
@@ -78,12 +86,14 @@ export async function startHitService(options: HitServiceOptions): Promise<HitSe
     afterBusStart: async () => {
       relay.start();
       housekeeper.start();
+      expiry.start();
     },
     ready: async () => {
       const database = await pingDatabase(dataSource);
       return { up: database, details: { database: database ? 'up' : 'down', outboxBacklog: database ? await relay.backlog() : null } };
     },
     stop: async () => {
+      await expiry.stop();
       await housekeeper.stop();
       await relay.stop();
       await dataSource.destroy();

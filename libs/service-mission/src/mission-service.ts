@@ -109,7 +109,10 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   options.bus.subscribe(
     Topics.hitEvents,
     MISSION_HIT_EVENTS_GROUP,
-    eventHandlers(HitEventSchemas, { [MessageTypes.hitDecided]: (decision, message) => runner.onHitDecided(decision, message.id) }),
+    eventHandlers(HitEventSchemas, {
+      [MessageTypes.hitDecided]: (decision, message) => runner.onHitDecided(decision, message.id),
+      [MessageTypes.hitExpired]: (expiry, message) => runner.onHitExpired(expiry, message.id),
+    }),
   );
   options.bus.subscribe(Topics.missionStepResults, MISSION_STEP_RESULTS_GROUP, (message) => runner.onStepResult(message));
 

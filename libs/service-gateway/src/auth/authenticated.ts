@@ -6,6 +6,8 @@ export interface Authenticated {
   /** Absent for the platform operator. */
   readonly tenantId?: string;
   readonly tokenId: string;
+  /** A person's token only (the idp's `username` claim): the user's name in the tenant. */
+  readonly username?: string;
 }
 
 declare module 'fastify' {

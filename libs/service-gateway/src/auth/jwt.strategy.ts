@@ -123,7 +123,11 @@ function authenticatedOf(payload: JwtPayload): Authenticated {
   const clientId = typeof payload.client_id === 'string' ? payload.client_id : String(payload.sub);
   const tenantId: unknown = payload.tenant_id;
   if (tenantId !== undefined && !isUuid(tenantId)) throw new InvalidTokenError('The token carries a malformed tenant');
+  const username: unknown = payload.username;
+  if (username !== undefined && (typeof username !== 'string' || username.length === 0 || username.length > 100))
+    throw new InvalidTokenError('The token carries a malformed username');
   return {
+    ...(username === undefined ? {} : { username: username.toLowerCase() }),
     subject: String(payload.sub),
     clientId,
     scopes: new Set(scope.split(' ').filter(Boolean)),

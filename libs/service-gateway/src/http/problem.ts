@@ -27,6 +27,8 @@ export const PROBLEM_KINDS: Readonly<Record<ErrorCode, ProblemKind>> = {
   [ErrorCode.Unauthorized]: { status: 401, title: 'Unauthorized', slug: 'unauthorized' },
   [ErrorCode.InsufficientScope]: { status: 403, title: 'Insufficient scope', slug: 'insufficient-scope' },
   [ErrorCode.Forbidden]: { status: 403, title: 'Forbidden', slug: 'forbidden' },
+  [ErrorCode.NotAnAssignee]: { status: 403, title: 'Not an assignee', slug: 'not-an-assignee' },
+  [ErrorCode.ApprovalExpired]: { status: 409, title: 'Approval expired', slug: 'approval-expired' },
   [ErrorCode.QuotaExceeded]: { status: 403, title: 'Storage quota exceeded', slug: 'storage-quota-exceeded' },
   [ErrorCode.NotFound]: { status: 404, title: 'Not found', slug: 'not-found' },
   [ErrorCode.RequestTimeout]: { status: 408, title: 'Request timeout', slug: 'request-timeout' },

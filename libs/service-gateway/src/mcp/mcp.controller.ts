@@ -83,6 +83,7 @@ export class McpController {
       subject: caller.subject,
       clientId: caller.clientId,
       scopes: caller.scopes,
+      ...(caller.username !== undefined ? { username: caller.username } : {}),
       token: bearerToken(request),
       requestId: String(request.id),
     });

@@ -21,6 +21,8 @@ export interface McpCaller {
   readonly subject: string;
   readonly clientId: string;
   readonly scopes: ReadonlySet<string>;
+  /** A person's token: the user's name (see OperationCaller). */
+  readonly username?: string;
   readonly token: string;
   readonly requestId: string;
 }

@@ -51,6 +51,8 @@ export interface OperationRequest {
 export interface OperationCaller {
   readonly subject: string;
   readonly scopes: ReadonlySet<string>;
+  /** A person's token: the user's name (the token's claim). Absent for a machine client. */
+  readonly username?: string;
 }
 
 type MessageOf<K extends OperationName> = (typeof Operations)[K]['message'];
@@ -111,6 +113,13 @@ export class OperationRunner {
       const quota = await this.tenants.storageQuotaOf(currentTenant().tenantId);
       if (!quota) throw DomainError.notFound('Tenant');
       return { document, quota };
+    },
+    /** `assignedTo=me` names the caller's user, from the token: a machine client has no items of its own (403). */
+    listPendingHits: async (request, caller) => {
+      const { assignedTo, ...page } = parseOrThrow(QUERY_SCHEMAS.hits, request.fields ?? {}, 'Query');
+      if (assignedTo === undefined) return page;
+      if (caller.username === undefined) throw new DomainError(ErrorCode.NotAnAssignee, 'assignedTo=me lists the items of a signed-in user; this token is a machine client’s');
+      return { ...page, assignee: caller.username };
     },
     approveHit: (request, caller) => this.decision(request, caller, 'approved'),
     rejectHit: (request, caller) => this.decision(request, caller, 'rejected'),
@@ -212,9 +221,18 @@ export class OperationRunner {
     return operation.http.pathId ? { id: request.id, ...(fields as object) } : fields;
   }
 
-  /** Records the decision of the caller (the token's subject); 409 once the item is decided. */
+  /**
+   * Records the decision of the caller (the token's subject, and for a person the user's name,
+   * which hit-service checks against the item's assignees); 409 once the item is decided or expired.
+   */
   private async decision(request: OperationRequest, caller: OperationCaller, decision: 'approved' | 'rejected'): Promise<PayloadOf<typeof Operations.approveHit.message>> {
     const { comment } = parseOrThrow(REQUEST_SCHEMAS.HitDecision, request.fields ?? {}, 'Decision');
-    return { id: idOf(request, 'Decision'), decision, decidedBy: caller.subject, ...(comment !== undefined ? { comment } : {}) };
+    return {
+      id: idOf(request, 'Decision'),
+      decision,
+      decidedBy: caller.subject,
+      ...(caller.username !== undefined ? { username: caller.username } : {}),
+      ...(comment !== undefined ? { comment } : {}),
+    };
   }
 }

@@ -15,13 +15,17 @@ export class HitItemEntity {
   decidedAt!: Date | null;
   createdAt!: Date;
   updatedAt!: Date;
+  /** When it expires if still pending (null: it waits for a decision however long). */
+  expiresAt!: Date | null;
+  /** The only users (lower-case names) who may decide it (null: anyone with the scope). */
+  assignees!: string[] | null;
 }
 
 /** What people wrote: stored only as ciphertext (`HitItemRow.sealed`). */
 export type HitContent = Pick<HitItemEntity, 'title' | 'description' | 'comment'>;
 
 /**
- * A row of `hit.hit_items`: ids, tenant, status, who decided and when in clear; title,
+ * A row of `hit.hit_items`: ids, tenant, status, deadline, assignees, who decided and when in clear; title,
  * description and comment in `sealed`, encrypted under the tenant's data key. The plaintext
  * columns are those of rows written before encryption, read until the row is next written.
  */
@@ -65,4 +69,10 @@ export class HitItemRow {
 
   @Column('timestamptz', { name: 'updated_at' })
   updatedAt!: Date;
+
+  @Column('timestamptz', { name: 'expires_at', nullable: true })
+  expiresAt!: Date | null;
+
+  @Column('text', { array: true, nullable: true })
+  assignees!: string[] | null;
 }

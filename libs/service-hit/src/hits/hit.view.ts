@@ -9,6 +9,8 @@ export function hitView(item: HitItemEntity): HitView {
     ...(item.description !== null ? { description: item.description } : {}),
     status: item.status,
     createdAt: item.createdAt.toISOString(),
+    ...(item.expiresAt ? { expiresAt: item.expiresAt.toISOString() } : {}),
+    ...(item.assignees ? { assignees: [...item.assignees] } : {}),
     ...(item.decidedAt ? { decidedAt: item.decidedAt.toISOString() } : {}),
     ...(item.decidedBy !== null ? { decidedBy: item.decidedBy } : {}),
     ...(item.comment !== null ? { comment: item.comment } : {}),

@@ -45,8 +45,24 @@ export class HitsRepository {
     );
   }
 
-  /** Pending items, oldest first, after `after` in (created_at, id) order. Fetches one extra row to tell whether more follow. */
-  async pendingPage(manager: EntityManager, tenantId: string, limit: number, after?: CursorPosition): Promise<HitItemEntity[]> {
+  /** Marks a pending item expired (its content unchanged). */
+  async markExpired(manager: EntityManager, item: HitItemEntity, now: Date): Promise<void> {
+    item.status = 'expired';
+    item.updatedAt = now;
+    await manager.update(HitItemRow, { tenantId: item.tenantId, id: item.id, status: 'pending' }, { status: 'expired', updatedAt: now });
+  }
+
+  /** Pending items past their deadline, across tenants (ids only), soonest first: the migration's SECURITY DEFINER function. */
+  async dueExpiries(manager: EntityManager, max: number): Promise<Array<{ tenantId: string; id: string }>> {
+    const rows: Array<{ tenant_id: string; id: string }> = await manager.query(`SELECT tenant_id, id FROM hit.due_expiries($1)`, [max]);
+    return rows.map((row) => ({ tenantId: row.tenant_id, id: row.id }));
+  }
+
+  /**
+   * Pending items (those of `assignee` only, if given), oldest first, after `after` in
+   * (created_at, id) order. Fetches one extra row to tell whether more follow.
+   */
+  async pendingPage(manager: EntityManager, tenantId: string, limit: number, after?: CursorPosition, assignee?: string): Promise<HitItemEntity[]> {
     const query = manager
       .getRepository(HitItemRow)
       .createQueryBuilder('h')
@@ -56,6 +72,7 @@ export class HitsRepository {
       .addOrderBy('h.id', 'ASC')
       .limit(limit + 1);
     if (after) query.andWhere('(h.created_at, h.id) > (:at, :id)', { at: after.at, id: after.id });
+    if (assignee !== undefined) query.andWhere(':assignee = ANY(h.assignees)', { assignee });
     const rows = await query.getMany();
     const items: HitItemEntity[] = [];
     // One at a time: a key not cached yet is read on the transaction's one connection.
@@ -89,6 +106,8 @@ export class HitsRepository {
       decidedAt: item.decidedAt,
       createdAt: item.createdAt,
       updatedAt: item.updatedAt,
+      expiresAt: item.expiresAt,
+      assignees: item.assignees,
     };
   }
 
@@ -108,6 +127,8 @@ export class HitsRepository {
       decidedAt: row.decidedAt,
       createdAt: row.createdAt,
       updatedAt: row.updatedAt,
+      expiresAt: row.expiresAt ?? null,
+      assignees: row.assignees ?? null,
     });
   }
 }

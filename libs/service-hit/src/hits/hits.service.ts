@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { DataSource } from 'typeorm';
+import { DataSource, EntityManager } from 'typeorm';
 import {
   CreateHitSchema,
   DecideHitSchema,
@@ -9,15 +9,16 @@ import {
   ErrorCode,
   HitCreatedEvent,
   HitDecidedEvent,
+  HitExpiredEvent,
   HitView,
+  ListPendingHitsSchema,
   MessageTypes,
   Page,
-  PageQuerySchema,
   parseOrThrow,
   Topics,
 } from '@mission/contracts';
 import { enqueueOutbox, markProcessed, RecordCipher, tenantTransaction } from '@mission/persistence';
-import { currentTenant } from '@mission/tenant-context';
+import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { HitItemEntity } from './hit-item.entity';
 import { hitView } from './hit.view';
 import { HitsRepository } from './hits.repository';
@@ -52,6 +53,8 @@ export class HitsService {
       decidedAt: null,
       createdAt: now,
       updatedAt: now,
+      expiresAt: request.expiresIn === undefined ? null : new Date(now.getTime() + request.expiresIn * 1000),
+      assignees: request.assignees ?? null,
     });
     let created = false;
     const stored = await tenantTransaction(this.dataSource, async (manager) => {
@@ -59,7 +62,14 @@ export class HitsService {
       // The step's item already existed (its request delivered again): announced then, not now.
       if (found.id !== item.id) return found;
       created = true;
-      const event: HitCreatedEvent = { hitId: found.id, missionId: found.missionId, stepIndex: found.stepIndex, createdAt: found.createdAt.toISOString() };
+      const event: HitCreatedEvent = {
+        hitId: found.id,
+        missionId: found.missionId,
+        stepIndex: found.stepIndex,
+        createdAt: found.createdAt.toISOString(),
+        ...(found.expiresAt ? { expiresAt: found.expiresAt.toISOString() } : {}),
+        ...(found.assignees ? { assignees: [...found.assignees] } : {}),
+      };
       await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitCreated, key: `${tenantId}:${found.missionId}`, payload: event });
       return found;
     });
@@ -74,10 +84,13 @@ export class HitsService {
     return hitView(item);
   }
 
+  /** Pending items, oldest first; those assigned to `assignee` only, when the query names one. */
   async listPending(query: unknown): Promise<Page<HitView>> {
-    const { limit, cursor } = parseOrThrow(PageQuerySchema, query, 'Query');
+    const { limit, cursor, assignee } = parseOrThrow(ListPendingHitsSchema, query, 'Query');
     const { tenantId } = currentTenant();
-    const rows = await tenantTransaction(this.dataSource, (manager) => this.hits.pendingPage(manager, tenantId, limit, cursor ? decodeCursor(cursor) : undefined));
+    const rows = await tenantTransaction(this.dataSource, (manager) =>
+      this.hits.pendingPage(manager, tenantId, limit, cursor ? decodeCursor(cursor) : undefined, assignee?.toLowerCase()),
+    );
     const items = rows.slice(0, limit);
     const last = items[items.length - 1];
     return {
@@ -88,16 +101,32 @@ export class HitsService {
 
   /**
    * Records a decision once: the row lock makes concurrent decisions queue, and every one after
-   * the first finds the item decided (409). The decision and its `hit.decided` event commit together.
+   * the first finds the item decided (409). The decision and its `hit.decided` event commit
+   * together. An item with assignees is decided by one of those users only (403
+   * `not_an_assignee`, a machine client included). An item past its deadline is expired here, if
+   * the sweep has not done it yet (its `hit.expired` commits), and the decision is refused (409):
+   * whichever of the two takes the row first wins, and the other finds the item no longer pending.
    */
   async decide(payload: unknown): Promise<HitView> {
     const request = parseOrThrow(DecideHitSchema, payload, 'Decision');
     const { tenantId } = currentTenant();
-    const item = await tenantTransaction(this.dataSource, async (manager) => {
+    const outcome = await tenantTransaction(this.dataSource, async (manager): Promise<HitItemEntity | 'expired'> => {
       const found = await this.hits.lock(manager, tenantId, request.id);
       if (!found) throw DomainError.notFound('HIT item');
+      if (found.assignees && (request.username === undefined || !found.assignees.includes(request.username.toLowerCase()))) {
+        throw new DomainError(
+          ErrorCode.NotAnAssignee,
+          request.username === undefined
+            ? 'Only the users assigned to this item may decide it, and this token is a machine client’s'
+            : 'Only the users assigned to this item may decide it',
+        );
+      }
       if (found.status !== 'pending') throw new DomainError(ErrorCode.Conflict, `The HIT item is no longer pending (it is ${found.status})`);
       const now = new Date();
+      if (found.expiresAt && found.expiresAt.getTime() <= now.getTime()) {
+        await this.expireLocked(manager, found, now);
+        return 'expired';
+      }
       Object.assign(found, { status: request.decision, decidedBy: request.decidedBy, decidedAt: now, comment: request.comment ?? null, updatedAt: now });
       await this.hits.save(manager, found);
       const event: HitDecidedEvent = {
@@ -118,7 +147,39 @@ export class HitsService {
       return found;
     });
     this.afterCommit();
-    return hitView(item);
+    if (outcome === 'expired') throw new DomainError(ErrorCode.Conflict, 'The HIT item is no longer pending (it is expired)');
+    return hitView(outcome);
+  }
+
+  /**
+   * Expires the pending items past their deadline, across tenants, at most `max` a pass: each in
+   * its tenant's transaction, under the row lock, once (an item decided or expired meanwhile is
+   * left as it is), with its `hit.expired` event. Returns how many it expired.
+   */
+  async expireDue(max = 100): Promise<number> {
+    const due = await this.hits.dueExpiries(this.dataSource.manager, max);
+    let expired = 0;
+    for (const { tenantId, id } of due) {
+      const done = await runWithTenant({ tenantId }, () =>
+        tenantTransaction(this.dataSource, async (manager) => {
+          const found = await this.hits.lock(manager, tenantId, id);
+          const now = new Date();
+          if (!found || found.status !== 'pending' || !found.expiresAt || found.expiresAt.getTime() > now.getTime()) return false;
+          await this.expireLocked(manager, found, now);
+          return true;
+        }),
+      );
+      if (done) expired++;
+    }
+    if (expired > 0) this.afterCommit();
+    return expired;
+  }
+
+  /** In the transaction holding the item's lock: the item expires, and `hit.expired` goes out with it. */
+  private async expireLocked(manager: EntityManager, item: HitItemEntity, now: Date): Promise<void> {
+    await this.hits.markExpired(manager, item, now);
+    const event: HitExpiredEvent = { hitId: item.id, missionId: item.missionId, stepIndex: item.stepIndex, expiredAt: now.toISOString() };
+    await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitExpired, key: `${item.tenantId}:${item.missionId}`, payload: event });
   }
 
   /** A cancelled mission's waiting items leave the pending list. Idempotent per message. */

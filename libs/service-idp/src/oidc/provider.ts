@@ -88,7 +88,14 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
         if (key === 'tenant_id' && value !== undefined && !isUuid(value)) throw new errors.InvalidClientMetadata('tenant_id must be a UUID');
       },
     },
-    extraTokenClaims: async (_ctx, token) => tenantClaims(token.client),
+    // A person's token also names the user (`username`): the gateway checks an approval's assignees against it.
+    extraTokenClaims: async (_ctx, token) => {
+      const tenant = tenantClaims(token.client);
+      const accountId = 'accountId' in token && typeof token.accountId === 'string' ? token.accountId : undefined;
+      if (!tenant || accountId === undefined) return tenant;
+      const user = await options.users.findById(accountId);
+      return user && user.tenantId === tenant.tenant_id ? { ...tenant, username: user.username } : tenant;
+    },
     // Errors of browser-facing endpoints as JSON, like the token endpoint's, rather than an HTML page.
     renderError: async (ctx, out) => {
       ctx.type = 'application/json';

@@ -1,10 +1,10 @@
 import { DataSource, EntityManager } from 'typeorm';
-import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, StepResultSchema } from '@mission/contracts';
+import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitExpiredEvent, StepResultSchema } from '@mission/contracts';
 import { z } from 'zod';
 import { Headers, IncomingMessage } from '@mission/messaging';
 import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
-import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
+import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { StepRequests } from './mission.steps';
 import { announceAwaitingApproval, announceCompletion, skipStepsAfter } from './mission.lifecycle';
 import { MissionsRepository } from './missions.repository';
@@ -26,6 +26,21 @@ export { DEFAULT_RUNNER_TIMINGS, type RunnerTimings } from './mission.steps';
  */
 const CreatedHitReplySchema = z.object({ id: z.string().min(1) });
 const BrainResultsReplySchema = z.object({ results: z.array(z.record(z.string(), z.unknown())) });
+
+/**
+ * The approval step an item's outcome (decided, expired) settles, if the mission waits for it.
+ * Only the item the mission waits for counts: a cancelled or finished mission stays as it is. The
+ * outcome may come before the reply that created the item (that reply lost and sent again, while
+ * a person decided the item already shown): the step's request is then still outstanding, and the
+ * outcome settles the step; the late reply finds it done and is ignored.
+ */
+function approvalWaitingFor(mission: MissionEntity, outcome: { readonly hitId: string; readonly stepIndex: number }): Extract<StoredStep, { type: 'approval' }> | undefined {
+  const step = mission.steps[outcome.stepIndex];
+  const waiting = mission.status === 'awaiting_approval' && step?.hitId === outcome.hitId;
+  const beforeItsReply = (mission.status === 'running' || mission.status === 'queued') && step?.hitId === undefined && step?.requestId !== undefined;
+  if (!step || step.type !== 'approval' || step.status !== 'running' || !(waiting || beforeItsReply)) return undefined;
+  return step;
+}
 
 /** The codes of a step reply that say "try again later" rather than "this step failed". */
 const TRANSIENT_CODES: ReadonlySet<string> = new Set([ErrorCode.DependencyUnavailable, ErrorCode.Internal]);
@@ -114,14 +129,8 @@ export class MissionRunner {
   async onHitDecided(decision: HitDecidedEvent, messageId: string): Promise<void> {
     await this.transition(decision.missionId, async (manager, mission, now) => {
       if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
-      const step = mission.steps[decision.stepIndex];
-      // Only the item the mission waits for counts: a cancelled or finished mission stays as it is.
-      // The decision may come before the reply that created the item (that reply lost and sent
-      // again, while a person decided the item already shown): the step's request is then still
-      // outstanding, and the decision settles the step; the late reply finds it done and is ignored.
-      const waiting = mission.status === 'awaiting_approval' && step?.hitId === decision.hitId;
-      const beforeItsReply = (mission.status === 'running' || mission.status === 'queued') && step?.hitId === undefined && step?.requestId !== undefined;
-      if (!step || step.type !== 'approval' || step.status !== 'running' || !(waiting || beforeItsReply)) return false;
+      const step = approvalWaitingFor(mission, decision);
+      if (!step) return false;
       step.hitId = decision.hitId;
       step.requestId = undefined;
       step.output = {
@@ -139,6 +148,32 @@ export class MissionRunner {
         skipStepsAfter(mission, step.index);
         mission.status = 'rejected';
         mission.completedAt = now;
+      }
+      return true;
+    });
+  }
+
+  /**
+   * `hit.expired` of message `messageId`: the approval step's item passed its deadline undecided.
+   * The step fails with `decision: "expired"`, and the mission ends as the step's `onExpiry`
+   * says: `rejected` (the default), or `failed` with `approval_expired`. Once per message.
+   */
+  async onHitExpired(expiry: HitExpiredEvent, messageId: string): Promise<void> {
+    await this.transition(expiry.missionId, async (manager, mission, now) => {
+      if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
+      const step = approvalWaitingFor(mission, expiry);
+      if (!step) return false;
+      step.hitId = expiry.hitId;
+      step.requestId = undefined;
+      step.output = { hitId: expiry.hitId, decision: 'expired' };
+      step.status = 'failed';
+      skipStepsAfter(mission, step.index);
+      mission.completedAt = now;
+      if (step.onExpiry === 'fail') {
+        mission.status = 'failed';
+        mission.error = { code: ErrorCode.ApprovalExpired, message: `The approval "${step.title}" was not decided before its deadline` };
+      } else {
+        mission.status = 'rejected';
       }
       return true;
     });

@@ -86,5 +86,7 @@ function hitRequestOf(mission: MissionEntity, step: Extract<StoredStep, { type: 
     stepIndex: step.index,
     title: step.title,
     ...(step.description !== undefined ? { description: step.description } : {}),
+    ...(step.expiresIn !== undefined ? { expiresIn: step.expiresIn } : {}),
+    ...(step.assignees !== undefined ? { assignees: step.assignees } : {}),
   });
 }

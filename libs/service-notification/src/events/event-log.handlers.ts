@@ -2,7 +2,7 @@ import { HitEventSchemas, Messages, MessageTypes, MissionEventSchemas, Topics } 
 import { EventHandler, eventHandlers, on, RequestHandler, requestHandlers } from '@mission/messaging';
 import type { Webhooks } from '../webhooks/webhooks';
 import type { EventLog } from './event-log';
-import { hitCreated, hitDecided, missionAwaitingApproval, missionCompleted } from './public-events';
+import { hitCreated, hitDecided, hitExpired, missionAwaitingApproval, missionCompleted } from './public-events';
 
 /** Bus requests → the event log and the webhooks. The tenant comes from the message, restored by the bus. */
 export function notifyRequestHandlers(log: Pick<EventLog, 'list'>, webhooks: Webhooks): Record<string, RequestHandler> {
@@ -30,5 +30,6 @@ export function hitEventsToLog(log: Pick<EventLog, 'record'>): EventHandler {
   return eventHandlers(HitEventSchemas, {
     [MessageTypes.hitCreated]: async (event, message) => void (await log.record(message.id, hitCreated(event))),
     [MessageTypes.hitDecided]: async (event, message) => void (await log.record(message.id, hitDecided(event))),
+    [MessageTypes.hitExpired]: async (event, message) => void (await log.record(message.id, hitExpired(event))),
   });
 }

@@ -1,4 +1,12 @@
-import { EventTypes, type HitCreatedEvent, type HitDecidedEvent, type MissionAwaitingApprovalEvent, type MissionCompletedEvent, type TenantEventType } from '@mission/contracts';
+import {
+  EventTypes,
+  type HitCreatedEvent,
+  type HitDecidedEvent,
+  type HitExpiredEvent,
+  type MissionAwaitingApprovalEvent,
+  type MissionCompletedEvent,
+  type TenantEventType,
+} from '@mission/contracts';
 
 /** A platform event as the tenant's log records it: its public type, its mission, when it happened, its `data`. */
 export interface LoggedEvent {
@@ -27,7 +35,21 @@ export function missionCompleted(event: MissionCompletedEvent): LoggedEvent {
 }
 
 export function hitCreated(event: HitCreatedEvent): LoggedEvent {
-  return { type: EventTypes.hitCreated, missionId: event.missionId, occurredAt: event.createdAt, data: { hitId: event.hitId, missionId: event.missionId } };
+  return {
+    type: EventTypes.hitCreated,
+    missionId: event.missionId,
+    occurredAt: event.createdAt,
+    data: {
+      hitId: event.hitId,
+      missionId: event.missionId,
+      ...(event.expiresAt !== undefined ? { expiresAt: event.expiresAt } : {}),
+      ...(event.assignees !== undefined ? { assignees: [...event.assignees] } : {}),
+    },
+  };
+}
+
+export function hitExpired(event: HitExpiredEvent): LoggedEvent {
+  return { type: EventTypes.hitExpired, missionId: event.missionId, occurredAt: event.expiredAt, data: { hitId: event.hitId, missionId: event.missionId } };
 }
 
 export function hitDecided(event: HitDecidedEvent): LoggedEvent {
