@@ -139,7 +139,8 @@ describe('Sign-in of a tenant user in a real browser', () => {
       const { access_token: accessToken = '', refresh_token: refreshToken1 = '' } = first.body;
       expect(refreshToken1).not.toBe('');
       expect(first.body.expires_in).toBe(3600);
-      expect(claimsOf(accessToken)).toMatchObject({ iss: stack.issuer, aud: stack.gatewayUrl, sub: userId, client_id: client.clientId, tenant_id: tenantId });
+      // A person's token names the user (created as "Ada", stored lower-case): assignees are checked against it.
+      expect(claimsOf(accessToken)).toMatchObject({ iss: stack.issuer, aud: stack.gatewayUrl, sub: userId, client_id: client.clientId, tenant_id: tenantId, username: 'ada' });
       expect(claimsOf(accessToken).scope.split(' ').sort()).toEqual(['missions:read', 'missions:write']);
 
       // The token calls the API as the user, within the user's scopes only: a mission whose steps
@@ -158,6 +159,7 @@ describe('Sign-in of a tenant user in a real browser', () => {
       const second = await token({ grant_type: 'refresh_token', refresh_token: refreshToken1 });
       expect(second.status).toBe(200);
       const refreshToken2 = second.body.refresh_token ?? '';
+      expect(claimsOf(second.body.access_token ?? '').username).toBe('ada');
       expect(refreshToken2).not.toBe(refreshToken1);
       expect((await call(stack.gatewayUrl, 'GET', '/api/missions', { token: second.body.access_token })).status).toBe(200);
 

@@ -1,10 +1,8 @@
-import { randomUUID } from 'node:crypto';
-import { SignJWT } from 'jose';
 import { call, eventually, politeCall, waitForMission } from '../api-client';
 import { openEventStream } from '../event-stream-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
-import { testSigningKey } from '../test-signing-key';
+import { userToken as userTokenFor } from '../user-token';
 
 /**
  * Approvals that fit real teams, through the gateway: deadlines (`expiresIn`, `onExpiry`,
@@ -13,23 +11,7 @@ import { testSigningKey } from '../test-signing-key';
 export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): void {
   const gateway = (): string => context.deployment.gatewayUrl;
 
-  /**
-   * A person's access token as the idp issues one after sign-in (its `username` claim included),
-   * signed with the test key the deployment's idp publishes: users are named here without a
-   * browser. The idp's own claim is checked by the sign-in suite.
-   */
-  function userToken(tenant: Tenant, username: string): Promise<string> {
-    const key = testSigningKey();
-    return new SignJWT({ client_id: tenant.clientId, tenant_id: tenant.id, scope: 'missions:read missions:write hits:read hits:approve', username })
-      .setProtectedHeader({ alg: 'ES256', typ: 'at+jwt', kid: key.kid })
-      .setIssuer(context.deployment.issuer)
-      .setAudience(gateway())
-      .setSubject(randomUUID())
-      .setJti(randomUUID())
-      .setIssuedAt()
-      .setExpirationTime('1h')
-      .sign(key.privateKey);
-  }
+  const userToken = (tenant: Tenant, username: string): Promise<string> => userTokenFor(context.deployment, tenant, username);
 
   async function submitApproval(tenant: Tenant, approval: Record<string, unknown>): Promise<{ missionId: string; hitId: string }> {
     const submitted = await call(gateway(), 'POST', '/api/missions', {

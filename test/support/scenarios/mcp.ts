@@ -7,6 +7,7 @@ import { SubmitMissionSchema } from '@mission/contracts';
 import { call, clientCredentialsToken, eventually, politeCall, politeFetch } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
+import { userToken } from '../user-token';
 
 const TOOL_NAMES = ['submit_mission', 'get_mission', 'wait_for_mission', 'list_missions', 'query_brain', 'ingest_document', 'list_pending_hits', 'approve_hit', 'reject_hit'];
 
@@ -173,6 +174,29 @@ export function describeMcpScenarios(context: ScenarioContext): void {
           const listed = await session.call('list_missions', { status: final.status, limit: 100 });
           expect(listed.body.items.find((m: { id: string }) => m.id === id)).toEqual(rest.body);
         });
+      });
+    });
+
+    it('takes deadlines and assignees through tools: assignedTo "me" lists the user’s items, and only an assignee decides', async () => {
+      const ada = await userToken(context.deployment, context.tenantA, 'ada');
+      await withSession('v2-2026', ada, async (asAda) => {
+        const submitted = await asAda.call('submit_mission', {
+          title: 'Assigned through MCP',
+          objective: 'Only Ada decides',
+          steps: [{ type: 'approval', title: 'Ada?', expiresIn: 3_600, onExpiry: 'fail', assignees: ['Ada'] }],
+        });
+        expect(submitted.isError).toBe(false);
+        const waiting = await missionIn(asAda, submitted.body.id, (m) => m.status === 'awaiting_approval', 'the mission to await approval');
+        const hitId = waiting.steps[0].hitId as string;
+        const mine = await asAda.call('list_pending_hits', { assignedTo: 'me', limit: 100 });
+        expect(mine.isError).toBe(false);
+        expect(mine.body.items.find((item: { id: string }) => item.id === hitId)).toMatchObject({ assignees: ['ada'], expiresAt: expect.any(String) });
+
+        await withSession('v2-2026', context.tenantA.token, async (asClient) => {
+          expect(await asClient.call('approve_hit', { id: hitId })).toMatchObject({ isError: true, body: { status: 403, code: 'not_an_assignee' } });
+          expect(await asClient.call('list_pending_hits', { assignedTo: 'me' })).toMatchObject({ isError: true, body: { status: 403, code: 'not_an_assignee' } });
+        });
+        expect(await asAda.call('approve_hit', { id: hitId, comment: 'mine' })).toMatchObject({ isError: false, body: { id: hitId, status: 'approved', comment: 'mine' } });
       });
     });
 

@@ -60,6 +60,15 @@ describe('TokenVerifier', () => {
     expect([...auth.scopes]).toEqual(['missions:read', 'missions:write']);
   });
 
+  it('names a person’s user (the username claim, lower-case) and no user for a machine client', async () => {
+    const verifier = new TokenVerifier({ issuer, audience });
+    expect((await verifier.verify(await token({ username: 'Ada' }))).username).toBe('ada');
+    expect((await verifier.verify(await token())).username).toBeUndefined();
+    for (const username of ['', 42, 'x'.repeat(101), ['ada']]) {
+      await expect(verifier.verify(await token({ username }))).rejects.toThrow('malformed username');
+    }
+  });
+
   it.each([
     ['another audience', { aud: 'https://elsewhere.example' }],
     ['another issuer', { iss: 'https://evil.example' }],

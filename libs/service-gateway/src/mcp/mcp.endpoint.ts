@@ -62,7 +62,7 @@ export class McpEndpoint implements OnModuleDestroy {
       token: caller.token,
       clientId: caller.clientId,
       scopes: [...caller.scopes],
-      extra: { subject: caller.subject, requestId: caller.requestId },
+      extra: { subject: caller.subject, requestId: caller.requestId, ...(caller.username !== undefined ? { username: caller.username } : {}) },
     };
     return this.handler.fetch(request, { authInfo, ...(parsedBody === undefined ? {} : { parsedBody }) });
   }
@@ -120,7 +120,7 @@ export class McpEndpoint implements OnModuleDestroy {
 }
 
 function callerOf(authInfo: AuthInfo | undefined): McpCaller {
-  const extra = authInfo?.extra as { subject?: unknown; requestId?: unknown } | undefined;
+  const extra = authInfo?.extra as { subject?: unknown; requestId?: unknown; username?: unknown } | undefined;
   if (!authInfo || typeof extra?.subject !== 'string') throw new Error('An MCP request reached the server without its verified caller');
   return {
     subject: extra.subject,
@@ -128,5 +128,6 @@ function callerOf(authInfo: AuthInfo | undefined): McpCaller {
     scopes: new Set(authInfo.scopes),
     token: authInfo.token,
     requestId: typeof extra.requestId === 'string' ? extra.requestId : '',
+    ...(typeof extra.username === 'string' ? { username: extra.username } : {}),
   };
 }
