@@ -436,6 +436,39 @@ describe('Fault tolerance of the distributed deployment', () => {
     }
   }, 240_000);
 
+  it('expires, exactly once, approvals whose deadline passed while hit-service was down', async () => {
+    const stream = await openEventStream(stack.gatewayUrl, '/api/events?types=hit.expired', { token: tenant.token });
+    try {
+      expect(stream.status).toBe(200);
+      const submitted = await Promise.all(Array.from({ length: 5 }, () => submit([{ type: 'approval', title: 'In time?', expiresIn: 2 }])));
+      const ids = submitted.map((r) => r.id ?? '');
+      const waiting = await waitAll(ids, (m) => m.status === 'awaiting_approval', 'missions to await approval');
+      const hitIds = waiting.map((m) => m.steps[0].hitId as string);
+      // Killed before the deadlines pass, and kept down past them.
+      const killed = await stack.restart('hit-service', 'SIGKILL', async () => {
+        await new Promise((resolve) => setTimeout(resolve, 3_000));
+        expect((await Promise.all(ids.map(mission))).map((m) => m.status)).toEqual(ids.map(() => 'awaiting_approval'));
+      });
+      expect(killed.signal).toBe('SIGKILL');
+      const ended = await waitAll(ids, (m) => FINAL.includes(m.status), 'every mission to end once hit-service is back');
+      expect(ended.map((m) => [m.status, m.steps[0].output?.decision])).toEqual(ids.map(() => ['rejected', 'expired']));
+      const pushed = await stream.waitFor((events) => hitIds.every((hitId) => events.some((event) => event.data.data.hitId === hitId)), 30_000);
+      const report = {
+        approvals: ids.length,
+        expired: ended.filter((m) => m.status === 'rejected').length,
+        announced: pushed.filter((event) => hitIds.includes(event.data.data.hitId)).length,
+      };
+      process.stdout.write(`fault report (hit-service down past deadlines): ${JSON.stringify(report)}\n`);
+      const { rows } = await db.query(`SELECT payload->>'hitId' AS id, count(*)::int AS n FROM hit.outbox WHERE type = 'hit.expired' AND payload->>'hitId' = ANY($1) GROUP BY 1`, [
+        hitIds,
+      ]);
+      expect(rows.map((row: { n: number }) => row.n)).toEqual(hitIds.map(() => 1));
+      expect(report.announced).toBe(ids.length);
+    } finally {
+      stream.close();
+    }
+  }, 120_000);
+
   it('answers 503 with Retry-After, naming nothing internal, while a service does not answer, and serves again once it does', async () => {
     const hitService = stack.process('hit-service').child;
     expect(hitService.kill('SIGSTOP')).toBe(true);
