@@ -159,19 +159,23 @@ export class HitsService {
   async expireDue(max = 100): Promise<number> {
     const due = await this.hits.dueExpiries(this.dataSource.manager, max);
     let expired = 0;
-    for (const { tenantId, id } of due) {
-      const done = await runWithTenant({ tenantId }, () =>
-        tenantTransaction(this.dataSource, async (manager) => {
-          const found = await this.hits.lock(manager, tenantId, id);
-          const now = new Date();
-          if (!found || found.status !== 'pending' || !found.expiresAt || found.expiresAt.getTime() > now.getTime()) return false;
-          await this.expireLocked(manager, found, now);
-          return true;
-        }),
-      );
-      if (done) expired++;
+    try {
+      for (const { tenantId, id } of due) {
+        const done = await runWithTenant({ tenantId }, () =>
+          tenantTransaction(this.dataSource, async (manager) => {
+            const found = await this.hits.lock(manager, tenantId, id);
+            const now = new Date();
+            if (!found || found.status !== 'pending' || !found.expiresAt || found.expiresAt.getTime() > now.getTime()) return false;
+            await this.expireLocked(manager, found, now);
+            return true;
+          }),
+        );
+        if (done) expired++;
+      }
+    } finally {
+      // What committed before a failure is announced now, not at the relay's next poll.
+      if (expired > 0) this.afterCommit();
     }
-    if (expired > 0) this.afterCommit();
     return expired;
   }
 
