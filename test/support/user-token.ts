@@ -1,5 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { SignJWT } from 'jose';
+import { call } from './api-client';
 import { testSigningKey } from './test-signing-key';
 
 /**
@@ -23,4 +24,13 @@ export function userToken(
     .setIssuedAt()
     .setExpirationTime('1h')
     .sign(key.privateKey);
+}
+
+/** Creates the tenant's user `username` unless it exists (an approval's assignees must be users of the tenant). */
+export async function ensureUser(gatewayUrl: string, adminToken: string, tenantId: string, username: string): Promise<void> {
+  const created = await call(gatewayUrl, 'POST', `/admin/tenants/${tenantId}/users`, {
+    token: adminToken,
+    body: { username, password: `pw-${randomBytes(12).toString('base64url')}`, scopes: ['missions:read', 'missions:write', 'hits:read', 'hits:approve'] },
+  });
+  if (created.status !== 201 && created.status !== 409) throw new Error(`Creating user ${username} answered ${created.status}`);
 }

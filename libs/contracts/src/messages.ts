@@ -48,6 +48,10 @@ const IngestDocumentPayloadSchema = z.union([IngestDocumentCommandSchema, z.reco
 
 /** What brain-service holds for a tenant: the quantities its storage quota counts. */
 export const BrainUsageSchema = z.object({ documents: z.int().min(0), bytes: z.int().min(0) });
+/** `identity.users.unknown`: which of `usernames` (lower-case) the tenant has no user of. */
+export const UnknownUsersQuerySchema = z.strictObject({ tenantId: z.uuid(), usernames: z.array(z.string().min(1).max(100)).min(1).max(400) });
+export const UnknownUsersSchema = z.object({ unknown: z.array(z.string()) });
+
 /** The reply to a deletion: the id deleted. */
 export const DeletedSchema = z.object({ id: z.string() });
 
@@ -63,6 +67,7 @@ export const Messages = {
   tenantGet: message({ topic: Topics.identityRequests, type: 'identity.tenant.get', payload: ResourceIdSchema, reply: RESPONSE_SCHEMAS.Tenant }),
   tenantUpdate: message({ topic: Topics.identityRequests, type: 'identity.tenant.update', payload: UpdateTenantCommandSchema, reply: RESPONSE_SCHEMAS.Tenant }),
   clientCreate: message({ topic: Topics.identityRequests, type: 'identity.client.create', payload: TenantSubresourceCommandSchema, reply: RESPONSE_SCHEMAS.ClientCredentials }),
+  usersUnknown: message({ topic: Topics.identityRequests, type: 'identity.users.unknown', payload: UnknownUsersQuerySchema, reply: UnknownUsersSchema }),
   userCreate: message({ topic: Topics.identityRequests, type: 'identity.user.create', payload: CreateUserCommandSchema, reply: RESPONSE_SCHEMAS.User, payloadLabel: 'User' }),
   signingKeyRotate: message({ topic: Topics.identityRequests, type: 'identity.signing_key.rotate', payload: NoPayload, reply: RESPONSE_SCHEMAS.SigningKeyRotation }),
   missionSubmit: message({ topic: Topics.missionRequests, type: 'mission.submit', payload: SubmitMissionCommandSchema, reply: RESPONSE_SCHEMAS.Mission }),

@@ -2,7 +2,7 @@ import { call, eventually, politeCall, waitForMission } from '../api-client';
 import { openEventStream } from '../event-stream-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
-import { userToken as userTokenFor } from '../user-token';
+import { ensureUser, userToken as userTokenFor } from '../user-token';
 
 /**
  * Approvals that fit real teams, through the gateway: deadlines (`expiresIn`, `onExpiry`,
@@ -97,6 +97,11 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
   });
 
   describe('assignees', () => {
+    beforeAll(async () => {
+      for (const name of ['ada', 'bob']) await ensureUser(gateway(), context.adminToken, context.tenantA.id, name);
+      await ensureUser(gateway(), context.adminToken, context.tenantB.id, 'ada');
+    });
+
     it('lets only the assigned users decide: another user, and any machine client, get 403 not_an_assignee', async () => {
       const { tenantA } = context;
       const { missionId, hitId } = await submitApproval(tenantA, { assignees: ['Ada', 'bob'] });
@@ -129,6 +134,27 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       expect(await pendingIds(ada)).toEqual(expect.arrayContaining([adas, bobs, anyones]));
       expectProblem(await call(gateway(), 'GET', '/api/hit?assignedTo=me', { token: tenantA.token }), 403, 'not_an_assignee');
       expectProblem(await call(gateway(), 'GET', '/api/hit?assignedTo=someone', { token: ada }), 400, 'validation_failed');
+    });
+
+    it('refuses assignees the tenant has no user of, naming each step and name', async () => {
+      const { tenantA, tenantB } = context;
+      await ensureUser(gateway(), context.adminToken, tenantB.id, 'only-in-b');
+      const refused = await call(gateway(), 'POST', '/api/missions', {
+        token: tenantA.token,
+        body: {
+          title: 't',
+          objective: 'o',
+          steps: [
+            { type: 'approval', title: 'First', assignees: ['ada', 'nobody'] },
+            { type: 'approval', title: 'Second', assignees: ['only-in-b'] },
+          ],
+        },
+      });
+      expectProblem(refused, 400, 'validation_failed');
+      expect(refused.body.errors).toEqual([
+        { field: 'steps.0.assignees', message: 'the tenant has no user "nobody"' },
+        { field: 'steps.1.assignees', message: 'the tenant has no user "only-in-b"' },
+      ]);
     });
 
     it('refuses assignees that are not 1 to 20 distinct usernames', async () => {

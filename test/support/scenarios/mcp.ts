@@ -7,7 +7,7 @@ import { SubmitMissionSchema } from '@mission/contracts';
 import { call, clientCredentialsToken, eventually, politeCall, politeFetch } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
-import { userToken } from '../user-token';
+import { ensureUser, userToken } from '../user-token';
 
 const TOOL_NAMES = ['submit_mission', 'get_mission', 'wait_for_mission', 'list_missions', 'query_brain', 'ingest_document', 'list_pending_hits', 'approve_hit', 'reject_hit'];
 
@@ -178,6 +178,7 @@ export function describeMcpScenarios(context: ScenarioContext): void {
     });
 
     it('takes deadlines and assignees through tools: assignedTo "me" lists the user’s items, and only an assignee decides', async () => {
+      await ensureUser(gateway(), context.adminToken, context.tenantA.id, 'ada');
       const ada = await userToken(context.deployment, context.tenantA, 'ada');
       await withSession('v2-2026', ada, async (asAda) => {
         const submitted = await asAda.call('submit_mission', {

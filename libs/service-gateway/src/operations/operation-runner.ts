@@ -21,6 +21,7 @@ import {
   ResourceIdSchema,
   scopesMissionNeeds,
   SubmitMissionSchema,
+  type SubmitMissionRequest,
   type TenantUsageView,
   UpdateTenantSchema,
   WaitForMissionQuerySchema,
@@ -105,6 +106,7 @@ export class OperationRunner {
       const key = idempotencyKeyOf(request.idempotencyKey);
       const missing = scopesMissionNeeds(mission).filter((scope) => !caller.scopes.has(scope));
       if (missing.length > 0) throw insufficientScopeProblem(this.options.publicUrl, missing);
+      await this.checkAssignees(mission);
       return { mission: request.fields, scopes: [...caller.scopes], ...(key ? { idempotencyKey: key } : {}) };
     },
     /** Stored within the tenant's storage quota, which brain-service checks as it stores (403 quota_exceeded beyond it). */
@@ -219,6 +221,24 @@ export class OperationRunner {
     const { schema, label, optional } = fieldsOf(operation);
     const fields: unknown = parseOrThrow(schema, request.fields === undefined && optional ? {} : request.fields, label);
     return operation.http.pathId ? { id: request.id, ...(fields as object) } : fields;
+  }
+
+  /**
+   * An approval step's assignees must be users of the tenant: an item assigned to a name nobody
+   * has could never be decided. One request to the idp for all the mission's steps; 400
+   * `validation_failed` naming each step and name it does not know.
+   */
+  private async checkAssignees(mission: SubmitMissionRequest): Promise<void> {
+    const named = (mission.steps ?? []).flatMap((step, index) => (step.type === 'approval' && step.assignees ? step.assignees.map((name) => ({ index, name })) : []));
+    if (named.length === 0) return;
+    const { unknown } = await requestMessage(this.bus, Messages.usersUnknown, { tenantId: currentTenant().tenantId, usernames: named.map(({ name }) => name) });
+    if (unknown.length === 0) return;
+    const missing = new Set(unknown);
+    throw new DomainError(
+      ErrorCode.ValidationFailed,
+      'Mission is invalid',
+      named.filter(({ name }) => missing.has(name)).map(({ index, name }) => ({ field: `steps.${index}.assignees`, message: `the tenant has no user "${name}"` })),
+    );
   }
 
   /**

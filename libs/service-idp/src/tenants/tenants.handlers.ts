@@ -13,6 +13,7 @@ export function identityRequestHandlers(tenants: TenantsService, rotateSigningKe
     on(Messages.tenantGet, ({ id }) => tenants.get(id)),
     on(Messages.tenantUpdate, ({ id, patch }) => tenants.update(id, parseOrThrow(UpdateTenantSchema, patch, 'Tenant'))),
     on(Messages.clientCreate, ({ tenantId, body }) => tenants.createClient(tenantId, parseOrThrow(CreateClientSchema, body ?? {}, 'Client'))),
+    on(Messages.usersUnknown, ({ tenantId, usernames }) => tenants.unknownUsers(tenantId, usernames)),
     on(Messages.userCreate, ({ tenantId, ...user }) => tenants.createUser(tenantId, user)),
     on(Messages.signingKeyRotate, () => rotateSigningKey()),
   ]);

@@ -18,6 +18,18 @@ export class UsersRepository {
     return this.dataSource.getRepository(UserEntity).findOne({ where: { id } });
   }
 
+  /** Which of `usernames` (compared lower-case) the tenant has no user of, each once, in the order given. */
+  async unknownOf(tenantId: string, usernames: readonly string[]): Promise<string[]> {
+    const wanted = [...new Set(usernames.map((name) => name.toLowerCase()))];
+    if (!isUuid(tenantId)) return wanted;
+    const found: Array<{ username: string }> = await this.dataSource.query(`SELECT username FROM identity.users WHERE tenant_id = $1 AND username = ANY($2::text[])`, [
+      tenantId,
+      wanted,
+    ]);
+    const known = new Set(found.map((row) => row.username));
+    return wanted.filter((name) => !known.has(name));
+  }
+
   async findByUsername(tenantId: string, username: string): Promise<UserEntity | null> {
     if (!isUuid(tenantId) || username.length === 0 || username.length > 100 || username.includes('\u0000')) return null;
     return this.dataSource.getRepository(UserEntity).findOne({ where: { tenantId, username: username.toLowerCase() } });
