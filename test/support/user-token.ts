@@ -27,10 +27,16 @@ export function userToken(
 }
 
 /** Creates the tenant's user `username` unless it exists (an approval's assignees must be users of the tenant). */
-export async function ensureUser(gatewayUrl: string, adminToken: string, tenantId: string, username: string): Promise<void> {
+export async function ensureUser(
+  gatewayUrl: string,
+  adminToken: string,
+  tenantId: string,
+  username: string,
+  scopes = ['missions:read', 'missions:write', 'hits:read', 'hits:approve'],
+): Promise<void> {
   const created = await call(gatewayUrl, 'POST', `/admin/tenants/${tenantId}/users`, {
     token: adminToken,
-    body: { username, password: `pw-${randomBytes(12).toString('base64url')}`, scopes: ['missions:read', 'missions:write', 'hits:read', 'hits:approve'] },
+    body: { username, password: `pw-${randomBytes(12).toString('base64url')}`, scopes },
   });
   if (created.status !== 201 && created.status !== 409) throw new Error(`Creating user ${username} answered ${created.status}`);
 }

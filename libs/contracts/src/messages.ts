@@ -48,9 +48,12 @@ const IngestDocumentPayloadSchema = z.union([IngestDocumentCommandSchema, z.reco
 
 /** What brain-service holds for a tenant: the quantities its storage quota counts. */
 export const BrainUsageSchema = z.object({ documents: z.int().min(0), bytes: z.int().min(0) });
-/** `identity.users.unknown`: which of `usernames` (lower-case) the tenant has no user of. */
+/**
+ * `identity.users.unknown`: which of `usernames` (lower-case) the tenant has no user of, and which
+ * name a user without `hits:approve` (neither could decide an approval assigned to them).
+ */
 export const UnknownUsersQuerySchema = z.strictObject({ tenantId: z.uuid(), usernames: z.array(z.string().min(1).max(100)).min(1).max(400) });
-export const UnknownUsersSchema = z.object({ unknown: z.array(z.string()) });
+export const UnknownUsersSchema = z.object({ unknown: z.array(z.string()), unableToApprove: z.array(z.string()).default([]) });
 
 /** The reply to a deletion: the id deleted. */
 export const DeletedSchema = z.object({ id: z.string() });

@@ -30,14 +30,16 @@ const BrainQueryStepSchema = z.strictObject({
   k: z.int().min(1).max(MISSION_LIMITS.stepK).optional(),
 });
 
-const ApprovalStepSchema = z.strictObject({
-  type: z.literal('approval'),
-  title: z.string().trim().min(1).max(200),
-  description: z.string().max(10_000).optional(),
-  expiresIn: ExpiresInSchema.optional(),
-  onExpiry: z.enum(HIT_EXPIRY_OUTCOMES).optional().describe('when the item expires undecided: the mission ends "rejected" (default) or "failed" (approval_expired)'),
-  assignees: AssigneesSchema.optional(),
-});
+const ApprovalStepSchema = z
+  .strictObject({
+    type: z.literal('approval'),
+    title: z.string().trim().min(1).max(200),
+    description: z.string().max(10_000).optional(),
+    expiresIn: ExpiresInSchema.optional(),
+    onExpiry: z.enum(HIT_EXPIRY_OUTCOMES).optional().describe('when the item expires undecided: the mission ends "rejected" (default) or "failed" (approval_expired)'),
+    assignees: AssigneesSchema.optional(),
+  })
+  .refine((step) => step.onExpiry === undefined || step.expiresIn !== undefined, { message: 'onExpiry needs expiresIn', path: ['onExpiry'] });
 
 export const MissionStepSchema = z.discriminatedUnion('type', [BrainQueryStepSchema, ApprovalStepSchema]);
 export type MissionStepRequest = z.output<typeof MissionStepSchema>;

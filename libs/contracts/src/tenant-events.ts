@@ -6,7 +6,8 @@ import { Scope } from './scopes';
 /*
  * The events a tenant's clients see (API contract, "Events"): every state change they care about,
  * kept per tenant in notification-service's log, in the order it happened there. An event carries
- * ids, never tenant content: a client reads the resource itself with its own scopes.
+ * ids and outcomes (an item's deadline and its assignees' usernames included), never what people
+ * wrote: a client reads the resource itself with its own scopes.
  */
 
 /** The public event types, and the scope a token needs to see each. */
@@ -62,7 +63,7 @@ export const TenantEventSchema = z
         'by type: mission.awaiting_approval {missionId, hitId, stepIndex}; mission.completed {missionId, status}; hit.created {hitId, missionId, expiresAt?, assignees?}; hit.decided {hitId, missionId, decision, decidedBy}; hit.expired {hitId, missionId}',
       ),
   })
-  .describe('A state change of one of the tenant’s missions or approval items: ids, never content');
+  .describe('A state change of one of the tenant’s missions or approval items: ids and outcomes (and an item’s deadline and assignees), never content');
 export type TenantEvent = z.output<typeof TenantEventSchema>;
 
 /** A page of the log: events after a position, oldest first, and the id of the last one of the log. */

@@ -85,7 +85,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
 
     it('refuses a deadline or an onExpiry out of range, naming the field', async () => {
       const { tenantA } = context;
-      for (const approval of [{ expiresIn: 0 }, { expiresIn: 2_592_001 }, { expiresIn: 1.5 }, { expiresIn: '60' }, { onExpiry: 'ignore' }]) {
+      for (const approval of [{ expiresIn: 0 }, { expiresIn: 2_592_001 }, { expiresIn: 1.5 }, { expiresIn: '60' }, { onExpiry: 'ignore' }, { onExpiry: 'fail' }]) {
         const refused = await call(gateway(), 'POST', '/api/missions', {
           token: tenantA.token,
           body: { title: 't', objective: 'o', steps: [{ type: 'approval', title: 'Go?', ...approval }] },
@@ -136,9 +136,10 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       expectProblem(await call(gateway(), 'GET', '/api/hit?assignedTo=someone', { token: ada }), 400, 'validation_failed');
     });
 
-    it('refuses assignees the tenant has no user of, naming each step and name', async () => {
+    it('refuses assignees the tenant has no user of, or whose user may not approve, naming each step and name', async () => {
       const { tenantA, tenantB } = context;
       await ensureUser(gateway(), context.adminToken, tenantB.id, 'only-in-b');
+      await ensureUser(gateway(), context.adminToken, tenantA.id, 'watcher', ['hits:read']);
       const refused = await call(gateway(), 'POST', '/api/missions', {
         token: tenantA.token,
         body: {
@@ -146,7 +147,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
           objective: 'o',
           steps: [
             { type: 'approval', title: 'First', assignees: ['ada', 'nobody'] },
-            { type: 'approval', title: 'Second', assignees: ['only-in-b'] },
+            { type: 'approval', title: 'Second', assignees: ['only-in-b', 'Watcher'] },
           ],
         },
       });
@@ -154,6 +155,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       expect(refused.body.errors).toEqual([
         { field: 'steps.0.assignees', message: 'the tenant has no user "nobody"' },
         { field: 'steps.1.assignees', message: 'the tenant has no user "only-in-b"' },
+        { field: 'steps.1.assignees', message: 'the user "watcher" may not decide approvals (no hits:approve scope)' },
       ]);
     });
 

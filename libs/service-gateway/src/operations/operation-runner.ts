@@ -224,20 +224,26 @@ export class OperationRunner {
   }
 
   /**
-   * An approval step's assignees must be users of the tenant: an item assigned to a name nobody
-   * has could never be decided. One request to the idp for all the mission's steps; 400
-   * `validation_failed` naming each step and name it does not know.
+   * An approval step's assignees must be users of the tenant who may decide approvals
+   * (`hits:approve`): an item assigned to anyone else could never be decided. One request to the
+   * idp for all the mission's steps; 400 `validation_failed` naming each step and name refused.
    */
   private async checkAssignees(mission: SubmitMissionRequest): Promise<void> {
     const named = (mission.steps ?? []).flatMap((step, index) => (step.type === 'approval' && step.assignees ? step.assignees.map((name) => ({ index, name })) : []));
     if (named.length === 0) return;
-    const { unknown } = await requestMessage(this.bus, Messages.usersUnknown, { tenantId: currentTenant().tenantId, usernames: named.map(({ name }) => name) });
-    if (unknown.length === 0) return;
+    const { unknown, unableToApprove } = await requestMessage(this.bus, Messages.usersUnknown, { tenantId: currentTenant().tenantId, usernames: named.map(({ name }) => name) });
+    if (unknown.length === 0 && unableToApprove.length === 0) return;
     const missing = new Set(unknown);
+    const unable = new Set(unableToApprove);
     throw new DomainError(
       ErrorCode.ValidationFailed,
       'Mission is invalid',
-      named.filter(({ name }) => missing.has(name)).map(({ index, name }) => ({ field: `steps.${index}.assignees`, message: `the tenant has no user "${name}"` })),
+      named
+        .filter(({ name }) => missing.has(name) || unable.has(name))
+        .map(({ index, name }) => ({
+          field: `steps.${index}.assignees`,
+          message: missing.has(name) ? `the tenant has no user "${name}"` : `the user "${name}" may not decide approvals (no hits:approve scope)`,
+        })),
     );
   }
 

@@ -1,12 +1,12 @@
-/** What the sweep calls: expires the items past their deadline, at most `max`; how many it expired. */
+/** What the sweep calls: expires the items past their deadline, at most `max`; how many were due, and expired. */
 export interface Expirer {
-  expireDue(max: number): Promise<number>;
+  expireDue(max: number): Promise<{ due: number; expired: number }>;
 }
 
 export interface ExpirySweepOptions {
   /** Between passes while nothing is due: how late past its deadline an item may expire at most (plus a pass). */
   readonly intervalMs?: number;
-  /** Items expired per pass; a full pass is followed by another at once. */
+  /** Due items read per pass; a pass that finds a full batch is followed by another at once. */
   readonly batch?: number;
   readonly onError: (error: unknown) => void;
 }
@@ -55,7 +55,8 @@ export class ExpirySweep {
   private async pass(): Promise<void> {
     let full = false;
     try {
-      full = (await this.expirer.expireDue(this.batch)) >= this.batch;
+      // A full batch of due items: more may wait (whichever replica expired them).
+      full = (await this.expirer.expireDue(this.batch)).due >= this.batch;
     } catch (error) {
       this.options.onError(error);
     }

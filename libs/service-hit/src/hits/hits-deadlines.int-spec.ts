@@ -61,7 +61,7 @@ describe('HIT item deadlines and assignees', () => {
     const later = await create(tenant, { expiresIn: 3_600 });
     for (const item of items) await overdue(item.id);
     const counts = await Promise.all([service.expireDue(100), replica.expireDue(100), service.expireDue(100), replica.expireDue(100)]);
-    expect(counts.reduce((sum, count) => sum + count, 0)).toBe(20);
+    expect(counts.reduce((sum, count) => sum + count.expired, 0)).toBe(20);
     for (const item of items) {
       expect((await as(tenant, () => service.get(item.id))).status).toBe('expired');
       expect(await expiredAnnouncements(item.id)).toBe(1);
@@ -105,7 +105,7 @@ describe('HIT item deadlines and assignees', () => {
     const item = await create(tenant, { expiresIn: 3_600 });
     await as(tenant, () => service.decide({ id: item.id, decision: 'rejected', decidedBy: 'sub', comment: 'no' }));
     await overdue(item.id);
-    expect(await service.expireDue(100)).toBe(0);
+    expect((await service.expireDue(100)).expired).toBe(0);
     expect((await as(tenant, () => service.get(item.id))).status).toBe('rejected');
     expect(await expiredAnnouncements(item.id)).toBe(0);
   });
@@ -130,8 +130,36 @@ describe('HIT item deadlines and assignees', () => {
     expect(await ids('ada')).toContain(waiting.id);
     expect(await ids('Ada')).toContain(waiting.id);
     expect(await ids('bob')).not.toContain(waiting.id);
-    // Another tenant's user of the same name sees none of them.
-    expect(await as(randomUUID(), () => service.listPending({ limit: 100, assignee: 'ada' }))).toEqual({ items: [], nextCursor: null });
+    // Another tenant's user of the same name sees that tenant's items only.
+    const elsewhere = randomUUID();
+    const theirs = await create(elsewhere, { assignees: ['ada'] });
+    expect((await as(elsewhere, () => service.listPending({ limit: 100, assignee: 'ada' }))).items.map((item) => item.id)).toEqual([theirs.id]);
+  });
+
+  it('expires an item whose content cannot be opened, and goes on past an item that fails', async () => {
+    const unreadable = await create(tenant, { expiresIn: 3_600 });
+    const fine = await create(tenant, { expiresIn: 3_600 });
+    await owner.query(`UPDATE hit.hit_items SET sealed = 'not a sealed value' WHERE id = $1`, [unreadable.id]);
+    await overdue(unreadable.id);
+    await overdue(fine.id);
+    await service.expireDue(100);
+    expect(await expiredAnnouncements(unreadable.id)).toBe(1);
+    expect(await expiredAnnouncements(fine.id)).toBe(1);
+    // A pass whose items fail expires the others and reports the failures together.
+    const broken = new HitsService(dataSource, new HitsRepository(cipher), () => undefined, cipher);
+    const another = await create(tenant, { expiresIn: 3_600 });
+    await overdue(another.id);
+    const repository = (broken as unknown as { hits: HitsRepository }).hits;
+    const lock = repository.lockForExpiry.bind(repository);
+    let calls = 0;
+    repository.lockForExpiry = async (manager, tenantId, id) => {
+      if (calls++ === 0) throw new Error('first item fails');
+      return lock(manager, tenantId, id);
+    };
+    const extra = await create(tenant, { expiresIn: 3_600 });
+    await overdue(extra.id);
+    await expect(broken.expireDue(100)).rejects.toThrow('1 of 2 approval items past their deadline could not be expired');
+    expect((await expiredAnnouncements(another.id)) + (await expiredAnnouncements(extra.id))).toBe(1);
   });
 
   it('finds due items across tenants only through the function, which returns their ids and nothing else', async () => {
@@ -143,6 +171,6 @@ describe('HIT item deadlines and assignees', () => {
     expect(Object.keys(due[0] ?? {}).sort()).toEqual(['id', 'tenant_id']);
     // The service role itself still reads no row without its tenant.
     expect((await dataSource.query(`SELECT count(*)::int AS n FROM hit.hit_items`))[0].n).toBe(0);
-    expect(await service.expireDue(100)).toBeGreaterThanOrEqual(1);
+    expect((await service.expireDue(100)).expired).toBeGreaterThanOrEqual(1);
   });
 });

@@ -5,6 +5,15 @@ import { HitContent, HitItemEntity, HitItemRow } from './hit-item.entity';
 
 const TABLE = 'hit_items';
 
+/** What expiring an item needs of it. */
+export interface ExpiringItem {
+  readonly id: string;
+  readonly tenantId: string;
+  readonly missionId: string;
+  readonly stepIndex: number;
+  readonly expiresAt: Date | null;
+}
+
 /**
  * The only code that reads or writes HIT items. Every query is filtered by tenant; what people
  * wrote is sealed on the way in and opened on the way out (RecordCipher).
@@ -46,10 +55,21 @@ export class HitsRepository {
   }
 
   /** Marks a pending item expired (its content unchanged). */
-  async markExpired(manager: EntityManager, item: HitItemEntity, now: Date): Promise<void> {
-    item.status = 'expired';
-    item.updatedAt = now;
+  async markExpired(manager: EntityManager, item: ExpiringItem, now: Date): Promise<void> {
     await manager.update(HitItemRow, { tenantId: item.tenantId, id: item.id, status: 'pending' }, { status: 'expired', updatedAt: now });
+  }
+
+  /**
+   * Locks a pending item for its expiry, reading only what that needs (nothing sealed: an item
+   * whose content cannot be opened still expires); null when it is not pending or another
+   * transaction holds it (a decision, or another replica's sweep, which settles it).
+   */
+  async lockForExpiry(manager: EntityManager, tenantId: string, id: string): Promise<ExpiringItem | null> {
+    const [row]: Array<{ id: string; tenant_id: string; mission_id: string; step_index: number; expires_at: Date | null }> = await manager.query(
+      `SELECT id, tenant_id, mission_id, step_index, expires_at FROM hit.hit_items WHERE tenant_id = $1 AND id = $2 AND status = $3 FOR UPDATE SKIP LOCKED`,
+      [tenantId, id, 'pending'],
+    );
+    return row ? { id: row.id, tenantId: row.tenant_id, missionId: row.mission_id, stepIndex: row.step_index, expiresAt: row.expires_at } : null;
   }
 
   /** Pending items past their deadline, across tenants (ids only), soonest first: the migration's SECURITY DEFINER function. */

@@ -21,7 +21,7 @@ import { enqueueOutbox, markProcessed, RecordCipher, tenantTransaction } from '@
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { HitItemEntity } from './hit-item.entity';
 import { hitView } from './hit.view';
-import { HitsRepository } from './hits.repository';
+import { ExpiringItem, HitsRepository } from './hits.repository';
 
 export const HIT_SCHEMA = 'hit';
 
@@ -153,34 +153,39 @@ export class HitsService {
 
   /**
    * Expires the pending items past their deadline, across tenants, at most `max` a pass: each in
-   * its tenant's transaction, under the row lock, once (an item decided or expired meanwhile is
-   * left as it is), with its `hit.expired` event. Returns how many it expired.
+   * its tenant's transaction, under the row lock, once (an item decided or expired meanwhile, or
+   * locked by a decision or another replica right now, is left to that), with its `hit.expired`
+   * event. One item that fails does not hold up the others: the pass goes on, and its failures are
+   * thrown together at the end. Returns how many items were due and how many this pass expired.
    */
-  async expireDue(max = 100): Promise<number> {
+  async expireDue(max = 100): Promise<{ due: number; expired: number }> {
     const due = await this.hits.dueExpiries(this.dataSource.manager, max);
     let expired = 0;
-    try {
-      for (const { tenantId, id } of due) {
+    const failures: unknown[] = [];
+    for (const { tenantId, id } of due) {
+      try {
         const done = await runWithTenant({ tenantId }, () =>
           tenantTransaction(this.dataSource, async (manager) => {
-            const found = await this.hits.lock(manager, tenantId, id);
+            const found = await this.hits.lockForExpiry(manager, tenantId, id);
             const now = new Date();
-            if (!found || found.status !== 'pending' || !found.expiresAt || found.expiresAt.getTime() > now.getTime()) return false;
+            if (!found || !found.expiresAt || found.expiresAt.getTime() > now.getTime()) return false;
             await this.expireLocked(manager, found, now);
             return true;
           }),
         );
         if (done) expired++;
+      } catch (error) {
+        failures.push(error);
       }
-    } finally {
-      // What committed before a failure is announced now, not at the relay's next poll.
-      if (expired > 0) this.afterCommit();
     }
-    return expired;
+    // What committed is announced now, not at the relay's next poll.
+    if (expired > 0) this.afterCommit();
+    if (failures.length > 0) throw new AggregateError(failures, `${failures.length} of ${due.length} approval items past their deadline could not be expired`);
+    return { due: due.length, expired };
   }
 
   /** In the transaction holding the item's lock: the item expires, and `hit.expired` goes out with it. */
-  private async expireLocked(manager: EntityManager, item: HitItemEntity, now: Date): Promise<void> {
+  private async expireLocked(manager: EntityManager, item: ExpiringItem, now: Date): Promise<void> {
     await this.hits.markExpired(manager, item, now);
     const event: HitExpiredEvent = { hitId: item.id, missionId: item.missionId, stepIndex: item.stepIndex, expiredAt: now.toISOString() };
     await enqueueOutbox(manager, HIT_SCHEMA, { topic: Topics.hitEvents, type: MessageTypes.hitExpired, key: `${item.tenantId}:${item.missionId}`, payload: event });

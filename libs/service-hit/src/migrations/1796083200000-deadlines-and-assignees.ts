@@ -36,7 +36,10 @@ export class DeadlinesAndAssignees1796083200000 implements MigrationInterface {
     await queryRunner.query(`DROP FUNCTION hit.due_expiries(integer)`);
     await queryRunner.query(`DROP POLICY owner_sweep ON hit.hit_items`);
     await queryRunner.query(`DROP INDEX hit.hit_items_expiring`);
+    // Every tenant's rows: the owner is held to row-level security too (FORCE) until this is done.
+    await queryRunner.query(`ALTER TABLE hit.hit_items NO FORCE ROW LEVEL SECURITY`);
     await queryRunner.query(`UPDATE hit.hit_items SET status = 'cancelled' WHERE status = 'expired'`);
+    await queryRunner.query(`ALTER TABLE hit.hit_items FORCE ROW LEVEL SECURITY`);
     await queryRunner.query(`
       ALTER TABLE hit.hit_items
         DROP CONSTRAINT hit_items_status_check,

@@ -120,14 +120,17 @@ export class TenantsService {
   }
 
   /**
+   * Which of `usernames` the tenant has no user of, or has one who may not decide approvals (no
+   * `hits:approve`): an approval step's assignees are checked against it.
+   */
+  async unknownUsers(tenantId: string, usernames: readonly string[]): Promise<{ unknown: string[]; unableToApprove: string[] }> {
+    return this.users.assignable(tenantId, usernames);
+  }
+
+  /**
    * A user of the tenant, who signs in through the tenant's sign-in clients. The password arrives
    * hashed (see CreateUserCommandSchema). 409 when the name is taken.
    */
-  /** Which of `usernames` the tenant has no user of (an approval step's assignees are checked against it). */
-  async unknownUsers(tenantId: string, usernames: readonly string[]): Promise<{ unknown: string[] }> {
-    return { unknown: await this.users.unknownOf(tenantId, usernames) };
-  }
-
   async createUser(tenantId: string, request: Omit<CreateUserCommand, 'tenantId'>): Promise<UserView> {
     if (!isSecretHash(request.passwordHash)) {
       throw new DomainError(ErrorCode.ValidationFailed, 'User is invalid', [{ field: 'passwordHash', message: 'not a password hash' }]);

@@ -18,16 +18,19 @@ export class UsersRepository {
     return this.dataSource.getRepository(UserEntity).findOne({ where: { id } });
   }
 
-  /** Which of `usernames` (compared lower-case) the tenant has no user of, each once, in the order given. */
-  async unknownOf(tenantId: string, usernames: readonly string[]): Promise<string[]> {
+  /**
+   * Of `usernames` (compared lower-case; each once, in the order given): those the tenant has no
+   * user of, and those whose user lacks `hits:approve` (who could never decide an approval).
+   */
+  async assignable(tenantId: string, usernames: readonly string[]): Promise<{ unknown: string[]; unableToApprove: string[] }> {
     const wanted = [...new Set(usernames.map((name) => name.toLowerCase()))];
-    if (!isUuid(tenantId)) return wanted;
-    const found: Array<{ username: string }> = await this.dataSource.query(`SELECT username FROM identity.users WHERE tenant_id = $1 AND username = ANY($2::text[])`, [
-      tenantId,
-      wanted,
-    ]);
-    const known = new Set(found.map((row) => row.username));
-    return wanted.filter((name) => !known.has(name));
+    if (!isUuid(tenantId)) return { unknown: wanted, unableToApprove: [] };
+    const found: Array<{ username: string; approves: boolean }> = await this.dataSource.query(
+      `SELECT username, 'hits:approve' = ANY(scopes) AS approves FROM identity.users WHERE tenant_id = $1 AND username = ANY($2::text[])`,
+      [tenantId, wanted],
+    );
+    const known = new Map(found.map((row) => [row.username, row.approves]));
+    return { unknown: wanted.filter((name) => !known.has(name)), unableToApprove: wanted.filter((name) => known.get(name) === false) };
   }
 
   async findByUsername(tenantId: string, username: string): Promise<UserEntity | null> {
