@@ -6,7 +6,7 @@ import { markProcessed, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { StepRequests } from './mission.steps';
-import { announceAwaitingApproval, announceCompletion, skipStepsAfter } from './mission.lifecycle';
+import { announceAwaitingApproval, announceCompletion, endAtFailedStep } from './mission.lifecycle';
 import { MissionsRepository } from './missions.repository';
 
 const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
@@ -96,12 +96,7 @@ export class MissionRunner {
           this.steps.retryLater(mission, step, now);
           return true;
         }
-        step.status = 'failed';
-        step.requestId = undefined;
-        skipStepsAfter(mission, step.index);
-        mission.status = 'failed';
-        mission.completedAt = now;
-        mission.error = { code: reply.error.code, message: reply.error.message };
+        endAtFailedStep(mission, step, now, { status: 'failed', error: { code: reply.error.code, message: reply.error.message } });
         return true;
       }
       // The reply's body is what the step's request answers; only what the step keeps is checked.
@@ -127,29 +122,20 @@ export class MissionRunner {
 
   /** `hit.decided` of message `messageId`: records the decision once, then resumes or ends the mission. */
   async onHitDecided(decision: HitDecidedEvent, messageId: string): Promise<void> {
-    await this.transition(decision.missionId, async (manager, mission, now) => {
-      if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
-      const step = approvalWaitingFor(mission, decision);
-      if (!step) return false;
-      step.hitId = decision.hitId;
-      step.requestId = undefined;
-      step.output = {
-        hitId: decision.hitId,
-        decision: decision.decision,
-        decidedBy: decision.decidedBy,
-        ...(decision.comment !== undefined ? { comment: decision.comment } : {}),
-      };
+    const output = {
+      hitId: decision.hitId,
+      decision: decision.decision,
+      decidedBy: decision.decidedBy,
+      ...(decision.comment !== undefined ? { comment: decision.comment } : {}),
+    };
+    await this.settleApproval(decision, messageId, output, async (manager, mission, step, now) => {
       if (decision.decision === 'approved') {
         step.status = 'succeeded';
         mission.status = 'running';
         await this.proceed(manager, mission, now);
       } else {
-        step.status = 'failed';
-        skipStepsAfter(mission, step.index);
-        mission.status = 'rejected';
-        mission.completedAt = now;
+        endAtFailedStep(mission, step, now, { status: 'rejected' });
       }
-      return true;
     });
   }
 
@@ -159,22 +145,36 @@ export class MissionRunner {
    * says: `rejected` (the default), or `failed` with `approval_expired`. Once per message.
    */
   async onHitExpired(expiry: HitExpiredEvent, messageId: string): Promise<void> {
-    await this.transition(expiry.missionId, async (manager, mission, now) => {
+    await this.settleApproval(expiry, messageId, { hitId: expiry.hitId, decision: 'expired' }, async (_manager, mission, step, now) => {
+      endAtFailedStep(
+        mission,
+        step,
+        now,
+        step.onExpiry === 'fail'
+          ? { status: 'failed', error: { code: ErrorCode.ApprovalExpired, message: `The approval "${step.title}" was not decided before its deadline` } }
+          : { status: 'rejected' },
+      );
+    });
+  }
+
+  /**
+   * An approval item's outcome (message `messageId`), once: when the mission waits for that item,
+   * the step records it as its output and `finish` resumes or ends the mission.
+   */
+  private async settleApproval(
+    outcome: { readonly missionId: string; readonly hitId: string; readonly stepIndex: number },
+    messageId: string,
+    output: Record<string, unknown>,
+    finish: (manager: EntityManager, mission: MissionEntity, step: Extract<StoredStep, { type: 'approval' }>, now: Date) => Promise<void>,
+  ): Promise<void> {
+    await this.transition(outcome.missionId, async (manager, mission, now) => {
       if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
-      const step = approvalWaitingFor(mission, expiry);
+      const step = approvalWaitingFor(mission, outcome);
       if (!step) return false;
-      step.hitId = expiry.hitId;
+      step.hitId = outcome.hitId;
       step.requestId = undefined;
-      step.output = { hitId: expiry.hitId, decision: 'expired' };
-      step.status = 'failed';
-      skipStepsAfter(mission, step.index);
-      mission.completedAt = now;
-      if (step.onExpiry === 'fail') {
-        mission.status = 'failed';
-        mission.error = { code: ErrorCode.ApprovalExpired, message: `The approval "${step.title}" was not decided before its deadline` };
-      } else {
-        mission.status = 'rejected';
-      }
+      step.output = output;
+      await finish(manager, mission, step, now);
       return true;
     });
   }
@@ -228,21 +228,17 @@ export class MissionRunner {
     const missing = step.type === 'brain.query' && Array.isArray(mission.grantedScopes) && !mission.grantedScopes.includes(Scopes.brainRead);
     if (missing) {
       // Submitted by a caller without the scope (checked at submit too): the step does not run.
-      step.status = 'failed';
-      step.requestId = undefined;
-      skipStepsAfter(mission, step.index);
-      mission.status = 'failed';
-      mission.completedAt = now;
-      mission.error = { code: ErrorCode.InsufficientScope, message: `This step needs the scope ${Scopes.brainRead}, which the mission's submitter did not hold` };
+      endAtFailedStep(mission, step, now, {
+        status: 'failed',
+        error: { code: ErrorCode.InsufficientScope, message: `This step needs the scope ${Scopes.brainRead}, which the mission's submitter did not hold` },
+      });
       return true;
     }
     if (!this.steps.mayRetry(step)) {
-      step.status = 'failed';
-      step.requestId = undefined;
-      skipStepsAfter(mission, step.index);
-      mission.status = 'failed';
-      mission.completedAt = now;
-      mission.error = { code: ErrorCode.DependencyUnavailable, message: `No answer to this step after ${step.attempts ?? 0} attempts` };
+      endAtFailedStep(mission, step, now, {
+        status: 'failed',
+        error: { code: ErrorCode.DependencyUnavailable, message: `No answer to this step after ${step.attempts ?? 0} attempts` },
+      });
       return true;
     }
     step.status = 'running';

@@ -1,7 +1,7 @@
 import { EntityManager } from 'typeorm';
-import { MessageTypes, MissionAwaitingApprovalEvent, MissionCompletedEvent, Topics } from '@mission/contracts';
+import { MessageTypes, MissionAwaitingApprovalEvent, MissionCompletedEvent, type MissionError, Topics } from '@mission/contracts';
 import { enqueueOutbox } from '@mission/persistence';
-import { MISSION_SCHEMA, MissionEntity } from './mission.entity';
+import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 
 /** Enqueues `mission.completed` in the transaction that made the mission final. */
 export async function announceCompletion(manager: EntityManager, mission: MissionEntity): Promise<void> {
@@ -18,6 +18,24 @@ export async function announceAwaitingApproval(manager: EntityManager, mission: 
     key: `${mission.tenantId}:${mission.id}`,
     payload: event,
   });
+}
+
+/**
+ * Ends the mission at `step`, which failed: the step has no request outstanding, the steps after
+ * it are skipped, and the mission is `rejected`, or `failed` with `error`.
+ */
+export function endAtFailedStep(
+  mission: MissionEntity,
+  step: StoredStep,
+  now: Date,
+  end: { readonly status: 'rejected' } | { readonly status: 'failed'; readonly error: MissionError },
+): void {
+  step.status = 'failed';
+  step.requestId = undefined;
+  skipStepsAfter(mission, step.index);
+  mission.status = end.status;
+  mission.completedAt = now;
+  if (end.status === 'failed') mission.error = end.error;
 }
 
 /** Marks every step after `index` that has not run as skipped (the mission ended early). */
