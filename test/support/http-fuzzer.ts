@@ -4,7 +4,7 @@ import { seededRandom } from './seeded-random';
 /**
  * A seeded HTTP fuzzer for the gateway: requests over every route of its OpenAPI document and
  * every MCP tool, valid and hostile in turn (ids, query values, bodies, content types, tokens),
- * each answer checked against what API.md promises of any request: never a 5xx, an error under
+ * each answer checked against what the contract promises of any request (README, "The API at a glance"): never a 5xx, an error under
  * `/api` as problem details (under `/mcp` problem details or a JSON-RPC error), no stack trace in
  * a body, and no connection reset. The same seed sends the same requests.
  */

@@ -11,7 +11,7 @@ const RPM = 60;
 const BURST = 11;
 const RATE_LIMIT = /^"enterprise";r=(\d+);t=(\d+)$/;
 
-/** Per-tenant rate limits (API.md, "Rate limits") as a client sees them. */
+/** Per-tenant rate limits (README, "Rate limits") as a client sees them. */
 export function describeRateLimitScenarios(context: ScenarioContext): void {
   const gateway = (): string => context.deployment.gatewayUrl;
 

@@ -2,7 +2,7 @@ import { RateLimitDecision } from '../decision';
 import { bucketFor, capacityInTokens, RateLimitPolicy, WINDOW_SECONDS } from '../policy';
 
 /**
- * The four consequences of the rate-limit contract (API.md, "Rate limits") as traffic patterns
+ * The four consequences of the rate-limit contract (README, "Rate limits") as traffic patterns
  * and checks, run the same way against every store: a manual clock for the memory store, real
  * time for Redis (whose clock cannot be moved).
  */

@@ -44,7 +44,7 @@ export function declaredRouteConfig(
 
 /**
  * Paths under which a request is a tenant's even when no route serves it: a misrouted tenant
- * request is authenticated and counts against its budget like any other (API.md, "Rate limits").
+ * request is authenticated and counts against its budget like any other (README, "Rate limits").
  */
 const TENANT_NAMESPACES = ['/api', '/mcp'];
 

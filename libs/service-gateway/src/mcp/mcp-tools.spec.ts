@@ -4,7 +4,7 @@ import { advertisedOutputSchema, advertisedSchema, MCP_TOOLS } from './mcp-tools
 import { scopesNeeded } from './mcp.controller';
 
 describe('MCP tools', () => {
-  it('names the nine tools API.md fixes, each with a tenant scope and a description for an agent', () => {
+  it('names the nine tools the contract fixes, each with a tenant scope and a description for an agent', () => {
     expect(MCP_TOOLS.map((tool) => tool.name)).toEqual([
       'submit_mission',
       'list_missions',

@@ -28,7 +28,7 @@ function toolOf(name: OperationName, operation: OperationDefinition, mcp: McpBin
   };
 }
 
-/** Every operation an agent can run: those of the catalogue with an MCP binding, named as API.md fixes them. */
+/** Every operation an agent can run: those of the catalogue with an MCP binding, named as the contract fixes them (README, "MCP for AI agents"). */
 export const MCP_TOOLS: readonly McpTool[] = (Object.entries(Operations) as Array<[OperationName, OperationDefinition]>).flatMap(([name, operation]) =>
   operation.mcp ? [toolOf(name, operation, operation.mcp)] : [],
 );

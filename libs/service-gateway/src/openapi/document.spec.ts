@@ -70,7 +70,7 @@ describe('OpenAPI document', () => {
     }
   });
 
-  it('documents every endpoint of API.md, each with a unique operation id', () => {
+  it('documents every endpoint of the contract, each with a unique operation id', () => {
     const routes = operations().map(([path, method]) => `${method.toUpperCase()} ${path}`);
     expect(routes.sort()).toEqual(
       [

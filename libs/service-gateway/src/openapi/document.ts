@@ -5,7 +5,7 @@ import { PROBLEM_CONTENT_TYPE } from '../http/problem';
 import { OPERATION_EXTENSION, OperationSpec } from './operation';
 import { componentSchemas, openApiSchema, queryParameters } from './schemas';
 
-/** The version of the API contract (API.md), not of the software. */
+/** The version of the API contract (the document in libs/api-client/openapi.json), not of the software. */
 export const API_VERSION = '1.0.0';
 export const OPENAPI_JSON_PATH = '/api/openapi.json';
 export const OPENAPI_UI_PATH = '/api/docs';

@@ -11,7 +11,7 @@ function stepView(step: StoredStep): MissionStepView {
   };
 }
 
-/** The mission as clients see it (API.md): definitions of steps and the raw input stay inside. */
+/** The mission as clients see it (the `Mission` schema of the OpenAPI document): definitions of steps and the raw input stay inside. */
 export function missionView(mission: MissionEntity): MissionView {
   return {
     id: mission.id,
