@@ -26,6 +26,7 @@ export default [
             { sourceTag: 'scope:hit', onlyDependOnLibsWithTags: ['scope:shared', 'scope:hit'] },
             { sourceTag: 'scope:idp', onlyDependOnLibsWithTags: ['scope:shared', 'scope:idp'] },
             { sourceTag: 'scope:notification', onlyDependOnLibsWithTags: ['scope:shared', 'scope:notification'] },
+            { sourceTag: 'scope:console', onlyDependOnLibsWithTags: ['scope:shared'] },
             { sourceTag: 'type:composition', onlyDependOnLibsWithTags: ['type:lib', 'type:service'] },
             { sourceTag: 'type:e2e', onlyDependOnLibsWithTags: ['type:lib', 'type:service'] },
           ],

@@ -29,6 +29,8 @@ export default async function globalSetup(): Promise<void> {
   run('services.mjs', 'ensure');
   // The sign-in test drives Debian's Chromium; installed here (apt-get) when missing.
   run('chromium.mjs', 'ensure');
+  // The approvals console the gateways serve, as `npm start` builds it (only when its sources changed).
+  execFileSync(process.execPath, [path.join(root, 'tools', 'console', 'build.mjs'), '--if-stale'], { cwd: root, stdio: ['ignore', 'ignore', 'inherit'] });
   // The MCP Inspector's CLI, a pinned version installed once into a cache (not a project dependency).
   const inspector = /MCP_INSPECTOR=(\S+)/.exec(run('mcp-inspector.mjs', 'ensure'))?.[1];
   if (!inspector) throw new Error('The MCP Inspector did not report its executable');

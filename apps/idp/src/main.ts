@@ -1,4 +1,5 @@
 import './tracing';
+import { consoleUrl } from '@mission/contracts';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '@mission/config';
 import {
@@ -27,6 +28,7 @@ async function main(): Promise<void> {
     host: config.HOST,
     port: config.PORT,
     audience: config.GATEWAY_AUDIENCE,
+    console: { url: config.CONSOLE_URL ?? consoleUrl(config.GATEWAY_AUDIENCE) },
     databaseUrl: config.DATABASE_URL,
     bus,
     dataDir: path.resolve(config.DATA_DIR),

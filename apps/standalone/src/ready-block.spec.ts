@@ -8,6 +8,8 @@ describe('readyBlock', () => {
     expect(text).toContain('Mission Service is ready (1.9 s)');
     expect(text).toContain('http://127.0.0.1:3000/api/docs');
     expect(text).toContain('http://127.0.0.1:3000/mcp');
+    expect(text).toContain('Approvals      http://127.0.0.1:3000/console/');
+    expect(text).toContain('users create "$TENANT_ID" --username ada --password-stdin');
     expect(text).toContain('Sign-in (idp)  http://127.0.0.1:3001');
     expect(text).toContain('http://127.0.0.1:3002/metrics');
     expect(text).toContain('Data           .data    (operator credentials: .data/admin-client.json)');

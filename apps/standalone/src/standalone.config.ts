@@ -23,6 +23,8 @@ const StandaloneConfigSchema = z
     GATEWAY_REQUEST_TIMEOUT_SECONDS: env.positiveInt(60).pipe(z.number().max(3_600)),
     RATE_LIMITS: z.enum(['on', 'off']).default('on'),
     MCP_ALLOWED_ORIGINS: env.origins().default([]),
+    /** The built approvals console (`npx nx run console:build`); dist/console of the repository when unset. */
+    CONSOLE_DIR: z.string().min(1).optional(),
     IDP_KEY_ENCRYPTION_KEY: KeyEncryptionKeySchema.optional(),
     IDP_KEY_PUBLISH_DELAY_SECONDS: KeyPublishDelaySchema,
     LOG_LEVEL: env.logLevel(),

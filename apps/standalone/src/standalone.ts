@@ -1,3 +1,4 @@
+import { consoleUrl } from '@mission/contracts';
 import path from 'node:path';
 import { createGateway, gatewayOptionsFrom, GatewayReadiness, TenantEventFeed } from '@mission/service-gateway';
 import { hitServiceDefinition } from '@mission/service-hit';
@@ -90,6 +91,7 @@ export async function startStandalone(config: StandaloneConfig, logger: Logger):
       host: config.HOST,
       port: config.IDP_PORT,
       audience: config.PUBLIC_URL,
+      console: { url: consoleUrl(config.PUBLIC_URL) },
       databaseUrl,
       bus,
       dataDir,

@@ -14,3 +14,4 @@ export * from './batching';
 export * from './views';
 export * from './messages';
 export * from './operations';
+export * from './console';

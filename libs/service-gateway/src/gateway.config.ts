@@ -18,6 +18,8 @@ export const GatewayConfigSchema = z.object({
   GATEWAY_REQUEST_TIMEOUT_SECONDS: env.positiveInt(60).pipe(z.number().max(3_600)),
   RATE_LIMITS: z.enum(['on', 'off']).default('on'),
   MCP_ALLOWED_ORIGINS: env.origins().default([]),
+  /** The built approvals console (`npx nx run console:build`); dist/console of the repository when unset. */
+  CONSOLE_DIR: z.string().min(1).optional(),
   LOG_LEVEL: env.logLevel(),
   ...PayloadKeySettings,
   ...ServerTlsSettings,

@@ -2,6 +2,8 @@ import { redisTlsCa, type Logger } from '@mission/runtime';
 import type { MessageBus } from '@mission/messaging';
 import type { TenantEventFeed } from './events/tenant-event-feed';
 import type { Registry } from 'prom-client';
+import path from 'node:path';
+import { DEFAULT_CONSOLE_DIR, type ConsoleOptions } from './console/console.routes';
 
 export interface GatewayOptions {
   /** The gateway's public base URL: the OAuth resource identifier and the tokens' audience. */
@@ -38,6 +40,8 @@ export interface GatewayOptions {
   readonly requestTimeoutMs?: number;
   /** The registry `/metrics` serves (the process's, with its other metrics); a fresh one when absent. */
   readonly metrics?: Registry;
+  /** The approvals console at `/console/`, from these built files; not served when absent. */
+  readonly console?: ConsoleOptions;
   /** Extra readiness checks of the process the gateway runs in (e.g. the embedded services). */
   readonly readiness?: () => Promise<Record<string, { up: boolean; [detail: string]: unknown }>>;
 }
@@ -53,11 +57,13 @@ export interface GatewayEnvironment {
   readonly RATE_LIMITS: 'on' | 'off';
   readonly MCP_ALLOWED_ORIGINS: readonly string[];
   readonly GATEWAY_REQUEST_TIMEOUT_SECONDS: number;
+  readonly CONSOLE_DIR?: string;
 }
 
 /** The options every composition gives the gateway from its configuration (one place, so they cannot drift). */
-export async function gatewayOptionsFrom(config: GatewayEnvironment): Promise<Pick<GatewayOptions, 'rateLimits' | 'mcpAllowedOrigins' | 'requestTimeoutMs'>> {
+export async function gatewayOptionsFrom(config: GatewayEnvironment): Promise<Pick<GatewayOptions, 'rateLimits' | 'mcpAllowedOrigins' | 'requestTimeoutMs' | 'console'>> {
   return {
+    console: { dir: config.CONSOLE_DIR ? path.resolve(config.CONSOLE_DIR) : DEFAULT_CONSOLE_DIR },
     rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
     mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
     requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,

@@ -21,6 +21,7 @@ import { clientErrorHandler, HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEO
 import { sendProblem } from './http/problem.responder';
 import { closeGrace } from './http/close-grace';
 import { MCP_PATH } from './mcp/mcp.endpoint';
+import { registerConsole } from './console/console.routes';
 
 /** Bodies above this are refused with 413 before they are parsed (unless the route sets its own limit). */
 export const MAX_BODY_BYTES = 1024 * 1024;
@@ -185,6 +186,7 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     });
   });
   serveOpenApi(app, createOpenApiDocument(app, { publicUrl: options.publicUrl, issuer: options.issuer, version: API_VERSION }));
+  if (options.console) await registerConsole(app, { console: options.console, publicUrl: options.publicUrl, issuer: options.issuer, logger: options.logger });
   await app.init();
   return app;
 }

@@ -11,6 +11,7 @@ import { ClientsRepository } from './clients/clients.repository';
 import { closeServer, createIdpServer, listen } from './http/idp-server';
 import { IDENTITY_SCHEMA, openIdentityDatabase } from './identity-database';
 import { sweepExpired } from './oidc/postgres-adapter';
+import type { ConsoleClientSettings } from './oidc/client-metadata';
 import { loadCookieKeys, readLegacySigningKeys, removeLegacySigningKeys } from './keys/idp-keys';
 import { DEFAULT_ROTATION_POLICY } from './keys/key-rotation';
 import { SigningKeySet, SigningKeyStore } from './keys/signing-key-store';
@@ -73,6 +74,8 @@ export interface IdpOptions {
   /** Redis for the budgets of failed authentications, shared by every idp replica (REDIS_URL); in memory without it. */
   readonly redisUrl?: string;
   readonly redisTlsCa?: string;
+  /** The approvals console, registered as the platform's public client (`mission-console`); none when absent. */
+  readonly console?: ConsoleClientSettings;
 }
 
 export interface IdpHandle {
@@ -125,7 +128,8 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     if (legacy) await removeLegacySigningKeys(options.dataDir);
 
     const clients = new ClientsRepository(dataSource);
-    const tenants = new TenantsService(dataSource, new TenantsRepository(dataSource), clients);
+    const tenantsRepository = new TenantsRepository(dataSource);
+    const tenants = new TenantsService(dataSource, tenantsRepository, clients);
     // Loaded on start only: oidc-provider is an ES module, which keeps this library's other
     // exports (config schema, credentials) loadable by CommonJS tooling such as Jest.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -149,6 +153,8 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
         cookieKeys: cookieKeys.keys,
         clients,
         users,
+        tenants: tenantsRepository,
+        console: options.console,
         dataSource,
         adminClient,
         onServerError: (error) => logger.error('OAuth request failed', { error: String(error) }),

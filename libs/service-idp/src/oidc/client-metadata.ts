@@ -1,4 +1,4 @@
-import { Scopes } from '@mission/contracts';
+import { CONSOLE_CLIENT_ID, Scopes, TENANT_SCOPES } from '@mission/contracts';
 import type { ClientEntity } from '../clients/client.entity';
 
 /** Client metadata in oidc-provider's (RFC 7591) shape. */
@@ -9,13 +9,45 @@ export interface OidcClientMetadata {
    * hash check, and no feature that needs the plain secret (HMAC algorithms, client_secret_jwt,
    * registration read-back) is enabled.
    */
-  readonly client_secret: string;
+  readonly client_secret?: string;
   readonly grant_types: readonly string[];
   readonly response_types: readonly string[];
   readonly redirect_uris?: readonly string[];
-  readonly token_endpoint_auth_method: 'client_secret_basic';
+  readonly post_logout_redirect_uris?: readonly string[];
+  /** `none`: a public client (the console, a page in a browser), which holds no secret and proves itself with PKCE alone. */
+  readonly token_endpoint_auth_method: 'client_secret_basic' | 'none';
   readonly scope: string;
   readonly tenant_id?: string;
+}
+
+export { CONSOLE_CLIENT_ID };
+
+/** Where the approvals console lives, as the idp needs to know it. */
+export interface ConsoleClientSettings {
+  /** The console's address, ending in `/`: `<gateway>/console/`. */
+  readonly url: string;
+}
+
+/**
+ * The approvals console: a public client (no secret; authorization code with PKCE S256, rotating
+ * refresh tokens) without a tenant of its own. Its users name their organisation when they sign
+ * in, and their tokens carry the tenant of the user who signed in. It may ask for every tenant
+ * scope; a token gets those the user holds.
+ */
+export function consoleClientMetadata(settings: ConsoleClientSettings): OidcClientMetadata {
+  return {
+    client_id: CONSOLE_CLIENT_ID,
+    grant_types: ['authorization_code', 'refresh_token'],
+    response_types: ['code'],
+    redirect_uris: [consoleRedirectUri(settings)],
+    post_logout_redirect_uris: [settings.url],
+    token_endpoint_auth_method: 'none',
+    scope: [...TENANT_SCOPES, 'openid', 'offline_access'].join(' '),
+  };
+}
+
+export function consoleRedirectUri(settings: ConsoleClientSettings): string {
+  return new URL('callback', settings.url).toString();
 }
 
 /** Both client_secret_basic and client_secret_post authenticate a client registered as `client_secret_basic`. */

@@ -5,12 +5,15 @@ import { TENANT_SCOPES, USER_PASSWORD_MAX_LENGTH } from '@mission/contracts';
 import { hashSecret, verifySecret } from '@mission/crypto';
 import type { UserEntity } from '../users/user.entity';
 import type { ClientDirectory } from './client-directory';
+import { CONSOLE_CLIENT_ID } from './client-metadata';
 import { loginPage, messagePage, PAGE_HEADERS } from './login-page';
 
 export interface InteractionDependencies {
   readonly provider: Provider;
   readonly clients: Pick<ClientDirectory, 'find'>;
   readonly users: { findById(id: string): Promise<UserEntity | null>; findByUsername(tenantId: string, username: string): Promise<UserEntity | null> };
+  /** The organisation a console user names at sign-in, by id or name. */
+  readonly tenants: { findByReference(reference: string): Promise<{ readonly id: string } | null> };
   /** The gateway: the resource every sign-in grant is for. */
   readonly audience: string;
   /** Budgets of password verifications, per user and per source address. */
@@ -20,6 +23,7 @@ export interface InteractionDependencies {
 const INTERACTION_PATH = /^\/interaction\/([A-Za-z0-9_-]{1,64})(\/login)?$/;
 const MAX_FORM_BYTES = 8 * 1024;
 const SIGN_IN_FAILED = 'The username or password is not right.';
+const CONSOLE_SIGN_IN_FAILED = 'The organisation, username or password is not right.';
 /** OIDC scopes a sign-in may carry besides the tenant scopes. */
 const OIDC_SCOPES = new Set(['openid', 'offline_access']);
 
@@ -48,7 +52,8 @@ function page(ctx: KoaContextWithOIDC, status: number, html: string): void {
  * The end-user side of authorization_code: a plain login page for a tenant's users, and consent
  * given on their behalf (first-party clients) as a grant of the scopes both the user and the
  * client hold; anything else asked for is recorded as rejected. A user signs in only through a
- * client of their own tenant.
+ * client of their own tenant, or through the approvals console, which has no tenant: there the
+ * user names their organisation (its id, or its name when no other has it) on the login page.
  */
 export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaContextWithOIDC, next: () => Promise<void>) => Promise<void> {
   return async (ctx, next) => {
@@ -72,30 +77,37 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
     }
     const clientId = String(details.params.client_id ?? '');
     const client = await deps.clients.find(clientId);
-    const tenantId = client?.tenant_id;
-    if (!client || !tenantId) {
-      await finish(ctx, deps, { error: 'access_denied', error_description: 'only tenant clients sign users in' });
+    const isConsole = client !== undefined && client.client_id === CONSOLE_CLIENT_ID;
+    const clientTenant = client?.tenant_id;
+    if (!client || (!clientTenant && !isConsole)) {
+      await finish(ctx, deps, { error: 'access_denied', error_description: 'only tenant clients and the console sign users in' });
       return;
     }
+    const clientName = isConsole ? 'the approvals console' : clientId;
+    const organisationHint = typeof details.params.organization === 'string' ? details.params.organization.slice(0, 200) : '';
 
     if (details.prompt.name === 'login') {
+      const form = isLogin ? await readForm(ctx.req) : undefined;
+      const organisation = isConsole ? (isLogin ? (form?.get('organisation') ?? '') : organisationHint).trim() : undefined;
+      const model = { uid: details.uid, clientName, organisation };
       if (!isLogin) {
-        page(ctx, 200, loginPage({ uid: details.uid, clientId }));
+        page(ctx, 200, loginPage(model));
         return;
       }
-      const form = await readForm(ctx.req);
       const username = (form?.get('username') ?? '').trim();
       const password = form?.get('password') ?? '';
+      const tenantId = isConsole ? (await deps.tenants.findByReference(organisation ?? ''))?.id : clientTenant;
       // Each attempt counts before scrypt runs: a user or source over its budget is refused without
       // it, with how long to wait; a user under attack is locked for a while, guessing goes no faster.
-      const subject = `${tenantId}:${username.toLowerCase()}`;
+      // An organisation nobody has is still a budget of its own (what was typed), and still costs a check.
+      const subject = `${tenantId ?? `unknown:${(organisation ?? '').toLowerCase()}`}:${username.toLowerCase()}`;
       const refuse = (decision: ThrottleDecision): void => {
         ctx.set('Retry-After', String(decision.retryAfterSeconds));
-        page(ctx, 429, loginPage({ uid: details.uid, clientId, username, error: `Too many sign-in attempts. Try again in ${decision.retryAfterSeconds} seconds.` }));
+        page(ctx, 429, loginPage({ ...model, username, error: `Too many sign-in attempts. Try again in ${decision.retryAfterSeconds} seconds.` }));
       };
       const found: { user?: Awaited<ReturnType<typeof deps.users.findByUsername>> } = {};
       const outcome = await deps.throttle.authenticate('user', subject, ctx.ip, async () => {
-        found.user = username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId, username) : null;
+        found.user = tenantId && username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId, username) : null;
         return password.length > 0 && password.length <= USER_PASSWORD_MAX_LENGTH && (await verifySecret(password, found.user?.passwordHash ?? (await decoy)));
       });
       if (outcome.refused) {
@@ -104,7 +116,7 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
       }
       const { user } = found;
       if (!user || !outcome.valid) {
-        page(ctx, 401, loginPage({ uid: details.uid, clientId, username, error: SIGN_IN_FAILED }));
+        page(ctx, 401, loginPage({ ...model, username, error: isConsole ? CONSOLE_SIGN_IN_FAILED : SIGN_IN_FAILED }));
         return;
       }
       await finish(ctx, deps, { login: { accountId: user.id } });
@@ -113,7 +125,8 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
 
     if (details.prompt.name === 'consent') {
       const user = details.session?.accountId ? await deps.users.findById(details.session.accountId) : null;
-      if (!user || user.tenantId !== tenantId) {
+      // The console's users are of whichever tenant they signed in to; a tenant client's, of its tenant only.
+      if (!user || (!isConsole && user.tenantId !== clientTenant)) {
         await finish(ctx, deps, { error: 'access_denied', error_description: 'the user does not belong to this client’s tenant' });
         return;
       }

@@ -1,4 +1,6 @@
-/** The idp's own pages: plain server-rendered HTML, no script, nothing loaded from elsewhere. */
+import { lookCss } from '@mission/ui-look';
+
+/** The idp's own pages: plain server-rendered HTML in the platform's look (the console's), no script, nothing loaded from elsewhere. */
 
 function escapeHtml(value: string): string {
   return value.replace(/[&<>"']/g, (char) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[char] ?? char);
@@ -22,15 +24,14 @@ function layout(title: string, body: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)} · Mission Service</title>
 <style>
-body { font-family: system-ui, sans-serif; max-width: 24rem; margin: 4rem auto; padding: 0 1rem; color: #1d2330; }
-label { display: block; margin-top: 1rem; font-weight: 600; }
-input { width: 100%; padding: .5rem; margin-top: .25rem; box-sizing: border-box; }
-button { margin-top: 1.5rem; padding: .6rem 1.2rem; }
-.error { color: #a4161a; margin-top: 1rem; }
+${lookCss()}
 </style>
 </head>
 <body>
+<header class="masthead"><span class="brand">Mission Service</span></header>
+<main class="narrow"><div class="card">
 ${body}
+</div></main>
 </body>
 </html>`;
 }
@@ -38,28 +39,50 @@ ${body}
 export interface LoginPageModel {
   /** The interaction's uid: the form posts back to it. */
   readonly uid: string;
-  readonly clientId: string;
+  /** What the user is signing in to: a tenant client's id, or "the approvals console". */
+  readonly clientName: string;
+  /** Set for the approvals console: the user names their organisation (pre-filled with this). */
+  readonly organisation?: string;
   readonly username?: string;
   readonly error?: string;
 }
 
 export function loginPage(model: LoginPageModel): string {
   const action = `/interaction/${encodeURIComponent(model.uid)}/login`;
+  const askOrganisation = model.organisation !== undefined;
+  const focusOrganisation = askOrganisation && model.organisation === '';
+  const organisationField = askOrganisation
+    ? `<label for="organisation">Organisation</label>
+<input id="organisation" name="organisation" type="text" autocomplete="organization" required maxlength="200" aria-describedby="organisation-hint" value="${escapeHtml(model.organisation ?? '')}"${focusOrganisation ? ' autofocus' : ''}>
+<p class="hint" id="organisation-hint">Its name, or its id if another organisation has the same name.</p>
+`
+    : '';
   return layout(
     'Sign in',
     `<h1>Sign in</h1>
-<p>to continue to <strong>${escapeHtml(model.clientId)}</strong></p>
+<p class="muted">to continue to <strong>${escapeHtml(model.clientName)}</strong></p>
 <form method="post" action="${escapeHtml(action)}" autocomplete="on">
-<label for="username">Username</label>
-<input id="username" name="username" type="text" autocomplete="username" required maxlength="100" value="${escapeHtml(model.username ?? '')}" autofocus>
+${organisationField}<label for="username">Username</label>
+<input id="username" name="username" type="text" autocomplete="username" required maxlength="100" value="${escapeHtml(model.username ?? '')}"${focusOrganisation ? '' : ' autofocus'}>
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
 ${model.error ? `<p class="error" role="alert">${escapeHtml(model.error)}</p>` : ''}
-<button type="submit">Sign in</button>
+<p><button type="submit">Sign in</button></p>
 </form>`,
   );
 }
 
 export function messagePage(title: string, message: string): string {
   return layout(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>`);
+}
+
+/** The page that asks a user to confirm signing out (oidc-provider's end-session prompt; `form` is its hidden form). */
+export function signOutPage(form: string): string {
+  return layout(
+    'Sign out',
+    `<h1>Sign out</h1>
+<p>Sign out of Mission Service on this browser?</p>
+${form}
+<p><button type="submit" form="op.logoutForm" name="logout" value="yes" autofocus>Sign out</button></p>`,
+  );
 }

@@ -96,6 +96,8 @@ declare module 'oidc-provider' {
     clientBasedCORS?: (ctx: KoaContextWithOIDC, origin: string, client: Client) => boolean;
     responseTypes?: string[];
     scopes?: string[];
+    /** Authorization request parameters beyond the standard ones, kept in the interaction's params. */
+    extraParams?: string[];
     extraClientMetadata?: {
       properties?: string[];
       validator?: (ctx: KoaContextWithOIDC | undefined, key: string, value: unknown, metadata: Record<string, unknown>) => void;

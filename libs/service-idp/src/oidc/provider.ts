@@ -6,6 +6,9 @@ import { ClientsRepository } from '../clients/clients.repository';
 import { verifyClientSecret } from '../clients/client-credentials';
 import { SIGNING_ALGORITHM, SigningKey } from '../keys/idp-keys';
 import { ClientDirectory } from './client-directory';
+import { CONSOLE_CLIENT_ID, type ConsoleClientSettings } from './client-metadata';
+import type { TenantsRepository } from '../tenants/tenants.repository';
+import { signOutPage, messagePage, PAGE_HEADERS } from './login-page';
 import type { UsersRepository } from '../users/users.repository';
 import { AuthenticationOutcome, AuthenticationThrottle, ThrottleDecision, VerifiedSecrets } from './authentication-throttle';
 import { interactionRoutes } from './interactions';
@@ -22,6 +25,10 @@ export interface OidcProviderOptions {
   readonly cookieKeys: readonly string[];
   readonly clients: Pick<ClientsRepository, 'findById'>;
   readonly users: Pick<UsersRepository, 'findById' | 'findByUsername'>;
+  /** The organisations console users name at sign-in. */
+  readonly tenants: Pick<TenantsRepository, 'findByReference'>;
+  /** The approvals console, registered as the platform's public client; none when absent. */
+  readonly console?: ConsoleClientSettings;
   /** Where sessions, grants, codes and refresh tokens are kept (identity.oidc_artefacts). */
   readonly dataSource: DataSource;
   readonly adminClient: { readonly clientId: string; readonly secretHash: string };
@@ -55,12 +62,17 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     if (resource !== audience) throw new errors.InvalidTarget();
     return gateway;
   };
-  const directory = new ClientDirectory(options.clients, options.adminClient);
+  const directory = new ClientDirectory(options.clients, options.adminClient, options.console);
+  const consoleOrigin = options.console ? new URL(options.console.url).origin : undefined;
+  const pageHeaders = (ctx: KoaContextWithOIDC): void => {
+    for (const [name, value] of Object.entries(PAGE_HEADERS)) ctx.set(name, value);
+  };
   const provider = new Provider(options.issuer, {
     adapter: createPostgresAdapter(options.dataSource, directory),
     jwks: structuredClone({ keys: [...options.signingKeys] }),
     cookies: { keys: [...options.cookieKeys] },
-    clientAuthMethods: ['client_secret_basic', 'client_secret_post'],
+    // 'none' is the console's alone (a public client: PKCE instead of a secret); every other client is registered with a secret.
+    clientAuthMethods: ['client_secret_basic', 'client_secret_post', 'none'],
     clientDefaults: {
       grant_types: ['client_credentials'],
       response_types: [],
@@ -68,8 +80,11 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
       id_token_signed_response_alg: SIGNING_ALGORITHM,
     },
     enabledJWA: { idTokenSigningAlgValues: [SIGNING_ALGORITHM] },
-    // Machine clients call from servers; no browser origin is trusted with the token endpoint.
-    clientBasedCORS: () => false,
+    // Machine clients call from servers; the one browser origin trusted with the token and
+    // revocation endpoints is the console's, for the console's own client.
+    clientBasedCORS: (_ctx, origin, client) => client.clientId === CONSOLE_CLIENT_ID && origin === consoleOrigin,
+    // The console passes the organisation a link named (`/console/?org=…`) on to the login page.
+    extraParams: ['organization'],
     // authorization_code only (no implicit or hybrid flows), PKCE S256 for every client.
     responseTypes: ['code'],
     pkce: { required: () => true },
@@ -89,12 +104,16 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
       },
     },
     // A person's token also names the user (`username`): the gateway checks an approval's assignees against it.
+    // The console has no tenant: its tokens carry the tenant of the user who signed in.
     extraTokenClaims: async (_ctx, token) => {
       const tenant = tenantClaims(token.client);
       const accountId = 'accountId' in token && typeof token.accountId === 'string' ? token.accountId : undefined;
-      if (!tenant || accountId === undefined) return tenant;
+      const isConsole = token.client?.clientId === CONSOLE_CLIENT_ID;
+      if ((!tenant && !isConsole) || accountId === undefined) return tenant;
       const user = await options.users.findById(accountId);
-      return user && user.tenantId === tenant.tenant_id ? { ...tenant, username: user.username } : tenant;
+      if (!user) return tenant;
+      if (isConsole) return { tenant_id: user.tenantId, username: user.username };
+      return user.tenantId === tenant?.tenant_id ? { ...tenant, username: user.username } : tenant;
     },
     // Errors of browser-facing endpoints as JSON, like the token endpoint's, rather than an HTML page.
     renderError: async (ctx, out) => {
@@ -120,7 +139,18 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
       devInteractions: { enabled: false },
       dPoP: { enabled: false },
       pushedAuthorizationRequests: { enabled: false },
-      rpInitiatedLogout: { enabled: false },
+      // Signing out of the console ends the idp session too (after the user confirms, on the idp's own page).
+      rpInitiatedLogout: {
+        enabled: options.console !== undefined,
+        logoutSource: async (ctx: KoaContextWithOIDC, form: string) => {
+          pageHeaders(ctx);
+          ctx.body = signOutPage(form);
+        },
+        postLogoutSuccessSource: async (ctx: KoaContextWithOIDC) => {
+          pageHeaders(ctx);
+          ctx.body = messagePage('Signed out', 'You are signed out of Mission Service on this browser.');
+        },
+      },
       userinfo: { enabled: false },
       // The library's own flows resolve audiences through this too (a request without `resource` gets the gateway).
       resourceIndicators: {
@@ -198,7 +228,7 @@ export function createOidcProvider(options: OidcProviderOptions): RequestListene
     ['scope', 'resource'],
   );
 
-  provider.use(interactionRoutes({ provider, clients: directory, users: options.users, audience, throttle: options.throttle }));
+  provider.use(interactionRoutes({ provider, clients: directory, users: options.users, tenants: options.tenants, audience, throttle: options.throttle }));
 
   const extraKeys = options.extraPublishedKeys ?? [];
   if (extraKeys.length > 0) {

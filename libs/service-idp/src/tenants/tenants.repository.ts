@@ -16,6 +16,18 @@ export class TenantsRepository {
     return this.dataSource.getRepository(TenantEntity).findOne({ where: { id } });
   }
 
+  /**
+   * The tenant a person names when signing in: by id, or by name (case-insensitive) when exactly
+   * one tenant has it. An unknown or ambiguous name is not found.
+   */
+  async findByReference(reference: string): Promise<TenantEntity | null> {
+    const named: string = reference.trim();
+    if (isUuid(named.toLowerCase())) return this.findById(named.toLowerCase());
+    if (named.length === 0 || named.length > 200 || named.includes('\u0000')) return null;
+    const matches = await this.dataSource.getRepository(TenantEntity).createQueryBuilder('tenant').where('lower(tenant.name) = lower(:name)', { name: named }).limit(2).getMany();
+    return matches.length === 1 ? (matches[0] ?? null) : null;
+  }
+
   /** The tenant, locked for the rest of the transaction so concurrent changes apply one after the other. */
   async lockById(manager: EntityManager, id: string): Promise<TenantEntity | null> {
     if (!isUuid(id)) return null;

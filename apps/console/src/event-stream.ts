@@ -1,0 +1,107 @@
+import { createParser, type EventSourceMessage } from 'eventsource-parser';
+
+/*
+ * The tenant's events from `GET /api/events`, read with fetch (EventSource cannot send the bearer
+ * token) and parsed by eventsource-parser. After a dropped connection it reconnects with
+ * `Last-Event-ID`, so the gateway sends what was missed, once; after a refused token it asks for a
+ * fresh one first.
+ */
+
+export interface StreamedEvent {
+  readonly id: string;
+  readonly type: string;
+  readonly data: Readonly<Record<string, unknown>>;
+}
+
+export type StreamState = 'connecting' | 'live' | 'reconnecting' | 'stopped';
+
+export interface EventStreamOptions {
+  readonly url: string;
+  /** The current access token; `renew` is set after the gateway refused the last one. */
+  readonly token: (renew: boolean) => Promise<string>;
+  readonly onEvent: (event: StreamedEvent) => void;
+  readonly onState: (state: StreamState, detail?: string) => void;
+  readonly fetch?: typeof fetch;
+  /** Waits before reconnecting: 1 s, doubling up to this (ms). */
+  readonly maxBackoffMs?: number;
+}
+
+/** The parsed event, or undefined for one whose data is not an event of the log. */
+export function toStreamedEvent(message: Pick<EventSourceMessage, 'id' | 'event' | 'data'>): StreamedEvent | undefined {
+  if (!message.id || !message.event) return undefined;
+  try {
+    const parsed = JSON.parse(message.data) as { data?: unknown };
+    const data = parsed && typeof parsed.data === 'object' && parsed.data !== null ? (parsed.data as Record<string, unknown>) : {};
+    return { id: message.id, type: message.event, data };
+  } catch {
+    return undefined;
+  }
+}
+
+export class EventStream {
+  private lastEventId: string | undefined;
+  private controller: AbortController | undefined;
+  private stopped = false;
+  private readonly fetcher: typeof fetch;
+
+  constructor(private readonly options: EventStreamOptions) {
+    this.fetcher = options.fetch ?? fetch.bind(globalThis);
+  }
+
+  start(): void {
+    void this.run();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.controller?.abort();
+    this.options.onState('stopped');
+  }
+
+  private async run(): Promise<void> {
+    let backoff = 1_000;
+    let renew = false;
+    this.options.onState('connecting');
+    while (!this.stopped) {
+      this.controller = new AbortController();
+      try {
+        const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${await this.options.token(renew)}` };
+        if (this.lastEventId) headers['last-event-id'] = this.lastEventId;
+        const response = await this.fetcher(this.options.url, { headers, signal: this.controller.signal, cache: 'no-store' });
+        renew = response.status === 401;
+        if (response.ok && response.body) {
+          this.options.onState('live');
+          backoff = 1_000;
+          await this.read(response.body);
+        } else if (!renew) {
+          this.options.onState('reconnecting', `the event stream answered ${response.status}`);
+        }
+      } catch (error) {
+        if (this.stopped) return;
+        this.options.onState('reconnecting', error instanceof Error ? error.message : String(error));
+      }
+      if (this.stopped) return;
+      this.options.onState('reconnecting');
+      await new Promise((resolve) => setTimeout(resolve, renew ? 0 : backoff));
+      backoff = Math.min(backoff * 2, this.options.maxBackoffMs ?? 15_000);
+    }
+  }
+
+  private async read(body: ReadableStream<Uint8Array>): Promise<void> {
+    const parser = createParser({
+      onEvent: (message) => {
+        const event = toStreamedEvent(message);
+        if (!event) return;
+        this.lastEventId = event.id;
+        this.options.onEvent(event);
+      },
+    });
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      parser.feed(decoder.decode(value, { stream: true }));
+    }
+  }
+}
