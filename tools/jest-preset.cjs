@@ -24,8 +24,8 @@ module.exports = {
       },
     ],
   },
-  // jose, stemmer and request-filtering-agent ship only ES modules; compile them to CommonJS like our own sources.
+  // jose, stemmer, request-filtering-agent and eventsource-parser ship only ES modules; compile them to CommonJS like our own sources.
   // ESM-only packages (also when nested, e.g. @fastify/static's content-disposition) are compiled too.
-  transformIgnorePatterns: ['^(?!.*/node_modules/(jose|stemmer|content-disposition|request-filtering-agent)/).*/node_modules/'],
+  transformIgnorePatterns: ['^(?!.*/node_modules/(jose|stemmer|content-disposition|request-filtering-agent|eventsource-parser)/).*/node_modules/'],
   moduleFileExtensions: ['ts', 'js', 'json'],
 };

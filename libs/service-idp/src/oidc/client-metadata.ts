@@ -1,4 +1,4 @@
-import { CONSOLE_CLIENT_ID, Scopes, TENANT_SCOPES } from '@mission/contracts';
+import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, Scopes } from '@mission/contracts';
 import type { ClientEntity } from '../clients/client.entity';
 
 /** Client metadata in oidc-provider's (RFC 7591) shape. */
@@ -31,8 +31,9 @@ export interface ConsoleClientSettings {
 /**
  * The approvals console: a public client (no secret; authorization code with PKCE S256, rotating
  * refresh tokens) without a tenant of its own. Its users name their organisation when they sign
- * in, and their tokens carry the tenant of the user who signed in. It may ask for every tenant
- * scope; a token gets those the user holds.
+ * in, and their tokens carry the tenant of the user who signed in. It may ask for what the
+ * console needs (reading missions, reading and deciding items) and nothing more; a token gets
+ * those of them the user holds.
  */
 export function consoleClientMetadata(settings: ConsoleClientSettings): OidcClientMetadata {
   return {
@@ -42,7 +43,7 @@ export function consoleClientMetadata(settings: ConsoleClientSettings): OidcClie
     redirect_uris: [consoleRedirectUri(settings)],
     post_logout_redirect_uris: [settings.url],
     token_endpoint_auth_method: 'none',
-    scope: [...TENANT_SCOPES, 'openid', 'offline_access'].join(' '),
+    scope: CONSOLE_SCOPES.join(' '),
   };
 }
 

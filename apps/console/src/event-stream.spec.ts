@@ -1,0 +1,77 @@
+import { EventStream, toStreamedEvent, type StreamedEvent, type StreamState } from './event-stream';
+
+function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  return new ReadableStream({
+    start(controller) {
+      for (const chunk of chunks) controller.enqueue(encoder.encode(chunk));
+      controller.close();
+    },
+  });
+}
+
+const frame = (id: string, type: string, data: Record<string, unknown>): string =>
+  `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ id, type, timestamp: '2026-11-26T00:00:00Z', data })}\n\n`;
+
+describe('console event stream', () => {
+  it('reads the event data of a server-sent event and ignores anything else', () => {
+    expect(toStreamedEvent({ id: '7', event: 'hit.created', data: JSON.stringify({ data: { hitId: 'h' } }) })).toEqual({ id: '7', type: 'hit.created', data: { hitId: 'h' } });
+    expect(toStreamedEvent({ id: undefined, event: 'hit.created', data: '{}' })).toBeUndefined();
+    expect(toStreamedEvent({ id: '8', event: 'hit.created', data: 'not json' })).toBeUndefined();
+  });
+
+  it('resumes after a dropped connection from the last event it saw, and renews a refused token before trying again', async () => {
+    const calls: Array<Record<string, string>> = [];
+    const answers = [
+      // The first connection delivers two events, the second split across chunks, then drops.
+      () =>
+        new Response(streamOf([frame('1', 'hit.created', { hitId: 'a' }), 'id: 2\nevent: hit.decided\nda', `ta: ${JSON.stringify({ data: { hitId: 'a' } })}\n\n`]), {
+          status: 200,
+        }),
+      () => new Response('{}', { status: 401 }),
+      () => new Response(streamOf([frame('3', 'hit.created', { hitId: 'b' })]), { status: 200 }),
+    ];
+    const events: StreamedEvent[] = [];
+    const states: StreamState[] = [];
+    const renewals: boolean[] = [];
+    let stream: EventStream | undefined;
+    const done = new Promise<void>((resolve) => {
+      stream = new EventStream({
+        url: 'http://gw.test/api/events',
+        token: async (renew) => {
+          renewals.push(renew);
+          return renew ? 'fresh' : 'first';
+        },
+        onEvent: (event) => {
+          events.push(event);
+          if (event.id === '3') resolve();
+        },
+        onState: (state) => states.push(state),
+        maxBackoffMs: 1,
+        fetch: (async (_url: string, init: RequestInit) => {
+          calls.push({ ...(init.headers as Record<string, string>) });
+          const answer = answers.shift();
+          if (!answer) return new Promise(() => undefined);
+          return answer();
+        }) as unknown as typeof fetch,
+      });
+      stream.start();
+    });
+    await done;
+    stream?.stop();
+    expect(events.map((event) => [event.id, event.type])).toEqual([
+      ['1', 'hit.created'],
+      ['2', 'hit.decided'],
+      ['3', 'hit.created'],
+    ]);
+    expect(calls.map((headers) => [headers.authorization, headers['last-event-id']])).toEqual([
+      ['Bearer first', undefined],
+      ['Bearer first', '2'],
+      ['Bearer fresh', '2'],
+    ]);
+    expect(renewals).toEqual([false, false, true]);
+    expect(states).toContain('live');
+    expect(states).toContain('reconnecting');
+    expect(states.at(-1)).toBe('stopped');
+  });
+});
