@@ -5,6 +5,18 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts=false && npm cache clean --force
 
+# The approvals console: built with the dev dependencies (esbuild, lit), shipped as static files only.
+FROM node:24-bookworm-slim AS console
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --ignore-scripts && npm cache clean --force
+COPY tsconfig.base.json ./
+COPY tools/console ./tools/console
+COPY apps/console ./apps/console
+COPY libs/ui-look ./libs/ui-look
+COPY libs/api-client ./libs/api-client
+RUN node tools/console/build.mjs
+
 FROM node:24-bookworm-slim AS runtime
 ARG APP=gateway
 ENV NODE_ENV=production APP=${APP}
@@ -14,6 +26,7 @@ COPY package.json tsconfig.json tsconfig.base.json ./
 COPY tools/register.cjs ./tools/register.cjs
 COPY libs ./libs
 COPY apps ./apps
+COPY --from=console /app/dist/console ./dist/console
 RUN find apps libs -name '*.spec.ts' -delete \
   && mkdir -p /app/.data && chown node:node /app/.data
 USER node

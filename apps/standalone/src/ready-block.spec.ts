@@ -10,6 +10,7 @@ describe('readyBlock', () => {
     expect(text).toContain('http://127.0.0.1:3000/mcp');
     expect(text).toContain('Approvals      http://127.0.0.1:3000/console/');
     expect(text).toContain('users create "$TENANT_ID" --username ada --password-stdin');
+    expect(text).toContain('echo "Open http://127.0.0.1:3000/console/?org=$TENANT_ID and sign in as ada"');
     expect(text).toContain('Sign-in (idp)  http://127.0.0.1:3001');
     expect(text).toContain('http://127.0.0.1:3002/metrics');
     expect(text).toContain('Data           .data    (operator credentials: .data/admin-client.json)');
