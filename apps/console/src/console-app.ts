@@ -14,7 +14,7 @@ import {
   type ProviderEndpoints,
   type Session,
 } from './auth';
-import { EventStream, type StreamedEvent, type StreamState } from './event-stream';
+import { EventStream, streamTypes, type StreamedEvent, type StreamState } from './event-stream';
 
 /*
  * The approvals console: the signed-in user's pending items (assigned to them, or to nobody) with
@@ -36,8 +36,6 @@ interface Entry {
 
 const LIST_PAGES = 5;
 const LIST_LIMIT = 100;
-const STREAM_TYPES = ['hit.created', 'hit.decided', 'hit.expired', 'mission.awaiting_approval', 'mission.completed'].join(',');
-
 export class ConsoleApp extends LitElement {
   private phase: Phase = { kind: 'starting' };
   private view: View = 'approvals';
@@ -136,8 +134,13 @@ export class ConsoleApp extends LitElement {
     this.requestUpdate();
     void this.loadItems();
     void this.loadMissions();
+    const types = streamTypes(session.scopes);
+    if (types.length === 0) {
+      this.streamState = 'stopped';
+      return;
+    }
     this.stream = new EventStream({
-      url: `${config.apiUrl}/api/events?types=${STREAM_TYPES}`,
+      url: `${config.apiUrl}/api/events?types=${types.join(',')}`,
       token: (renew) => this.token(renew),
       onEvent: (event) => void this.onEvent(event),
       onState: (state) => this.set(() => (this.streamState = state)),

@@ -1,4 +1,4 @@
-import { EventStream, toStreamedEvent, type StreamedEvent, type StreamState } from './event-stream';
+import { EventStream, streamTypes, toStreamedEvent, type StreamedEvent, type StreamState } from './event-stream';
 
 function streamOf(chunks: string[]): ReadableStream<Uint8Array> {
   const encoder = new TextEncoder();
@@ -14,6 +14,13 @@ const frame = (id: string, type: string, data: Record<string, unknown>): string 
   `id: ${id}\nevent: ${type}\ndata: ${JSON.stringify({ id, type, timestamp: '2026-11-26T00:00:00Z', data })}\n\n`;
 
 describe('console event stream', () => {
+  it('follows only the event types the token may read', () => {
+    expect(streamTypes(['hits:read', 'missions:read'])).toEqual(['hit.created', 'hit.decided', 'hit.expired', 'mission.awaiting_approval', 'mission.completed']);
+    expect(streamTypes(['hits:read', 'hits:approve'])).toEqual(['hit.created', 'hit.decided', 'hit.expired']);
+    expect(streamTypes(['missions:read'])).toEqual(['mission.awaiting_approval', 'mission.completed']);
+    expect(streamTypes([])).toEqual([]);
+  });
+
   it('reads the event data of a server-sent event and ignores anything else', () => {
     expect(toStreamedEvent({ id: '7', event: 'hit.created', data: JSON.stringify({ data: { hitId: 'h' } }) })).toEqual({ id: '7', type: 'hit.created', data: { hitId: 'h' } });
     expect(toStreamedEvent({ id: undefined, event: 'hit.created', data: '{}' })).toBeUndefined();

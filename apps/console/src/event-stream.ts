@@ -13,6 +13,14 @@ export interface StreamedEvent {
   readonly data: Readonly<Record<string, unknown>>;
 }
 
+const HIT_EVENTS = ['hit.created', 'hit.decided', 'hit.expired'];
+const MISSION_EVENTS = ['mission.awaiting_approval', 'mission.completed'];
+
+/** The event types the console follows that a token may read (the stream refuses a type whose scope the token lacks). */
+export function streamTypes(scopes: readonly string[]): string[] {
+  return [...(scopes.includes('hits:read') ? HIT_EVENTS : []), ...(scopes.includes('missions:read') ? MISSION_EVENTS : [])];
+}
+
 export type StreamState = 'connecting' | 'live' | 'reconnecting' | 'stopped';
 
 export interface EventStreamOptions {
