@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { call, clientCredentialsToken, waitForMission } from '../api-client';
+import { call, clientCredentialsToken, eventually, waitForMission } from '../api-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { signatureIsValid, startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from '../webhook-receiver';
@@ -103,8 +103,12 @@ export function describeWebhookScenarios(context: ScenarioContext): void {
       expect(attempts.map((d) => d.answered)).toEqual([500, 503, 204]);
       expect(new Set(attempts.map((d) => d.headers['webhook-id'])).size).toBe(1);
       for (const attempt of attempts) expect(signatureIsValid(attempt, created.body.secret)).toBe(true);
-      const log = await call(gateway(), 'GET', `/api/webhooks/${created.body.id}/deliveries`, { token: tenant.token });
-      expect(log.status).toBe(200);
+      // The receiver has answered; the dispatcher settles the delivery once that answer reaches it.
+      const log = await eventually(async () => {
+        const read = await call(gateway(), 'GET', `/api/webhooks/${created.body.id}/deliveries`, { token: tenant.token });
+        expect(read.status).toBe(200);
+        return read.body.items[0]?.status === 'pending' ? undefined : read;
+      }, 'the delivery to be settled');
       expect(log.body.items[0]).toEqual({
         id: expect.any(String),
         eventId: attempts[0]?.headers['webhook-id'],
