@@ -21,6 +21,8 @@ const wirings: Array<[string, () => Promise<Platform>]> = [
   ['distributed (Kafka)', () => startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')],
 ];
 
+const claimsOf = (jwt: string): Record<string, any> => JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
 interface AxeViolation {
@@ -56,7 +58,11 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
   let tenantName: string;
   let tenantId: string;
   let userId: string;
+  let machineClientId: string;
+  let otherTenantName: string;
+  let otherTenantId: string;
   const password = `pw-${randomBytes(12).toString('base64url')}`;
+  const otherPassword = `pw-${randomBytes(12).toString('base64url')}`;
 
   beforeAll(async () => {
     browser = await launchChromium();
@@ -75,6 +81,14 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
     const user = await call(platform.gatewayUrl, 'POST', `/admin/tenants/${tenantId}/users`, { token: adminToken, body: { username: 'Grace', password } });
     expect(user.status).toBe(201);
     userId = user.body.id;
+    machineClientId = tenant.body.client.clientId;
+    // A second tenant with a user of the same name.
+    otherTenantName = `Other tenant ${randomBytes(4).toString('hex')}`;
+    const otherTenant = await call(platform.gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: otherTenantName, tier: 'business' } });
+    otherTenantId = otherTenant.body.id;
+    expect(
+      (await call(platform.gatewayUrl, 'POST', `/admin/tenants/${otherTenantId}/users`, { token: adminToken, body: { username: 'grace', password: otherPassword } })).status,
+    ).toBe(201);
   }, 240_000);
 
   afterAll(async () => {
@@ -134,6 +148,8 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
       const missionId = await submitApproval(title);
       const item = page.getByRole('article', { name: title });
       await item.waitFor({ timeout: 15_000 });
+      // Its mission's context follows the item (one more read).
+      await item.getByText(/Revenue in the third quarter/).waitFor();
       await expect(item.textContent()).resolves.toMatch(/Quarterly report[\s\S]*Publish the Q3 numbers[\s\S]*in (59 min|1 h)[\s\S]*Brain query[\s\S]*Revenue in the third quarter/);
       expect(await seriousViolations(page)).toEqual([]);
       if (process.env.CONSOLE_SCREENSHOT) await page.screenshot({ path: path.resolve(process.env.CONSOLE_SCREENSHOT) });
@@ -191,27 +207,54 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
     }
   }, 180_000);
 
-  it('refuses a wrong organisation, username or password alike, and signs in by the organisation id as well as its name', async () => {
+  it('refuses a wrong organisation, username or password alike, never lends another tenant its user, and always shows the form for a sign-in asked for', async () => {
     const context = await browser.newContext();
     try {
       const page = await context.newPage();
       await page.goto(`${platform.gatewayUrl}/console/`);
       await page.getByRole('button', { name: 'Sign in' }).click();
-      for (const [organisation, pass] of [
-        ['No such organisation', password],
-        [tenantName, 'not the password'],
+      for (const [organisation, username, pass] of [
+        ['No such organisation', 'grace', password],
+        [tenantName, 'grace', 'not the password'],
+        [tenantName, 'nobody', password],
+        // The other tenant's grace, with her own password, named under this tenant; and this grace named under the other.
+        [tenantName, 'grace', otherPassword],
+        [otherTenantName, 'grace', password],
       ] as const) {
         await page.getByLabel('Organisation').fill(organisation);
-        await page.getByLabel('Username').fill('grace');
+        await page.getByLabel('Username').fill(username);
         await page.getByLabel('Password').fill(pass);
         await page.getByRole('button', { name: 'Sign in' }).click();
         await expect(page.getByRole('alert').textContent()).resolves.toBe('The organisation, username or password is not right.');
+        await expect(page.getByLabel('Password').getAttribute('aria-invalid')).resolves.toBe('true');
       }
+      // By id (any case) as well as by name; the token is the user's, of the tenant named, with the console's scopes only.
       await page.getByLabel('Organisation').fill(tenantId.toUpperCase());
+      await page.getByLabel('Username').fill('grace');
       await page.getByLabel('Password').fill(password);
+      const exchange = page.waitForResponse((response) => (response.request().postData() ?? '').includes('grant_type=authorization_code'));
       await page.getByRole('button', { name: 'Sign in' }).click();
+      const answer = (await (await exchange).json()) as { access_token: string; scope: string };
+      expect(claimsOf(answer.access_token)).toMatchObject({ tenant_id: tenantId, username: 'grace', sub: userId, client_id: 'mission-console', aud: platform.gatewayUrl });
+      expect(claimsOf(answer.access_token).scope.split(' ').sort()).toEqual(['hits:approve', 'hits:read', 'missions:read']);
       await page.waitForURL(`${platform.gatewayUrl}/console/`);
       await expect(page.getByRole('banner').textContent()).resolves.toContain('Signed in as grace');
+
+      // Another tab of the same browser: the idp still has a session, yet asking to sign in shows
+      // the form, so whoever signs in is who the form names (the other tenant's grace here).
+      const other = await context.newPage();
+      await other.goto(`${platform.gatewayUrl}/console/`);
+      await other.getByRole('button', { name: 'Sign in' }).click();
+      await other.getByLabel('Organisation').fill(otherTenantName);
+      await other.getByLabel('Username').fill('grace');
+      await other.getByLabel('Password').fill(otherPassword);
+      const otherExchange = other.waitForResponse((response) => (response.request().postData() ?? '').includes('grant_type=authorization_code'));
+      await other.getByRole('button', { name: 'Sign in' }).click();
+      expect(claimsOf(((await (await otherExchange).json()) as { access_token: string }).access_token).tenant_id).toBe(otherTenantId);
+      await other.getByText('Live updates on').waitFor();
+      // The other tenant's console shows none of this tenant's missions.
+      await other.getByRole('button', { name: 'Missions' }).click();
+      await other.getByText('No missions yet.').waitFor();
     } finally {
       await context.close();
     }
@@ -228,6 +271,13 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
       });
     expect((await ask(origin)).headers.get('access-control-allow-origin')).toBe(origin);
     expect((await ask('https://elsewhere.example')).headers.get('access-control-allow-origin')).toBeNull();
+    // A tenant's own client is not the console's, from the console's origin too.
+    const tenantClient = await fetch(discovery.token_endpoint ?? '', {
+      method: 'POST',
+      headers: { origin, 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ grant_type: 'client_credentials', client_id: machineClientId, client_secret: 'not its secret' }),
+    });
+    expect(tenantClient.headers.get('access-control-allow-origin')).toBeNull();
 
     const page = await fetch(`${platform.gatewayUrl}/console/`);
     expect(page.status).toBe(200);

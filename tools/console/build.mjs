@@ -25,10 +25,16 @@ function filesUnder(directory) {
   });
 }
 
-/** A hash of everything the bundle is made of: the sources, the lockfile and this script. */
+/** A hash of everything the bundle is made of: the sources, the compiler settings, the lockfile and this script. */
 export function sourceHash() {
   const hash = createHash('sha256');
-  const files = [...SOURCES.flatMap(filesUnder).filter((file) => !file.endsWith('.spec.ts')), path.join(root, 'package-lock.json'), fileURLToPath(import.meta.url)].sort();
+  const settings = [
+    path.join(root, 'apps', 'console', 'tsconfig.json'),
+    path.join(root, 'tsconfig.base.json'),
+    path.join(root, 'package-lock.json'),
+    fileURLToPath(import.meta.url),
+  ];
+  const files = [...SOURCES.flatMap(filesUnder).filter((file) => !file.endsWith('.spec.ts')), ...settings].sort();
   for (const file of files) hash.update(path.relative(root, file)).update('\0').update(readFileSync(file)).update('\0');
   return hash.digest('hex');
 }
@@ -42,7 +48,16 @@ export function isStale(out = DEFAULT_OUT) {
   }
 }
 
-/** Builds into `out` (emptied first); returns the files written with their sizes. */
+function readPreviousFiles(out) {
+  try {
+    const manifest = JSON.parse(readFileSync(path.join(out, 'manifest.json'), 'utf8'));
+    return new Set([manifest.script, manifest.stylesheet].filter((name) => typeof name === 'string'));
+  } catch {
+    return new Set();
+  }
+}
+
+/** Builds into `out`; returns the files written with their sizes. */
 export async function buildConsole(out = DEFAULT_OUT) {
   const esbuild = await import('esbuild');
   const result = await esbuild.build({
@@ -63,8 +78,14 @@ export async function buildConsole(out = DEFAULT_OUT) {
     metafile: true,
     logLevel: 'warning',
   });
-  rmSync(out, { recursive: true, force: true });
+  // The previous build's files stay until the next one: a gateway started before this build
+  // serves the page that names them until it restarts. Anything older goes.
+  const previous = readPreviousFiles(out);
   mkdirSync(out, { recursive: true });
+  const current = new Set(result.outputFiles.map((file) => path.basename(file.path)));
+  for (const name of readdirSync(out)) {
+    if (/\.(js|css)$/.test(name) && !current.has(name) && !previous.has(name)) rmSync(path.join(out, name), { force: true });
+  }
   const written = [];
   let js;
   let css;

@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 
@@ -37,9 +37,24 @@ describe('the approvals console build', () => {
     expect(html).not.toMatch(/\sstyle=|<style/);
   });
 
-  it('builds again only when a source changed (--if-stale)', () => {
+  it('builds again only when what it is made of changed (--if-stale)', () => {
     const out = tempDir();
     expect(build(out, '--if-stale')).toContain('Approvals console built');
     expect(build(out, '--if-stale')).toBe('');
+    // A stamp of other sources (what a changed file leaves) builds again.
+    writeFileSync(path.join(out, 'build-stamp.json'), '{"sources":"of another build"}\n');
+    expect(build(out, '--if-stale')).toContain('Approvals console built');
+    expect(build(out, '--if-stale')).toBe('');
+  });
+
+  it("keeps the previous build's script and stylesheet for a page still naming them, and nothing older", () => {
+    const out = tempDir();
+    build(out);
+    const manifest = JSON.parse(readFileSync(path.join(out, 'manifest.json'), 'utf8')) as { script: string };
+    for (const old of ['console-OLDER000.js', 'console-PREVIOUS.js']) writeFileSync(path.join(out, old), '');
+    writeFileSync(path.join(out, 'manifest.json'), JSON.stringify({ script: 'console-PREVIOUS.js', stylesheet: 'none.css' }));
+    build(out);
+    expect(readdirSync(out)).toEqual(expect.arrayContaining([manifest.script, 'console-PREVIOUS.js']));
+    expect(readdirSync(out)).not.toContain('console-OLDER000.js');
   });
 });

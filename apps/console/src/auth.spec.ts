@@ -34,8 +34,8 @@ describe('console sign-in', () => {
   });
 
   it('asks for a code with PKCE S256, a fresh state and verifier each time, and passes the organisation on', async () => {
-    const first = await authorizationRequest(config, endpoints, 'Acme');
-    const second = await authorizationRequest(config, endpoints, undefined);
+    const first = await authorizationRequest(config, endpoints, 'Acme', 'sign-in');
+    const second = await authorizationRequest(config, endpoints, undefined, 'resume');
     const url = new URL(first.url);
     expect(Object.fromEntries(url.searchParams)).toEqual({
       client_id: 'mission-console',
@@ -45,9 +45,12 @@ describe('console sign-in', () => {
       state: first.pending.state,
       code_challenge: await pkceChallenge(first.pending.verifier),
       code_challenge_method: 'S256',
-      prompt: 'consent',
+      // Asked for: the login form always, so the organisation typed there is the one signed in to.
+      prompt: 'login consent',
       organization: 'Acme',
     });
+    // A reload of a signed-in tab takes the idp's session as it is.
+    expect(new URL(second.url).searchParams.get('prompt')).toBe('consent');
     expect(first.pending.verifier).toMatch(/^[A-Za-z0-9_-]{64}$/);
     expect(second.pending.verifier).not.toBe(first.pending.verifier);
     expect(second.pending.state).not.toBe(first.pending.state);
@@ -70,9 +73,13 @@ describe('console sign-in', () => {
     sessionStorage.setItem('mission-console.sign-in', JSON.stringify({ verifier: 'v'.repeat(64), state: 's2' }));
     await expect(completeSignIn(config, endpoints, new URL('http://gw.test/console/callback?code=c1&state=other'), fetcher)).rejects.toThrow(SignInError);
     expect(requests).toHaveLength(1);
-    // The idp's refusal is shown as it said it.
-    await expect(completeSignIn(config, endpoints, new URL('http://gw.test/console/callback?error=access_denied&error_description=no+such+user'), fetcher)).rejects.toThrow(
-      'no such user',
+    // The idp's refusal of a sign-in this tab started is shown; a crafted error link without its state says nothing of its own.
+    sessionStorage.setItem('mission-console.sign-in', JSON.stringify({ verifier: 'v'.repeat(64), state: 's3' }));
+    await expect(
+      completeSignIn(config, endpoints, new URL('http://gw.test/console/callback?state=s3&error=access_denied&error_description=no+such+user'), fetcher),
+    ).rejects.toThrow('The sign-in did not complete: no such user');
+    await expect(completeSignIn(config, endpoints, new URL('http://gw.test/console/callback?error=access_denied&error_description=Call+0800+now'), fetcher)).rejects.toThrow(
+      'This sign-in was not started here',
     );
   });
 

@@ -110,6 +110,7 @@ export async function authorizationRequest(
   config: ConsoleConfig,
   endpoints: ProviderEndpoints,
   organisation: string | undefined,
+  mode: SignInMode,
 ): Promise<{ url: string; pending: { verifier: string; state: string } }> {
   const verifier = randomToken(48);
   const state = randomToken(16);
@@ -123,15 +124,21 @@ export async function authorizationRequest(
     code_challenge: await pkceChallenge(verifier),
     code_challenge_method: 'S256',
     // offline_access (a refresh token) needs consent; the idp gives it for its platform's own client.
-    prompt: 'consent',
+    // A sign-in the user asked for always shows the login form, so the organisation and user are
+    // the ones named there, never whoever last signed in to the idp in this browser; only a reload
+    // of a tab that was signed in takes the idp's session as it is.
+    prompt: mode === 'sign-in' ? 'login consent' : 'consent',
     ...(organisation ? { organization: organisation } : {}),
   }).toString();
   return { url: url.toString(), pending: { verifier, state } };
 }
 
+/** `sign-in`: the user asked to sign in; `resume`: a reload of a tab that was signed in. */
+export type SignInMode = 'sign-in' | 'resume';
+
 /** Sends the browser to the identity provider's sign-in. */
-export async function startSignIn(config: ConsoleConfig, endpoints: ProviderEndpoints, organisation?: string): Promise<void> {
-  const { url, pending } = await authorizationRequest(config, endpoints, organisation);
+export async function startSignIn(config: ConsoleConfig, endpoints: ProviderEndpoints, mode: SignInMode, organisation?: string): Promise<void> {
+  const { url, pending } = await authorizationRequest(config, endpoints, organisation, mode);
   sessionStorage.setItem(PENDING_KEY, JSON.stringify(pending));
   location.assign(url);
 }
@@ -140,13 +147,15 @@ export async function startSignIn(config: ConsoleConfig, endpoints: ProviderEndp
 export async function completeSignIn(config: ConsoleConfig, endpoints: ProviderEndpoints, callback: URL, fetcher: typeof fetch = fetch): Promise<Session> {
   const stored = sessionStorage.getItem(PENDING_KEY);
   sessionStorage.removeItem(PENDING_KEY);
-  const error = callback.searchParams.get('error');
-  if (error) throw new SignInError(callback.searchParams.get('error_description') ?? error);
   const pending = stored ? (JSON.parse(stored) as { verifier?: string; state?: string }) : undefined;
-  const code = callback.searchParams.get('code');
-  if (!pending?.verifier || !code || callback.searchParams.get('state') !== pending.state) {
+  // The state first: an answer to a sign-in this tab did not start (a crafted link) says nothing.
+  if (!pending?.verifier || callback.searchParams.get('state') !== pending.state) {
     throw new SignInError('This sign-in was not started here or was already used; sign in again');
   }
+  const error = callback.searchParams.get('error');
+  if (error) throw new SignInError(`The sign-in did not complete: ${callback.searchParams.get('error_description') ?? error}`);
+  const code = callback.searchParams.get('code');
+  if (!code) throw new SignInError('The identity provider gave no code; sign in again');
   const answer = await tokenRequest(endpoints, fetcher, {
     grant_type: 'authorization_code',
     code,

@@ -47,7 +47,7 @@ export class ConsoleApp extends LitElement {
   private api?: ApiClient;
   private stream?: EventStream;
   private streamState: StreamState = 'connecting';
-  private readonly entries = new Map<string, Entry>();
+  private entries = new Map<string, Entry>();
   private itemsLoaded = false;
   private itemsError?: string;
   private missions: Mission[] = [];
@@ -108,17 +108,17 @@ export class ConsoleApp extends LitElement {
     }
     // Reloaded while signed in: the token was in memory only, so sign in again (the identity provider's session answers at once).
     if (sessionStorage.getItem(RESUME_KEY)) {
-      await this.signIn();
+      await this.signIn('resume');
       return;
     }
     this.set(() => (this.phase = { kind: 'signed-out' }));
   }
 
-  private async signIn(): Promise<void> {
+  private async signIn(mode: 'sign-in' | 'resume'): Promise<void> {
     if (!this.config || !this.endpoints) return;
     this.set(() => (this.phase = { kind: 'redirecting' }));
     const organisation = new URL(location.href).searchParams.get('org') ?? undefined;
-    await startSignIn(this.config, this.endpoints, organisation);
+    await startSignIn(this.config, this.endpoints, mode, organisation);
   }
 
   private begin(session: Session): void {
@@ -132,18 +132,25 @@ export class ConsoleApp extends LitElement {
     // Deadlines count down: "in 4 min" is rendered again every 30 s.
     this.clock = setInterval(() => this.requestUpdate(), 30_000);
     this.requestUpdate();
-    void this.loadItems();
-    void this.loadMissions();
     const types = streamTypes(session.scopes);
     if (types.length === 0) {
       this.streamState = 'stopped';
+      void this.loadItems();
+      void this.loadMissions();
       return;
     }
+    // The lists are read once the stream is up, so that nothing created in between is missed (an
+    // item both listed and announced shows once); again whenever the stream starts afresh.
     this.stream = new EventStream({
       url: `${config.apiUrl}/api/events?types=${types.join(',')}`,
       token: (renew) => this.token(renew),
       onEvent: (event) => void this.onEvent(event),
       onState: (state) => this.set(() => (this.streamState = state)),
+      onLive: (resumed) => {
+        if (resumed) return;
+        void this.loadItems();
+        void this.loadMissions();
+      },
     });
     this.stream.start();
   }
@@ -214,12 +221,18 @@ export class ConsoleApp extends LitElement {
         cursor = data.nextCursor ?? undefined;
         if (!cursor) break;
       }
-      for (const item of found) if (isForUser(item, this.session?.username) && !this.entries.has(item.id)) this.entries.set(item.id, { item, comment: '', busy: false });
+      // What is pending now; an item already shown keeps its typed comment, a decided one goes.
+      const next = new Map<string, Entry>();
+      for (const item of found) {
+        if (isForUser(item, this.session?.username)) next.set(item.id, this.entries.get(item.id) ?? { item, comment: '', busy: false });
+      }
+      for (const [id, entry] of this.entries) if (entry.busy && !next.has(id)) next.set(id, entry);
       this.set(() => {
+        this.entries = next;
         this.itemsLoaded = true;
         this.itemsError = undefined;
       });
-      await Promise.all([...this.entries.values()].map((entry) => this.loadContext(entry)));
+      await Promise.all([...next.values()].filter((entry) => !entry.context).map((entry) => this.loadContext(entry)));
     } catch (error) {
       this.set(() => (this.itemsError = `The approval items could not be loaded: ${messageOf(error)}`));
     }
@@ -264,11 +277,14 @@ export class ConsoleApp extends LitElement {
     }
   }
 
+  /** Removes an item; focus inside its card moves to the list's heading rather than to nowhere. */
   private dropItem(hitId: string, announcement: string): void {
+    const hadFocus = this.querySelector(`[aria-labelledby="item-${hitId}"]`)?.contains(document.activeElement) ?? false;
     this.set(() => {
       this.entries.delete(hitId);
       this.announcement = announcement;
     });
+    if (hadFocus) void this.updateComplete.then(() => this.querySelector<HTMLElement>('#approvals-heading')?.focus());
   }
 
   private async decide(entry: Entry, decision: 'approve' | 'reject'): Promise<void> {
@@ -292,6 +308,9 @@ export class ConsoleApp extends LitElement {
       entry.busy = false;
       entry.error = problemText(error);
     });
+    // The button was disabled while the decision was sent, which took focus from it: give it back.
+    await this.updateComplete;
+    this.querySelector<HTMLElement>(`#${decision}-${entry.item.id}`)?.focus();
   }
 
   private nextItemAfter(hitId: string): string | undefined {
@@ -321,7 +340,7 @@ export class ConsoleApp extends LitElement {
               <h1>Approvals</h1>
               <p>Decide the approval items of your organisation's missions.</p>
               ${phase.message ? html`<p role="status">${phase.message}</p>` : nothing} ${phase.error ? html`<p class="error" role="alert">${phase.error}</p>` : nothing}
-              <p><button type="button" @click=${() => void this.signIn()} ?disabled=${!this.endpoints}>Sign in</button></p>
+              <p><button type="button" @click=${() => void this.signIn('sign-in')} ?disabled=${!this.endpoints}>Sign in</button></p>
             </div>
           </main>`;
       case 'ready':
@@ -368,6 +387,7 @@ export class ConsoleApp extends LitElement {
 
   private itemCard(entry: Entry): TemplateResult {
     const { item, context } = entry;
+    const canDecide = this.session?.scopes.includes('hits:approve') ?? false;
     const headingId = `item-${item.id}`;
     return html`<article class="card item" aria-labelledby=${headingId}>
       <h2 id=${headingId} tabindex="-1">${item.title}</h2>
@@ -417,8 +437,8 @@ export class ConsoleApp extends LitElement {
         ></textarea>
         ${entry.error ? html`<p class="error" role="alert">${entry.error}</p>` : nothing}
         <div class="actions">
-          <button type="button" ?disabled=${entry.busy} @click=${() => void this.decide(entry, 'approve')}>Approve</button>
-          <button type="button" class="danger" ?disabled=${entry.busy} @click=${() => void this.decide(entry, 'reject')}>Reject</button>
+          <button type="button" id="approve-${item.id}" ?disabled=${entry.busy || !canDecide} @click=${() => void this.decide(entry, 'approve')}>Approve</button>
+          <button type="button" id="reject-${item.id}" class="danger" ?disabled=${entry.busy || !canDecide} @click=${() => void this.decide(entry, 'reject')}>Reject</button>
         </div>
       </form>
     </article>`;

@@ -41,6 +41,7 @@ describe('console event stream', () => {
     const events: StreamedEvent[] = [];
     const states: StreamState[] = [];
     const renewals: boolean[] = [];
+    const lives: boolean[] = [];
     let stream: EventStream | undefined;
     const done = new Promise<void>((resolve) => {
       stream = new EventStream({
@@ -54,7 +55,8 @@ describe('console event stream', () => {
           if (event.id === '3') resolve();
         },
         onState: (state) => states.push(state),
-        maxBackoffMs: 1,
+        onLive: (resumed) => lives.push(resumed),
+        wait: async () => undefined,
         fetch: (async (_url: string, init: RequestInit) => {
           calls.push({ ...(init.headers as Record<string, string>) });
           const answer = answers.shift();
@@ -77,8 +79,62 @@ describe('console event stream', () => {
       ['Bearer fresh', '2'],
     ]);
     expect(renewals).toEqual([false, false, true]);
+    // The first connection asks the caller to read the current state; the resumed one does not.
+    expect(lives).toEqual([false, true]);
     expect(states).toContain('live');
     expect(states).toContain('reconnecting');
     expect(states.at(-1)).toBe('stopped');
+  });
+
+  function scripted(answers: Array<() => Response>) {
+    const calls: Array<Record<string, string>> = [];
+    const waits: number[] = [];
+    const renewals: boolean[] = [];
+    const lives: boolean[] = [];
+    let finished: () => void = () => undefined;
+    const done = new Promise<void>((resolve) => (finished = resolve));
+    const stream = new EventStream({
+      url: 'http://gw.test/api/events',
+      token: async (renew) => {
+        renewals.push(renew);
+        return 't';
+      },
+      onEvent: () => undefined,
+      onState: () => undefined,
+      onLive: (resumed) => lives.push(resumed),
+      wait: async (ms) => {
+        waits.push(ms);
+      },
+      fetch: (async (_url: string, init: RequestInit) => {
+        calls.push({ ...(init.headers as Record<string, string>) });
+        const answer = answers.shift();
+        if (!answer) {
+          finished();
+          return new Promise(() => undefined);
+        }
+        return answer();
+      }) as unknown as typeof fetch,
+    });
+    stream.start();
+    return { calls, waits, renewals, lives, done: done.then(() => stream.stop()) };
+  }
+
+  it('starts afresh, and has the caller read the state again, when the gateway no longer keeps its resume point', async () => {
+    const run = scripted([
+      () => new Response(streamOf([frame('5', 'hit.created', { hitId: 'a' })]), { status: 200 }),
+      () => new Response('{"code":"cursor_expired"}', { status: 400 }),
+      () => new Response(streamOf([]), { status: 200 }),
+    ]);
+    await run.done;
+    expect(run.calls.map((headers) => headers['last-event-id'])).toEqual([undefined, '5', undefined, undefined]);
+    expect(run.lives).toEqual([false, false]);
+  });
+
+  it('renews a refused token at once only once, then waits longer after each refusal', async () => {
+    const refused = () => new Response('{}', { status: 401 });
+    const run = scripted([refused, refused, refused, refused]);
+    await run.done;
+    expect(run.renewals).toEqual([false, true, true, true, true]);
+    expect(run.waits).toEqual([0, 1_000, 2_000, 4_000]);
   });
 });

@@ -29,6 +29,15 @@ export interface EventStreamOptions {
   readonly token: (renew: boolean) => Promise<string>;
   readonly onEvent: (event: StreamedEvent) => void;
   readonly onState: (state: StreamState, detail?: string) => void;
+  /**
+   * Each time a connection is up: `resumed` when the gateway continues from the last event seen
+   * (it sends what was missed), otherwise the caller reads the current state again, because
+   * nothing before this moment will come on the stream (the first connection, or a resume point
+   * the gateway no longer keeps).
+   */
+  readonly onLive?: (resumed: boolean) => void;
+  /** How to wait before the next try (tests). */
+  readonly wait?: (ms: number) => Promise<void>;
   readonly fetch?: typeof fetch;
   /** Waits before reconnecting: 1 s, doubling up to this (ms). */
   readonly maxBackoffMs?: number;
@@ -69,19 +78,35 @@ export class EventStream {
   private async run(): Promise<void> {
     let backoff = 1_000;
     let renew = false;
+    const wait = this.options.wait ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
     this.options.onState('connecting');
     while (!this.stopped) {
       this.controller = new AbortController();
+      let delay = backoff;
       try {
-        const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${await this.options.token(renew)}` };
-        if (this.lastEventId) headers['last-event-id'] = this.lastEventId;
+        const renewed = renew;
+        renew = false;
+        const resumeFrom = this.lastEventId;
+        const headers: Record<string, string> = { accept: 'text/event-stream', authorization: `Bearer ${await this.options.token(renewed)}` };
+        if (resumeFrom) headers['last-event-id'] = resumeFrom;
         const response = await this.fetcher(this.options.url, { headers, signal: this.controller.signal, cache: 'no-store' });
-        renew = response.status === 401;
         if (response.ok && response.body) {
           this.options.onState('live');
           backoff = 1_000;
+          this.options.onLive?.(resumeFrom !== undefined);
+          // Dropped or closed: back in a second, from the last event seen.
           await this.read(response.body);
-        } else if (!renew) {
+        } else if (response.status === 401) {
+          // A refused token is renewed at once, once; refused again, it waits like any failure.
+          renew = true;
+          if (!renewed) delay = 0;
+          this.options.onState('reconnecting', 'the token was refused');
+        } else if (response.status === 400 && resumeFrom) {
+          // The resume point is older than the log keeps: start afresh (onLive tells the caller to reload).
+          this.lastEventId = undefined;
+          delay = 0;
+          this.options.onState('reconnecting', 'the events since the last one seen are no longer kept');
+        } else {
           this.options.onState('reconnecting', `the event stream answered ${response.status}`);
         }
       } catch (error) {
@@ -90,8 +115,8 @@ export class EventStream {
       }
       if (this.stopped) return;
       this.options.onState('reconnecting');
-      await new Promise((resolve) => setTimeout(resolve, renew ? 0 : backoff));
-      backoff = Math.min(backoff * 2, this.options.maxBackoffMs ?? 15_000);
+      await wait(delay);
+      if (delay > 0) backoff = Math.min(backoff * 2, this.options.maxBackoffMs ?? 15_000);
     }
   }
 

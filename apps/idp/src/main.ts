@@ -28,7 +28,8 @@ async function main(): Promise<void> {
     host: config.HOST,
     port: config.PORT,
     audience: config.GATEWAY_AUDIENCE,
-    console: { url: config.CONSOLE_URL ?? consoleUrl(config.GATEWAY_AUDIENCE) },
+    // The gateway serves the console under its public URL, which is this audience.
+    console: { url: consoleUrl(config.GATEWAY_AUDIENCE) },
     databaseUrl: config.DATABASE_URL,
     bus,
     dataDir: path.resolve(config.DATA_DIR),

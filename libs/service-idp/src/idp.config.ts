@@ -19,11 +19,6 @@ export const IdpConfigSchema = z.object({
   HOST: z.string().default('0.0.0.0'),
   IDP_ISSUER: env.url(['http', 'https']),
   GATEWAY_AUDIENCE: env.url(['http', 'https']),
-  /** The approvals console's address (`<gateway>/console/`), for its sign-in redirect; derived from GATEWAY_AUDIENCE when unset. */
-  CONSOLE_URL: env
-    .url(['http', 'https'])
-    .transform((url) => (url.endsWith('/') ? url : `${url}/`))
-    .optional(),
   DATABASE_URL: env.url(['postgres', 'postgresql']),
   KAFKA_BROKERS: env.hostPorts(),
   DATA_DIR: z.string().default('./.data'),

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { AuthenticationThrottle, ThrottleDecision } from './authentication-throttle';
 import type { KoaContextWithOIDC, Provider } from 'oidc-provider';
@@ -24,6 +25,8 @@ const INTERACTION_PATH = /^\/interaction\/([A-Za-z0-9_-]{1,64})(\/login)?$/;
 const MAX_FORM_BYTES = 8 * 1024;
 const SIGN_IN_FAILED = 'The username or password is not right.';
 const CONSOLE_SIGN_IN_FAILED = 'The organisation, username or password is not right.';
+/** A well-formed tenant id no tenant has (drawn once per process: 122 random bits). */
+const NO_TENANT = randomUUID();
 /** OIDC scopes a sign-in may carry besides the tenant scopes. */
 const OIDC_SCOPES = new Set(['openid', 'offline_access']);
 
@@ -107,7 +110,9 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
       };
       const found: { user?: Awaited<ReturnType<typeof deps.users.findByUsername>> } = {};
       const outcome = await deps.throttle.authenticate('user', subject, ctx.ip, async () => {
-        found.user = tenantId && username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId, username) : null;
+        // The user is looked up even for an organisation nobody has (in a tenant that cannot exist),
+        // so that an unknown organisation costs what an unknown user does: no timing tells them apart.
+        found.user = username.length > 0 && username.length <= 100 ? await deps.users.findByUsername(tenantId ?? NO_TENANT, username) : null;
         return password.length > 0 && password.length <= USER_PASSWORD_MAX_LENGTH && (await verifySecret(password, found.user?.passwordHash ?? (await decoy)));
       });
       if (outcome.refused) {
@@ -136,7 +141,9 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
       const clientScopes = new Set(String(client.scope).split(' '));
       const allowed = new Set(user.scopes.filter((scope) => clientScopes.has(scope)));
       const tenantScopes = new Set<string>(TENANT_SCOPES);
-      const grant = (details.grantId ? await deps.provider.Grant.find(details.grantId) : undefined) ?? new deps.provider.Grant({ clientId, accountId: user.id });
+      // A new grant every time, of the scopes the user holds now: an earlier grant would keep a
+      // scope taken from the user since (and a reload of the console runs consent again).
+      const grant = new deps.provider.Grant({ clientId, accountId: user.id });
       // The provider knows the tenant scopes as its own scopes too, so each is granted (or refused) both ways.
       const granted = requested.filter((scope) => allowed.has(scope));
       const refused = requested.filter((scope) => !OIDC_SCOPES.has(scope) && !allowed.has(scope) && tenantScopes.has(scope));
@@ -147,7 +154,9 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
         grant.rejectOIDCScope(refused.join(' '));
         grant.rejectResourceScope(deps.audience, refused.join(' '));
       }
-      await finish(ctx, deps, { consent: { grantId: await grant.save() } });
+      // The consent keeps the login of this same sign-in: with prompt=login the provider asks for the
+      // login again unless the interaction's result still holds it.
+      await finish(ctx, deps, { consent: { grantId: await grant.save() } }, true);
       return;
     }
 
@@ -156,7 +165,7 @@ export function interactionRoutes(deps: InteractionDependencies): (ctx: KoaConte
 }
 
 /** Hands the result back to the provider, which redirects the browser; the response is written there. */
-async function finish(ctx: KoaContextWithOIDC, deps: InteractionDependencies, result: Parameters<Provider['interactionFinished']>[2]): Promise<void> {
+async function finish(ctx: KoaContextWithOIDC, deps: InteractionDependencies, result: Parameters<Provider['interactionFinished']>[2], merge = false): Promise<void> {
   ctx.respond = false;
-  await deps.provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: false });
+  await deps.provider.interactionFinished(ctx.req, ctx.res, result, { mergeWithLastSubmission: merge });
 }

@@ -51,9 +51,11 @@ export function loginPage(model: LoginPageModel): string {
   const action = `/interaction/${encodeURIComponent(model.uid)}/login`;
   const askOrganisation = model.organisation !== undefined;
   const focusOrganisation = askOrganisation && model.organisation === '';
+  // A refused attempt marks the fields and ties the message to them, for screen readers.
+  const invalid = model.error ? ' aria-invalid="true" aria-describedby="sign-in-error"' : '';
   const organisationField = askOrganisation
     ? `<label for="organisation">Organisation</label>
-<input id="organisation" name="organisation" type="text" autocomplete="organization" required maxlength="200" aria-describedby="organisation-hint" value="${escapeHtml(model.organisation ?? '')}"${focusOrganisation ? ' autofocus' : ''}>
+<input id="organisation" name="organisation" type="text" autocomplete="organization" required maxlength="200" aria-describedby="organisation-hint${model.error ? ' sign-in-error' : ''}"${model.error ? ' aria-invalid="true"' : ''} value="${escapeHtml(model.organisation ?? '')}"${focusOrganisation ? ' autofocus' : ''}>
 <p class="hint" id="organisation-hint">Its name, or its id if another organisation has the same name.</p>
 `
     : '';
@@ -63,10 +65,10 @@ export function loginPage(model: LoginPageModel): string {
 <p class="muted">to continue to <strong>${escapeHtml(model.clientName)}</strong></p>
 <form method="post" action="${escapeHtml(action)}" autocomplete="on">
 ${organisationField}<label for="username">Username</label>
-<input id="username" name="username" type="text" autocomplete="username" required maxlength="100" value="${escapeHtml(model.username ?? '')}"${focusOrganisation ? '' : ' autofocus'}>
+<input id="username" name="username" type="text" autocomplete="username" required maxlength="100"${invalid} value="${escapeHtml(model.username ?? '')}"${focusOrganisation ? '' : ' autofocus'}>
 <label for="password">Password</label>
-<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024">
-${model.error ? `<p class="error" role="alert">${escapeHtml(model.error)}</p>` : ''}
+<input id="password" name="password" type="password" autocomplete="current-password" required maxlength="1024"${invalid}>
+${model.error ? `<p class="error" id="sign-in-error" role="alert">${escapeHtml(model.error)}</p>` : ''}
 <p><button type="submit">Sign in</button></p>
 </form>`,
   );
