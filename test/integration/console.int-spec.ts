@@ -215,9 +215,10 @@ describe.each(wirings)('The approvals console in a real browser, %s', (_wiring, 
       await page.getByRole('button', { name: 'Sign in' }).click();
       for (const [organisation, username, pass] of [
         ['No such organisation', 'grace', password],
-        [tenantName, 'grace', 'not the password'],
         [tenantName, 'nobody', password],
-        // The other tenant's grace, with her own password, named under this tenant; and this grace named under the other.
+        // The other tenant's grace, with her own password, named under this tenant (a wrong password
+        // here); and this grace named under the other. Each user's budget holds a burst of 3
+        // attempts, and this grace signs in twice in this file: one failure is all she can spare.
         [tenantName, 'grace', otherPassword],
         [otherTenantName, 'grace', password],
       ] as const) {
