@@ -96,6 +96,8 @@ export class ConsoleApp extends LitElement {
         history.replaceState(null, '', this.config.consoleUrl);
         this.begin(session);
       } catch (error) {
+        // A failed sign-in is not resumed by a reload: the user starts the next one.
+        sessionStorage.removeItem(RESUME_KEY);
         history.replaceState(null, '', this.config.consoleUrl);
         this.set(() => (this.phase = { kind: 'signed-out', error: messageOf(error) }));
       }
