@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Browser, Page } from 'playwright-core';
-import { call, clientCredentialsToken, eventually } from '../support/api-client';
+import { call, clientCredentialsToken, eventually, jwtClaims as claimsOf } from '../support/api-client';
 import { launchChromium } from '../support/browser';
 import { startDistributedStack } from '../support/distributed-stack';
 import { kafkaAccessFromEnv } from '../support/kafka-access';
@@ -20,8 +20,6 @@ const wirings: Array<[string, () => Promise<Platform>]> = [
   ['embedded (npm start)', () => startStandaloneProcess('console')],
   ['distributed (Kafka)', () => startDistributedStack(kafkaAccessFromEnv(), process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')],
 ];
-
-const claimsOf = (jwt: string): Record<string, any> => JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
 
 const AXE_SOURCE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 

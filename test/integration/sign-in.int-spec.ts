@@ -2,7 +2,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Browser, Page } from 'playwright-core';
-import { call, clientCredentialsToken } from '../support/api-client';
+import { call, clientCredentialsToken, jwtClaims as claimsOf } from '../support/api-client';
 import { launchChromium } from '../support/browser';
 import { DistributedStack, startDistributedStack } from '../support/distributed-stack';
 import { kafkaAccessFromEnv } from '../support/kafka-access';
@@ -11,8 +11,6 @@ interface TokenAnswer {
   readonly status: number;
   readonly body: { access_token?: string; refresh_token?: string; scope?: string; expires_in?: number; error?: string; error_description?: string };
 }
-
-const claimsOf = (jwt: string): Record<string, any> => JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
 
 /**
  * A tenant's user signs in through the idp's login page in a real headless Chromium

@@ -69,6 +69,11 @@ export function postDeclaringLength(baseUrl: string, path: string, token: string
   });
 }
 
+/** The claims of a JWT, unverified (what a test inspects of a token it was just given). */
+export function jwtClaims(jwt: string): Record<string, any> {
+  return JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
+}
+
 export interface TokenResponse {
   readonly access_token: string;
   readonly token_type: string;

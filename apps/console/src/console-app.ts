@@ -36,6 +36,7 @@ interface Entry {
 
 const LIST_PAGES = 5;
 const LIST_LIMIT = 100;
+
 export class ConsoleApp extends LitElement {
   private phase: Phase = { kind: 'starting' };
   private view: View = 'approvals';
@@ -69,9 +70,16 @@ export class ConsoleApp extends LitElement {
 
   override disconnectedCallback(): void {
     super.disconnectedCallback();
+    this.stopActivity();
+  }
+
+  /** Stops what a signed-in page runs: the stream, the token's renewal, the countdown, a pending reload. */
+  private stopActivity(): void {
     this.stream?.stop();
+    this.stream = undefined;
     clearTimeout(this.refreshTimer);
     clearInterval(this.clock);
+    clearTimeout(this.missionsReload);
   }
 
   private set(changes: () => void): void {
@@ -189,9 +197,7 @@ export class ConsoleApp extends LitElement {
   }
 
   private end(error: string): void {
-    this.stream?.stop();
-    clearTimeout(this.refreshTimer);
-    clearInterval(this.clock);
+    this.stopActivity();
     sessionStorage.removeItem(RESUME_KEY);
     this.session = undefined;
     this.entries.clear();
@@ -201,8 +207,7 @@ export class ConsoleApp extends LitElement {
   private async signOut(): Promise<void> {
     if (!this.config || !this.endpoints) return;
     const session = this.session;
-    this.stream?.stop();
-    clearTimeout(this.refreshTimer);
+    this.stopActivity();
     this.session = undefined;
     this.set(() => (this.phase = { kind: 'redirecting' }));
     await signOut(this.config, this.endpoints, session);

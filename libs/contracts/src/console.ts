@@ -16,3 +16,8 @@ export const CONSOLE_SCOPES = ['openid', 'offline_access', 'missions:read', 'hit
 export function consoleUrl(publicUrl: string): string {
   return new URL(CONSOLE_PATH.slice(1), publicUrl.endsWith('/') ? publicUrl : `${publicUrl}/`).toString();
 }
+
+/** Where the identity provider sends the console's sign-ins back: `<console>/callback`, its only redirect URI. */
+export function consoleRedirectUri(consoleAddress: string): string {
+  return new URL('callback', consoleAddress).toString();
+}

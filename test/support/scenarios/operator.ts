@@ -2,16 +2,12 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { call, clientCredentialsToken } from '../api-client';
+import { call, clientCredentialsToken, jwtClaims as claimsOf } from '../api-client';
 import type { ScenarioContext } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
 import { REPO_ROOT } from '../processes';
 
 const ALL_SCOPES = ['brain:read', 'brain:write', 'hits:approve', 'hits:read', 'missions:read', 'missions:write', 'webhooks:manage'];
-
-function claimsOf(jwt: string): Record<string, any> {
-  return JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));
-}
 
 /** The rest of the operator API (tenant changes, extra clients, users) and the admin CLI over it. */
 export function describeOperatorScenarios(context: ScenarioContext): void {

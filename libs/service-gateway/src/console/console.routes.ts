@@ -3,7 +3,7 @@ import path from 'node:path';
 import fastifyStatic from '@fastify/static';
 import type { NestFastifyApplication } from '@nestjs/platform-fastify';
 import type { FastifyReply } from 'fastify';
-import { CONSOLE_CLIENT_ID, CONSOLE_PATH, CONSOLE_SCOPES, consoleUrl } from '@mission/contracts';
+import { CONSOLE_CLIENT_ID, CONSOLE_PATH, CONSOLE_SCOPES, consoleRedirectUri, consoleUrl } from '@mission/contracts';
 import type { Logger } from '@mission/runtime';
 import type { RouteAccessConfig } from '../auth/access';
 
@@ -96,7 +96,7 @@ export async function registerConsole(
   const settings = {
     issuer: options.issuer,
     clientId: CONSOLE_CLIENT_ID,
-    redirectUri: new URL('callback', url).toString(),
+    redirectUri: consoleRedirectUri(url),
     consoleUrl: url,
     apiUrl: options.publicUrl.replace(/\/$/, ''),
     scopes: CONSOLE_SCOPES,

@@ -1,4 +1,4 @@
-import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, Scopes } from '@mission/contracts';
+import { CONSOLE_CLIENT_ID, CONSOLE_SCOPES, consoleRedirectUri, Scopes } from '@mission/contracts';
 import type { ClientEntity } from '../clients/client.entity';
 
 /** Client metadata in oidc-provider's (RFC 7591) shape. */
@@ -40,15 +40,11 @@ export function consoleClientMetadata(settings: ConsoleClientSettings): OidcClie
     client_id: CONSOLE_CLIENT_ID,
     grant_types: ['authorization_code', 'refresh_token'],
     response_types: ['code'],
-    redirect_uris: [consoleRedirectUri(settings)],
+    redirect_uris: [consoleRedirectUri(settings.url)],
     post_logout_redirect_uris: [settings.url],
     token_endpoint_auth_method: 'none',
     scope: CONSOLE_SCOPES.join(' '),
   };
-}
-
-export function consoleRedirectUri(settings: ConsoleClientSettings): string {
-  return new URL('callback', settings.url).toString();
 }
 
 /** Both client_secret_basic and client_secret_post authenticate a client registered as `client_secret_basic`. */
