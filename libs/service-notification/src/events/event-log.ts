@@ -115,11 +115,13 @@ export class EventLog {
       );
       const last = bounds?.last_position ?? '0';
       const from = query.after === undefined ? '0' : await this.positionAfter(manager, tenantId, query.after, last);
+      // Up to the newest event read above: one recorded between the two statements waits for the
+      // next page, so no item is ever newer than the page's `latest`.
       const rows: StoredEvent[] = await manager.query(
         `SELECT position, nonce, type, data, occurred_at FROM notify.events
-         WHERE tenant_id = $1 AND position > $2 AND type = ANY($3::text[]) ${query.missionId ? 'AND mission_id = $5' : ''}
+         WHERE tenant_id = $1 AND position > $2 AND position <= $5 AND type = ANY($3::text[]) ${query.missionId ? 'AND mission_id = $6' : ''}
          ORDER BY position LIMIT $4`,
-        [tenantId, from, query.types, query.limit, ...(query.missionId ? [query.missionId] : [])],
+        [tenantId, from, query.types, query.limit, last, ...(query.missionId ? [query.missionId] : [])],
       );
       const items: TenantEvent[] = [];
       // One at a time: a data key not cached yet is read on the transaction's one connection.
