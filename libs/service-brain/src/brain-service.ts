@@ -1,6 +1,6 @@
 import type { Registry } from 'prom-client';
 import { loadConfig } from '@mission/config';
-import { databaseMetrics, type ServiceDefinition } from '@mission/runtime';
+import { contextLogger, databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
 import { ConsumerGroups, Topics } from '@mission/contracts';
 import { MessageBus } from '@mission/messaging';
@@ -8,7 +8,7 @@ import { openServiceDatabase, pingDatabase, RecordCipher, schemaMaintenance, ser
 import type { KeyProvider } from '@mission/crypto';
 import { brainRequestHandlers } from './brain/brain.handlers';
 import { BrainRepository } from './brain/brain.repository';
-import { BRAIN_SCHEMA, BrainService } from './brain/brain.service';
+import { BRAIN_SCHEMA, BrainService, type BrainServiceLogger } from './brain/brain.service';
 import { BrainServiceConfigSchema, EmbeddedBrainConfigSchema, resolveIndexSecret } from './brain.config';
 import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
@@ -16,6 +16,7 @@ import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-
 import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-brain-content';
 import { TenantContentBytes1766793600000 } from './migrations/1766793600000-tenant-content-bytes';
 import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt-autovacuum';
+import { PostingBlocks1766880000000 } from './migrations/1766880000000-posting-blocks';
 
 export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
@@ -29,7 +30,12 @@ export interface BrainServiceOptions {
   readonly keys: KeyProvider;
   /** Where the service's database pool are reported (Prometheus), if anywhere. */
   readonly metrics?: Registry;
+  readonly logger?: BrainServiceLogger;
+  /** How often to look for chunks left waiting for a merge (e.g. after a crash); the first look is at start. */
+  readonly mergeSweepIntervalMs?: number;
 }
+
+const DEFAULT_MERGE_SWEEP_INTERVAL_MS = 30_000;
 
 export interface BrainServiceHandle {
   ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
@@ -46,7 +52,14 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
     url: databaseUrl,
     schema: BRAIN_SCHEMA,
     entities: [],
-    migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000, SealBrainContent1764892800000, PromptAutovacuum1766707200000, TenantContentBytes1766793600000],
+    migrations: [
+      CreateBrain1764633600000,
+      EnableRowLevelSecurity1764720000000,
+      SealBrainContent1764892800000,
+      PromptAutovacuum1766707200000,
+      TenantContentBytes1766793600000,
+      PostingBlocks1766880000000,
+    ],
     applicationName: 'brain-service',
     serviceRole: serviceRoleName(BRAIN_SCHEMA),
   });
@@ -56,14 +69,24 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
 export async function startBrainService(options: BrainServiceOptions): Promise<BrainServiceHandle> {
   const dataSource = await openBrainDatabase(options.databaseUrl);
   if (options.metrics) databaseMetrics(options.metrics, BRAIN_SCHEMA, dataSource);
-  const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys));
+  const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys), undefined, options.logger);
   options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(brain));
+  const sweep = (): void => {
+    brain.sweepUnmerged().catch((error: unknown) => options.logger?.error('Looking for chunks waiting for a merge failed; looking again later', { error: String(error) }));
+  };
+  sweep();
+  const sweeper = setInterval(sweep, options.mergeSweepIntervalMs ?? DEFAULT_MERGE_SWEEP_INTERVAL_MS);
+  sweeper.unref();
   return {
     ready: async () => {
       const database = await pingDatabase(dataSource);
       return { up: database, details: { database: database ? 'up' : 'down' } };
     },
-    stop: () => dataSource.destroy(),
+    stop: async () => {
+      clearInterval(sweeper);
+      await brain.stopMerging();
+      await dataSource.destroy();
+    },
   };
 }
 
@@ -94,9 +117,9 @@ export const brainServiceDefinition: ServiceDefinition = {
   readinessName: 'brainService',
   needsDatabase: true,
   ...schemaMaintenance(openBrainDatabase, BRAIN_SCHEMA),
-  start: async ({ bus, databaseUrl, metrics, keys, dataDir }) => {
+  start: async ({ bus, logger, databaseUrl, metrics, keys, dataDir }) => {
     const indexKeys =
       dataDir === undefined ? loadConfig(BrainServiceConfigSchema).BRAIN_INDEX_KEY : await resolveIndexSecret(loadConfig(EmbeddedBrainConfigSchema).BRAIN_INDEX_KEY, dataDir);
-    return startBrainService({ databaseUrl, bus, metrics, keys, indexKeys });
+    return startBrainService({ databaseUrl, bus, metrics, keys, indexKeys, logger: contextLogger(logger) });
   },
 };

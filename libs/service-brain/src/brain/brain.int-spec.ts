@@ -68,8 +68,24 @@ describe('brain on PostgreSQL', () => {
     return ids;
   }
 
-  /** What the tenant's statistics hold, and what its postings and chunks say they should hold. */
+  /** Waits until no chunk of the tenant waits for a merge (merges run in the background after each ingestion). */
+  async function merged(tenantId: string): Promise<void> {
+    const deadline = Date.now() + 20_000;
+    for (;;) {
+      const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenantId]);
+      if (rows[0].n === 0) return;
+      if (Date.now() > deadline) throw new Error(`${rows[0].n} chunks of tenant ${tenantId} still wait for a merge`);
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  /**
+   * What the tenant's statistics and posting blocks hold, and what its documents and chunks say
+   * they should hold, once its merges are done: totals, document frequencies, and every posting
+   * (term, chunk, frequency, length).
+   */
   async function statisticsOf(tenantId: string): Promise<{ stored: unknown; derived: unknown }> {
+    await merged(tenantId);
     const stored = await inspector.query(`SELECT document_count::int, chunk_count::int, total_length::int FROM brain.tenant_stats WHERE tenant_id = $1`, [tenantId]);
     const derived = await inspector.query(
       `SELECT (SELECT count(*)::int FROM brain.documents WHERE tenant_id = $1) AS document_count,
@@ -78,17 +94,34 @@ describe('brain on PostgreSQL', () => {
       [tenantId],
     );
     const dfStored = await inspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId]);
-    const dfDerived = await inspector.query(`SELECT term_hash::text, count(*)::int AS df FROM brain.postings WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [
-      tenantId,
-    ]);
-    return { stored: { totals: stored.rows[0] ?? null, df: dfStored.rows }, derived: { totals: stored.rows[0] ? derived.rows[0] : null, df: dfDerived.rows } };
+    const dfDerived = await inspector.query(
+      `SELECT u.term_hash::text, count(*)::int AS df FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
+       WHERE c.tenant_id = $1 GROUP BY u.term_hash ORDER BY 1`,
+      [tenantId],
+    );
+    const postingsStored = await inspector.query(
+      `SELECT b.term_hash::text, u.chunk_seq::text, u.tf, u.length FROM brain.posting_blocks b
+       CROSS JOIN LATERAL unnest(b.chunk_seqs, b.frequencies, b.lengths) AS u(chunk_seq, tf, length)
+       WHERE b.tenant_id = $1 ORDER BY b.term_hash, u.chunk_seq`,
+      [tenantId],
+    );
+    const postingsDerived = await inspector.query(
+      `SELECT u.term_hash::text, c.seq::text AS chunk_seq, u.tf, c.length FROM brain.chunks c
+       CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
+       WHERE c.tenant_id = $1 ORDER BY u.term_hash, c.seq`,
+      [tenantId],
+    );
+    return {
+      stored: { totals: stored.rows[0] ?? null, df: dfStored.rows, postings: postingsStored.rows },
+      derived: { totals: stored.rows[0] ? derived.rows[0] : null, df: dfDerived.rows, postings: postingsDerived.rows },
+    };
   }
 
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'brain_test');
     inspector = new Client({ connectionString: database.url });
     await inspector.connect();
-    brain = await startBrainService({ databaseUrl: database.url, bus: serviceBus, indexKeys: secret, keys: KEYS });
+    brain = await startBrainService({ databaseUrl: database.url, bus: serviceBus, indexKeys: secret, keys: KEYS, mergeSweepIntervalMs: 250 });
     await serviceBus.start();
     await client.start();
   });
@@ -166,7 +199,7 @@ describe('brain on PostgreSQL', () => {
       }
     });
 
-    it('deletes a document with its chunks, postings and share of the statistics', async () => {
+    it('deletes a document with its chunks, index entries and share of the statistics, merged or still waiting', async () => {
       const tenant = randomUUID();
       await ingest(tenant, CORPUS[0]);
       const before = await statisticsOf(tenant);
@@ -185,6 +218,20 @@ describe('brain on PostgreSQL', () => {
       expect(after).toEqual(before);
       expect(after.stored).toEqual(after.derived);
       expect((await domainErrorOf(remove(tenant, doomed.id))).code).toBe(ErrorCode.NotFound);
+
+      // A document deleted before any merge took its chunks: they never reach a block.
+      await inspector.query(`ALTER TABLE brain.posting_blocks ADD CONSTRAINT posting_blocks_refuse CHECK (false) NOT VALID`);
+      let waiting: IngestedDocumentView;
+      try {
+        waiting = await ingest(tenant, { title: 'Short-lived', content: 'A waveguide and a klystron. '.repeat(300) });
+        expect((await inspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenant])).rows[0].n).toBe(waiting.chunkCount);
+        expect((await query(tenant, 'klystron')).results.map((r) => r.documentId)).toContain(waiting.id);
+        await expect(remove(tenant, waiting.id)).resolves.toEqual({ id: waiting.id });
+      } finally {
+        await inspector.query(`ALTER TABLE brain.posting_blocks DROP CONSTRAINT posting_blocks_refuse`);
+      }
+      expect((await query(tenant, 'klystron')).results).toEqual([]);
+      expect(await statisticsOf(tenant)).toEqual(before);
     });
 
     it('refuses to delete another tenant’s document and leaves it intact', async () => {
@@ -249,6 +296,37 @@ describe('brain on PostgreSQL', () => {
         // The database rounds each term's contribution to 1e-9 (order-independent sums).
         actual.forEach((result, index) => expect(result.score).toBeCloseTo(expected[index]?.score ?? NaN, 8));
       }
+    });
+
+    it('ranks the same, score for score, while chunks wait for a merge and once they are merged; a failed merge is made up later', async () => {
+      const tenant = randomUUID();
+      await seed(tenant);
+      await merged(tenant);
+      const queries = ['microwave power', 'transistor amplifier', 'digital computer memory', 'phase radio beam', 'quasiparticle waveguide'];
+      const rankings = async (): Promise<unknown[]> => Promise.all(queries.map(async (q) => (await query(tenant, q, 50)).results.map((r) => [r.chunkId, r.score])));
+      const extra = [
+        { title: 'Waveguides', content: 'A waveguide carries microwave power between a klystron and an antenna. '.repeat(40) },
+        { title: 'Quasiparticles', content: 'A quasiparticle in a superconductor behaves like an electron with another mass. '.repeat(30) },
+      ];
+      // Merges refused: the new documents' chunks stay waiting, and are ranked from there.
+      await inspector.query(`ALTER TABLE brain.term_stats ADD CONSTRAINT term_stats_refuse CHECK (false) NOT VALID`);
+      let waiting: unknown[];
+      try {
+        for (const document of extra) await ingest(tenant, document);
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenant]);
+        expect(rows[0].n).toBeGreaterThan(2);
+        waiting = await rankings();
+      } finally {
+        await inspector.query(`ALTER TABLE brain.term_stats DROP CONSTRAINT term_stats_refuse`);
+      }
+      // The periodic sweep merges them without another ingestion.
+      await merged(tenant);
+      const mergedRankings = await rankings();
+      expect(mergedRankings).toEqual(waiting);
+      expect((mergedRankings[4] as unknown[]).length).toBeGreaterThan(0);
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
     });
 
     it('ranks a query of common and rarer words the same whether the common words\u2019 lists are pruned or read whole', async () => {
@@ -341,7 +419,7 @@ describe('brain on PostgreSQL', () => {
       expect((await query(randomUUID(), 'microwave')).results).toEqual([]);
     });
 
-    it('keeps statistics per tenant that always equal what the postings hold, under concurrent ingestion', async () => {
+    it('keeps statistics per tenant that always equal what the chunks hold, under concurrent ingestion and merges', async () => {
       const tenant = randomUUID();
       await Promise.all(Array.from({ length: 12 }, (_, n) => ingest(tenant, { title: `Concurrent ${n}`, content: `${CORPUS[n % CORPUS.length]?.content} Extra word${n % 3}.` })));
       const { stored, derived } = await statisticsOf(tenant);
@@ -357,11 +435,12 @@ describe('brain on PostgreSQL', () => {
       await ingest(tenantB, { title: 'Canary', content: 'The word xylophonic appears here.' });
       const columns = await inspector.query(
         `SELECT table_name, column_name, data_type FROM information_schema.columns
-         WHERE table_schema = 'brain' AND table_name IN ('postings', 'term_stats') ORDER BY table_name, ordinal_position`,
+         WHERE table_schema = 'brain' AND table_name IN ('posting_blocks', 'unmerged_chunks', 'term_stats') ORDER BY table_name, ordinal_position`,
       );
       expect(columns.rows.filter((c) => c.data_type === 'text')).toEqual([]);
       const hashesOf = async (tenantId: string): Promise<string[]> =>
         (await inspector.query(`SELECT term_hash::text FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId])).rows.map((row) => row.term_hash);
+      await Promise.all([merged(tenantA), merged(tenantB)]);
       const [hashesA, hashesB] = [await hashesOf(tenantA), await hashesOf(tenantB)];
       expect(hashesA).toHaveLength(hashesB.length);
       expect(hashesA.filter((hash) => hashesB.includes(hash))).toEqual([]);
@@ -391,12 +470,12 @@ describe('brain on PostgreSQL', () => {
       const tenant = randomUUID();
       await ingest(tenant, CORPUS[3]);
       const before = await statisticsOf(tenant);
-      await inspector.query(`ALTER TABLE brain.term_stats ADD CONSTRAINT term_stats_refuses CHECK (false) NOT VALID`);
+      await inspector.query(`ALTER TABLE brain.unmerged_chunks ADD CONSTRAINT unmerged_chunks_refuse CHECK (false) NOT VALID`);
       try {
         const error = await domainErrorOf(ingest(tenant, { title: 'Doomed', content: 'A brand new word: quasiparticle.' }));
         expect(error.code).toBe(ErrorCode.Internal);
       } finally {
-        await inspector.query(`ALTER TABLE brain.term_stats DROP CONSTRAINT term_stats_refuses`);
+        await inspector.query(`ALTER TABLE brain.unmerged_chunks DROP CONSTRAINT unmerged_chunks_refuse`);
       }
       const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM brain.documents WHERE tenant_id = $1`, [tenant]);
       expect(rows).toEqual([{ n: 1 }]);
@@ -438,7 +517,8 @@ describe('brain on PostgreSQL', () => {
       const [tenantA, tenantB] = [randomUUID(), randomUUID()];
       await ingest(tenantA, { title: 'Alpha', content: 'klystron amplifiers for radar' });
       await ingest(tenantB, { title: 'Beta', content: 'magnetron oscillators for radar' });
-      for (const table of ['documents', 'chunks', 'postings', 'term_stats', 'tenant_stats']) {
+      await Promise.all([merged(tenantA), merged(tenantB)]);
+      for (const table of ['documents', 'chunks', 'posting_blocks', 'term_stats', 'tenant_stats']) {
         expect(await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`)).toBe(0);
         const own = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`, tenantA);
         const foreign = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table} WHERE tenant_id <> '${tenantA}'`, tenantA);

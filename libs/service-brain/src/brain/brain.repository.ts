@@ -45,6 +45,8 @@ export interface TenantIndexStatistics {
   readonly keyCheck: string;
   /** Document frequency by term hash, for the terms asked about that occur. */
   readonly documentFrequencies: ReadonlyMap<string, number>;
+  /** Whether a chunk waiting for a merge holds one of those terms (rank must then read the waiting chunks too). */
+  readonly waiting: boolean;
 }
 
 export interface RankedChunkRow {
@@ -65,22 +67,44 @@ export class IndexKeyMismatchError extends Error {
 }
 
 /** One term's contribution as an integer of 1e-9 units: sums of them are exact in any order. */
-const CONTRIBUTION = (alias: string, weight: string): string => `round(${weight} * ${alias}.tf / (${alias}.tf + $4::float8 + $5::float8 * ${alias}.length) * 1e9::float8)`;
+const CONTRIBUTION = (weight: string, tf: string, length: string): string => `round(${weight} * ${tf} / (${tf} + $4::float8 + $5::float8 * ${length}) * 1e9::float8)`;
+
+/**
+ * The postings of the weighted terms `terms` (a relation of term_hash, weight): from the tenant's
+ * posting blocks (one index range scan per term, a lateral join, so each posting meets its term's
+ * weight without a hash probe; the arrays unnested side by side in the select list, which streams,
+ * where unnest in FROM would first copy each block into a tuple store) and from its chunks not
+ * merged into blocks yet when `waiting` (statistics found one holding a query term). Without them the
+ * plan has no Append node, which costs per posting.
+ */
+const POSTINGS = (terms: string, waiting: boolean): string => `SELECT w.weight, p.chunk_seq, p.tf, p.length
+         FROM ${terms} AS w(term_hash, weight)
+         CROSS JOIN LATERAL (
+           SELECT unnest(b.chunk_seqs) AS chunk_seq, unnest(b.frequencies) AS tf, unnest(b.lengths) AS length
+           FROM brain.posting_blocks b
+           WHERE b.tenant_id = $1 AND b.term_hash = w.term_hash
+         ) p${waiting ? ` UNION ALL ${WAITING_POSTINGS(terms)}` : ''}`;
+
+/** The postings of the chunks waiting for a merge. */
+const WAITING_POSTINGS = (terms: string): string => `
+         SELECT w.weight, c.seq, u.tf, c.length
+         FROM brain.unmerged_chunks m
+         JOIN brain.chunks c ON c.seq = m.chunk_seq AND c.tenant_id = $1
+         CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
+         JOIN ${terms} AS w(term_hash, weight) ON w.term_hash = u.term_hash
+         WHERE m.tenant_id = $1`;
 
 /** The winners joined to their text, document and score (the part both rankings share). */
 const WINNERS = `SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
        FROM scored s
-       JOIN brain.chunks c ON c.seq = s.chunk_seq AND c.tenant_id = $1
-       JOIN brain.documents d ON d.id = c.document_id AND d.tenant_id = $1
+       CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
+       CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
        ORDER BY s.score DESC, s.chunk_seq`;
 
 /** Every posting of every query term, aggregated per chunk ($2, $3: terms and weights). */
-const FULL_RANKING = `WITH scored AS (
-         SELECT p.chunk_seq, sum(${CONTRIBUTION('p', 'w.weight')}) / 1e9::float8 AS score
-         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
-         CROSS JOIN LATERAL (
-           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
-         ) p
+const FULL_RANKING = (waiting: boolean): string => `WITH scored AS (
+         SELECT p.chunk_seq, sum(${CONTRIBUTION('p.weight', 'p.tf', 'p.length')}) / 1e9::float8 AS score
+         FROM (${POSTINGS('unnest($2::bigint[], $3::float8[])', waiting)}) p
          GROUP BY p.chunk_seq
          ORDER BY score DESC, p.chunk_seq
          LIMIT $6
@@ -89,32 +113,40 @@ const FULL_RANKING = `WITH scored AS (
 
 /**
  * The candidates are the chunks holding an essential term ($2, $3), scored in full: the other
- * terms ($7, $8) are looked up for each candidate by primary key instead of read whole (see
+ * terms ($7, $8) are looked up in each candidate's own list of terms instead of read whole (see
  * planPruning; the caller checks that the result is exact).
  */
-const PRUNED_RANKING = `WITH essential AS (
-         SELECT p.chunk_seq, sum(${CONTRIBUTION('p', 'w.weight')}) AS part
-         FROM unnest($2::bigint[], $3::float8[]) AS w(term_hash, weight)
-         CROSS JOIN LATERAL (
-           SELECT chunk_seq, tf, length FROM brain.postings WHERE tenant_id = $1 AND term_hash = w.term_hash
-         ) p
+const PRUNED_RANKING = (waiting: boolean): string => `WITH essential AS (
+         SELECT p.chunk_seq, sum(${CONTRIBUTION('p.weight', 'p.tf', 'p.length')}) AS part
+         FROM (${POSTINGS('unnest($2::bigint[], $3::float8[])', waiting)}) p
          GROUP BY p.chunk_seq
        ), scored AS (
          SELECT e.chunk_seq, (e.part + coalesce((
-             SELECT sum(${CONTRIBUTION('p', 'r.weight')})
+             SELECT sum(${CONTRIBUTION('r.weight', 'c.term_frequencies[x.position]', 'c.length')})
              FROM unnest($7::bigint[], $8::float8[]) AS r(term_hash, weight)
-             JOIN brain.postings p ON p.tenant_id = $1 AND p.term_hash = r.term_hash AND p.chunk_seq = e.chunk_seq
+             CROSS JOIN LATERAL (SELECT array_position(c.term_hashes, r.term_hash) AS position) x
+             WHERE x.position IS NOT NULL
            ), 0)) / 1e9::float8 AS score
          FROM essential e
+         JOIN brain.chunks c ON c.seq = e.chunk_seq AND c.tenant_id = $1
          ORDER BY score DESC, e.chunk_seq
          LIMIT $6
        )
        ${WINNERS}`;
 
+const [FULL_RANKING_MERGED, FULL_RANKING_WAITING, PRUNED_RANKING_MERGED, PRUNED_RANKING_WAITING] = [
+  FULL_RANKING(false),
+  FULL_RANKING(true),
+  PRUNED_RANKING(false),
+  PRUNED_RANKING(true),
+];
+
 type RankedRow = Omit<RankedChunkRow, 'title' | 'source'> & { score: number | string; sealed: string | null; title: string | null; source: string | null };
 
 const CHUNK_BATCH = 1_000;
-const POSTING_BATCH = 50_000;
+
+/** Chunks merged into posting blocks by one merge at most: bounds a block's arrays and a merge's transaction. */
+export const MERGE_BATCH_CHUNKS = 4_096;
 
 const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", sealed, title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
 
@@ -124,9 +156,10 @@ type StoredDocument = Omit<DocumentRow, keyof DocumentContent> & { sealed: strin
 
 /**
  * The only code that touches the brain schema. Every statement is filtered by tenant. Writers of
- * a tenant's statistics (term document frequencies and the tenant totals) take a per-tenant
- * transaction lock first, so concurrent ingestions and deletions of one tenant never deadlock on
- * those rows, and the statistics always equal what the postings hold.
+ * a tenant's totals take a per-tenant transaction lock first, and merges and deletions (the
+ * writers of posting blocks and document frequencies) another, so concurrent ingestions, merges
+ * and deletions of one tenant never deadlock on those rows, and once the merges are done the
+ * statistics and the blocks always equal what the chunks hold.
  */
 export class BrainRepository {
   /** Seals document content and chunk texts on the way in, opens them on the way out: the database holds neither in clear. */
@@ -139,8 +172,9 @@ export class BrainRepository {
   ) {}
 
   /**
-   * Stores a document with its passages and index entries, and adds them to the tenant's
-   * statistics. With a quota, refuses (QuotaExceeded, the transaction rolls back) when the tenant
+   * Stores a document with its passages, their terms, and a place in unmerged_chunks (a merge
+   * later writes them into posting blocks: mergeUnmerged), and adds them to the tenant's totals.
+   * With a quota, refuses (QuotaExceeded, the transaction rolls back) when the tenant
    * would hold more documents or bytes than it allows: checked under the tenant's statistics lock,
    * so concurrent ingestions cannot pass it together.
    */
@@ -154,7 +188,11 @@ export class BrainRepository {
       document.chunkCount,
       document.createdAt,
     ]);
-    const seqByOrdinal = new Map<number, string>();
+    // The chunks wait in unmerged_chunks until a merge (mergeUnmerged) writes them into posting blocks.
+    for (const chunk of chunks) {
+      if (chunk.termFrequencies.length !== chunk.termHashes.length)
+        throw new Error(`Chunk ${chunk.ordinal} has ${chunk.termHashes.length} terms and ${chunk.termFrequencies.length} frequencies`);
+    }
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
       const params: unknown[] = [document.tenantId, document.id];
@@ -163,57 +201,21 @@ export class BrainRepository {
         batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })),
       );
       const rows = batch.map((chunk, index) => {
-        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, integerArrayLiteral(chunk.termHashes));
-        const at = params.length - 5;
-        return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[])`;
+        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, integerArrayLiteral(chunk.termHashes), integerArrayLiteral(chunk.termFrequencies));
+        const at = params.length - 6;
+        return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[], $${at + 6}::int[])`;
       });
-      const inserted: Array<{ seq: string; ordinal: number }> = await manager.query(
-        `INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes) VALUES ${rows.join(', ')} RETURNING seq, ordinal`,
+      await manager.query(
+        `WITH stored AS (
+           INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies) VALUES ${rows.join(', ')} RETURNING seq
+         )
+         INSERT INTO brain.unmerged_chunks (tenant_id, chunk_seq) SELECT $1::uuid, seq FROM stored`,
         params,
       );
-      for (const row of inserted) seqByOrdinal.set(row.ordinal, String(row.seq));
     }
-
-    let terms: string[] = [];
-    let seqs: string[] = [];
-    let frequencies: number[] = [];
-    let lengths: number[] = [];
-    const documentFrequencies = new Map<string, number>();
-    const flush = async (): Promise<void> => {
-      if (terms.length === 0) return;
-      await manager.query(
-        `INSERT INTO brain.postings (tenant_id, term_hash, chunk_seq, tf, length)
-         SELECT $1::uuid, t, s, f, l FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::int[]) AS p(t, s, f, l)`,
-        [document.tenantId, integerArrayLiteral(terms), integerArrayLiteral(seqs), integerArrayLiteral(frequencies), integerArrayLiteral(lengths)],
-      );
-      terms = [];
-      seqs = [];
-      frequencies = [];
-      lengths = [];
-    };
-    for (const chunk of chunks) {
-      const seq = seqByOrdinal.get(chunk.ordinal);
-      if (seq === undefined) throw new Error(`Chunk ${chunk.ordinal} was not stored`);
-      chunk.termHashes.forEach((hash, index) => {
-        terms.push(hash);
-        seqs.push(seq);
-        frequencies.push(chunk.termFrequencies[index] ?? 1);
-        lengths.push(chunk.length);
-        documentFrequencies.set(hash, (documentFrequencies.get(hash) ?? 0) + 1);
-      });
-      if (terms.length >= POSTING_BATCH) await flush();
-    }
-    await flush();
 
     await this.lockTenantStatistics(manager, document.tenantId);
     if (quota) await this.assertWithinQuota(manager, document.tenantId, document.contentBytes, quota);
-    const hashes = [...documentFrequencies.keys()];
-    await manager.query(
-      `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
-       SELECT $1::uuid, t, d FROM unnest($2::bigint[], $3::int[]) AS s(t, d)
-       ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
-      [document.tenantId, integerArrayLiteral(hashes), integerArrayLiteral(hashes.map((hash) => documentFrequencies.get(hash) ?? 0))],
-    );
     const totalLength = chunks.reduce((sum, chunk) => sum + chunk.length, 0);
     const updated: unknown[] = await manager.query(
       `INSERT INTO brain.tenant_stats (tenant_id, document_count, chunk_count, total_length, content_bytes, key_check, updated_at)
@@ -231,34 +233,111 @@ export class BrainRepository {
     if (updated.length !== 1) throw new IndexKeyMismatchError(document.tenantId);
   }
 
-  /** Deletes a document with its chunks and postings, and takes them out of the statistics. False when there is no such document. */
+  /**
+   * Deletes a document with its chunks and index entries, and takes them out of the statistics.
+   * False when there is no such document. Its chunks still waiting for a merge just leave
+   * unmerged_chunks; the merged ones leave the posting blocks that hold them (a block left empty
+   * goes) and the document frequencies. Takes the tenant's merge lock first, so no merge runs
+   * meanwhile.
+   */
   async deleteDocument(manager: EntityManager, tenantId: string, id: string): Promise<boolean> {
     if (!isUuid(id)) return false;
+    await this.lockTenantMerges(manager, tenantId);
     const found: Array<{ content_bytes: number }> = await manager.query(`SELECT content_bytes FROM brain.documents WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
     if (found.length === 0) return false;
-    const chunksOfDocument = `SELECT seq, unnest(term_hashes) AS term_hash FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2`;
-    await manager.query(
-      `DELETE FROM brain.postings p USING (${chunksOfDocument}) g
-       WHERE p.tenant_id = $1 AND p.term_hash = g.term_hash AND p.chunk_seq = g.seq`,
+    const [chunks]: Array<{ seqs: string | null; count: string; length: string; first: string | null; last: string | null }> = await manager.query(
+      `WITH waiting AS (
+         DELETE FROM brain.unmerged_chunks m USING brain.chunks c
+         WHERE m.tenant_id = $1 AND c.tenant_id = $1 AND c.document_id = $2 AND m.chunk_seq = c.seq
+         RETURNING m.chunk_seq
+       )
+       SELECT array_agg(c.seq) FILTER (WHERE w.chunk_seq IS NULL)::text AS seqs, min(c.seq) FILTER (WHERE w.chunk_seq IS NULL) AS first,
+              max(c.seq) FILTER (WHERE w.chunk_seq IS NULL) AS last, count(*) AS count, coalesce(sum(c.length), 0) AS length
+       FROM brain.chunks c LEFT JOIN waiting w ON w.chunk_seq = c.seq
+       WHERE c.tenant_id = $1 AND c.document_id = $2`,
       [tenantId, id],
     );
-    const [totals]: Array<{ chunks: string; length: string }> = await manager.query(
-      `SELECT count(*) AS chunks, coalesce(sum(length), 0) AS length FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2`,
-      [tenantId, id],
-    );
-
-    await this.lockTenantStatistics(manager, tenantId);
-    const frequencies = `SELECT term_hash, count(*)::int AS n FROM (${chunksOfDocument}) t GROUP BY term_hash`;
-    await manager.query(`DELETE FROM brain.term_stats s USING (${frequencies}) g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash AND s.df <= g.n`, [tenantId, id]);
-    await manager.query(`UPDATE brain.term_stats s SET df = s.df - g.n FROM (${frequencies}) g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash`, [tenantId, id]);
+    const merged = chunks?.seqs ?? null;
+    if (merged !== null) {
+      // The merged chunks' terms, each with the number of them holding it.
+      const terms = `SELECT u.term_hash, count(*)::int AS n FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
+                     WHERE c.tenant_id = $1 AND c.seq = ANY($2::bigint[]) GROUP BY u.term_hash`;
+      const blocks = `b.tenant_id = $1 AND b.term_hash IN (SELECT term_hash FROM terms) AND b.block <= $4 AND b.last_seq >= $3 AND b.chunk_seqs && $2::bigint[]`;
+      const parameters = [tenantId, merged, chunks?.first, chunks?.last];
+      await manager.query(`WITH terms AS (${terms}) DELETE FROM brain.posting_blocks b WHERE ${blocks} AND b.chunk_seqs <@ $2::bigint[]`, parameters);
+      await manager.query(
+        `WITH terms AS (${terms}), kept AS (
+           SELECT b.term_hash, b.block, array_agg(u.chunk_seq ORDER BY u.position) AS chunk_seqs, array_agg(u.tf ORDER BY u.position) AS frequencies,
+                  array_agg(u.length ORDER BY u.position) AS lengths
+           FROM brain.posting_blocks b
+           CROSS JOIN LATERAL unnest(b.chunk_seqs, b.frequencies, b.lengths) WITH ORDINALITY AS u(chunk_seq, tf, length, position)
+           WHERE ${blocks} AND u.chunk_seq <> ALL($2::bigint[])
+           GROUP BY b.term_hash, b.block
+         )
+         UPDATE brain.posting_blocks b SET chunk_seqs = kept.chunk_seqs, frequencies = kept.frequencies, lengths = kept.lengths
+         FROM kept WHERE b.tenant_id = $1 AND b.term_hash = kept.term_hash AND b.block = kept.block`,
+        parameters,
+      );
+      await this.lockTenantStatistics(manager, tenantId);
+      await manager.query(`WITH terms AS (${terms}) DELETE FROM brain.term_stats s USING terms g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash AND s.df <= g.n`, [
+        tenantId,
+        merged,
+      ]);
+      await manager.query(`WITH terms AS (${terms}) UPDATE brain.term_stats s SET df = s.df - g.n FROM terms g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash`, [
+        tenantId,
+        merged,
+      ]);
+    } else {
+      await this.lockTenantStatistics(manager, tenantId);
+    }
     await manager.query(`DELETE FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
     await manager.query(
       `UPDATE brain.tenant_stats SET document_count = document_count - 1, chunk_count = chunk_count - $2, total_length = total_length - $3,
          content_bytes = greatest(content_bytes - $4, 0), updated_at = clock_timestamp()
        WHERE tenant_id = $1`,
-      [tenantId, Number(totals?.chunks ?? 0), Number(totals?.length ?? 0), Number(found[0]?.content_bytes ?? 0)],
+      [tenantId, Number(chunks?.count ?? 0), Number(chunks?.length ?? 0), Number(found[0]?.content_bytes ?? 0)],
     );
     return true;
+  }
+
+  /**
+   * Writes up to `maxChunks` of the tenant's chunks waiting in unmerged_chunks (the oldest first)
+   * into posting blocks, one row per term, and adds their document frequencies to term_stats: one
+   * statement, in the caller's transaction, under the tenant's merge lock (so merges and deletions
+   * of one tenant take turns; ingestion does not wait for them). Returns the chunks merged.
+   */
+  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number> {
+    await this.lockTenantMerges(manager, tenantId);
+    const [merged]: Array<{ chunks: string }> = await manager.query(
+      `WITH batch AS (
+         DELETE FROM brain.unmerged_chunks
+         WHERE tenant_id = $1 AND chunk_seq IN (SELECT chunk_seq FROM brain.unmerged_chunks WHERE tenant_id = $1 ORDER BY chunk_seq LIMIT $2)
+         RETURNING chunk_seq
+       ), postings AS (
+         SELECT u.term_hash, c.seq, u.tf, c.length
+         FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
+         CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
+       ), blocks AS (
+         INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
+         SELECT $1::uuid, term_hash, min(seq), max(seq), array_agg(seq ORDER BY seq), array_agg(tf ORDER BY seq), array_agg(length ORDER BY seq)
+         FROM postings GROUP BY term_hash
+         RETURNING term_hash, cardinality(chunk_seqs) AS df
+       ), frequencies AS (
+         INSERT INTO brain.term_stats (tenant_id, term_hash, df)
+         SELECT $1::uuid, term_hash, df FROM blocks
+         ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df
+         RETURNING 1
+       )
+       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM frequencies) AS terms`,
+      [tenantId, maxChunks],
+    );
+    return Number(merged?.chunks ?? 0);
+  }
+
+  /** Tenants with chunks waiting for a merge (every tenant's, through a SECURITY DEFINER function that returns only their ids). */
+  async tenantsWithUnmergedChunks(manager: EntityManager, limit: number): Promise<string[]> {
+    const rows: Array<{ tenant_id: string }> = await manager.query(`SELECT tenant_id FROM brain.tenants_with_unmerged_chunks($1)`, [limit]);
+    return rows.map((row) => row.tenant_id);
   }
 
   async findDocument(manager: EntityManager, tenantId: string, id: string): Promise<DocumentRow | null> {
@@ -304,19 +383,42 @@ export class BrainRepository {
   }
 
   /**
-   * The tenant's collection statistics and the document frequencies of `termHashes`, read in one
-   * statement (one snapshot). Also sets up the transaction for the scoring query: no JIT
+   * The tenant's collection statistics and the document frequencies of `termHashes` (term_stats
+   * counts the merged chunks, the chunks waiting for a merge are counted here), read in one
+   * statement (one snapshot). Usually no chunk waits: an uncorrelated EXISTS, a plain index probe
+   * (which also skips, and marks, the entries merges left dead), says so before any join. Also sets up the transaction for the scoring query: no JIT
    * compilation (cheap per row, but it can look expensive to the planner, and compiling would cost
    * more than running it), no memoizing of the per-term scans (each term is scanned once; caching
    * its postings only costs), and memory enough to aggregate tens of thousands of postings per
    * chunk without spilling to disk.
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
-    const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null }> = await manager.query(
-      `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
+    const t0 = performance.now();
+    try {
+      return await this.statistics0(manager, tenantId, termHashes);
+    } finally {
+      if (process.env.BRAIN_EXPLAIN) process.stderr.write(`STATS ${(performance.now() - t0).toFixed(2)} ms\n`);
+    }
+  }
+  async statistics0(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
+    const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
+      `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, t.waiting, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
          set_config('work_mem', '32MB', true)
        FROM brain.tenant_stats s
-       LEFT JOIN brain.term_stats t ON t.tenant_id = s.tenant_id AND t.term_hash = ANY($2::bigint[])
+       LEFT JOIN (
+         SELECT f.term_hash, sum(f.df)::int AS df, bool_or(f.waiting) AS waiting
+         FROM (
+           SELECT term_hash, df, false AS waiting FROM brain.term_stats WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])
+           UNION ALL
+           SELECT u.term_hash, count(*), true FROM brain.unmerged_chunks m
+           JOIN brain.chunks c ON c.seq = m.chunk_seq AND c.tenant_id = $1
+           CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
+           WHERE m.tenant_id = $1 AND u.term_hash = ANY($2::bigint[])
+             AND EXISTS (SELECT FROM brain.unmerged_chunks x WHERE x.tenant_id = $1)
+           GROUP BY u.term_hash
+         ) f
+         GROUP BY f.term_hash
+       ) t ON true
        WHERE s.tenant_id = $1`,
       [tenantId, termHashes],
     );
@@ -324,20 +426,21 @@ export class BrainRepository {
     if (!first) return null;
     const documentFrequencies = new Map<string, number>();
     for (const row of rows) if (row.term_hash !== null && row.df !== null) documentFrequencies.set(String(row.term_hash), row.df);
-    return { chunkCount: Number(first.chunk_count), totalLength: Number(first.total_length), keyCheck: String(first.key_check), documentFrequencies };
+    const waiting = rows.some((row) => row.waiting === true);
+    return { chunkCount: Number(first.chunk_count), totalLength: Number(first.total_length), keyCheck: String(first.key_check), documentFrequencies, waiting };
   }
 
   /**
    * The `limit` best chunks by BM25: Σ weight·tf / (tf + constant + perTerm·length) over the
-   * query terms a chunk contains, best first (ties: the chunk indexed first). One index-only
-   * range scan per term (a lateral join, so each posting meets its term's weight without a hash
-   * probe), aggregated per chunk; only the winners are joined to their text. Each term's
+   * query terms a chunk contains, best first (ties: the chunk indexed first), over the posting
+   * blocks and, when `waiting` (see statistics), the chunks waiting for a merge (POSTINGS),
+   * aggregated per chunk; only the winners are joined to their text. Each term's
    * contribution is rounded to 1e-9 before summing: sums of such integral doubles are exact in
    * any order, so a chunk's score (and the order of near-ties) does not depend on the plan the
    * database picks for a given limit.
    *
-   * When a query mixes common and rarer words, the common words' long lists are first only probed
-   * for the chunks holding a rarer one (planPruning); if that ranking cannot be proven whole, the
+   * When a query mixes common and rarer words, the common words are first only looked up in the
+   * term lists of the chunks holding a rarer one (planPruning); if that ranking cannot be proven whole, the
    * query is ranked in full. Either way the result is the same.
    */
   async rank(
@@ -346,12 +449,13 @@ export class BrainRepository {
     weights: ReadonlyArray<WeightedTerm>,
     normalisation: { readonly constant: number; readonly perTerm: number },
     limit: number,
+    waiting = true,
   ): Promise<RankedChunkRow[]> {
     // The bound holds while no chunk length can make the normalisation negative (k1 ≥ 0, 0 ≤ b ≤ 1).
     const plan = normalisation.constant >= 0 && normalisation.perTerm >= 0 ? planPruning(weights, limit, this.pruning) : undefined;
     let rows: RankedRow[] | undefined;
     if (plan) {
-      rows = await manager.query(PRUNED_RANKING, [
+      rows = await manager.query(waiting ? PRUNED_RANKING_WAITING : PRUNED_RANKING_MERGED, [
         tenantId,
         plan.essential.map((w) => w.termHash),
         plan.essential.map((w) => w.weight),
@@ -369,7 +473,36 @@ export class BrainRepository {
       this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
       if (!exact) rows = undefined;
     }
-    rows ??= await manager.query(FULL_RANKING, [tenantId, weights.map((w) => w.termHash), weights.map((w) => w.weight), normalisation.constant, normalisation.perTerm, limit]);
+    if (process.env.BRAIN_EXPLAIN) {
+      const ex = plan
+        ? await manager.query('EXPLAIN (ANALYZE, BUFFERS) ' + PRUNED_RANKING, [
+            tenantId,
+            plan.essential.map((w) => w.termHash),
+            plan.essential.map((w) => w.weight),
+            normalisation.constant,
+            normalisation.perTerm,
+            limit,
+            plan.rest.map((w) => w.termHash),
+            plan.rest.map((w) => w.weight),
+          ])
+        : await manager.query('EXPLAIN (ANALYZE, BUFFERS) ' + FULL_RANKING, [
+            tenantId,
+            weights.map((w) => w.termHash),
+            weights.map((w) => w.weight),
+            normalisation.constant,
+            normalisation.perTerm,
+            limit,
+          ]);
+      process.stderr.write((plan ? 'PRUNED ' : 'FULL ') + ex.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n') + '\n\n');
+    }
+    rows ??= await manager.query(waiting ? FULL_RANKING_WAITING : FULL_RANKING_MERGED, [
+      tenantId,
+      weights.map((w) => w.termHash),
+      weights.map((w) => w.weight),
+      normalisation.constant,
+      normalisation.perTerm,
+      limit,
+    ]);
     const winners = rows as RankedRow[];
     // Only the winners are opened: one document's content once, however many of its chunks won.
     const documents = new Map<string, Promise<DocumentContent>>();
@@ -428,5 +561,10 @@ export class BrainRepository {
 
   private async lockTenantStatistics(manager: EntityManager, tenantId: string): Promise<void> {
     await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.statistics:' || $1::text, 0))`, [tenantId]);
+  }
+
+  /** Taken before the statistics lock wherever both are: merges and deletions of a tenant take turns. */
+  private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0))`, [tenantId]);
   }
 }

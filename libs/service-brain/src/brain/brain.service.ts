@@ -21,12 +21,12 @@ import {
   TIER_STORAGE,
 } from '@mission/contracts';
 import { tenantTransaction } from '@mission/persistence';
-import { currentTenant } from '@mission/tenant-context';
+import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
-import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, RankedChunkRow } from './brain.repository';
+import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, MERGE_BATCH_CHUNKS, RankedChunkRow } from './brain.repository';
 
 export const BRAIN_SCHEMA = 'brain';
 
@@ -67,6 +67,13 @@ export interface BrainServiceSettings {
   readonly chunking: ChunkingOptions;
 }
 
+export interface BrainServiceLogger {
+  error(message: string, context?: Record<string, unknown>): void;
+}
+
+/** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
+const SWEEP_TENANTS = 100;
+
 /**
  * The current tenant's knowledge store: documents are chunked, analysed and indexed under the
  * tenant's blind-index key in the same transaction that stores them; queries rank chunks by BM25
@@ -74,13 +81,64 @@ export interface BrainServiceSettings {
  */
 export class BrainService {
   private readonly hashers = new Map<string, TermHasher>();
+  /** The merge running for each tenant in this process, and whether chunks arrived since it began. */
+  private readonly merges = new Map<string, { again: boolean; done: Promise<void> }>();
+  private stopping = false;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly repository: BrainRepository,
     private readonly keys: TenantIndexKeys,
     private readonly settings: BrainServiceSettings = { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING },
+    private readonly logger: BrainServiceLogger = { error: () => undefined },
   ) {}
+
+  /**
+   * Merges the tenant's chunks waiting in unmerged_chunks into posting blocks, in the background:
+   * one merge at a time per tenant in this process (a call while one runs makes it go round once
+   * more), batches of MERGE_BATCH_CHUNKS until none wait. Under a bulk load the documents stored
+   * while a merge runs are merged together by the next, so a merge's cost is shared by many.
+   * Queries never depend on it: they read the waiting chunks too.
+   */
+  scheduleMerge(tenantId: string): void {
+    if (this.stopping) return;
+    const running = this.merges.get(tenantId);
+    if (running) {
+      running.again = true;
+      return;
+    }
+    const state = { again: false, done: Promise.resolve() };
+    this.merges.set(tenantId, state);
+    state.done = (async () => {
+      try {
+        do {
+          state.again = false;
+          while (!this.stopping) {
+            const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId)));
+            if (merged < MERGE_BATCH_CHUNKS) break;
+          }
+        } while (state.again && !this.stopping);
+      } catch (error) {
+        // The chunks stay waiting (queries still find them); the next ingestion or sweep merges them.
+        this.logger.error('Merging waiting chunks into the index failed; retrying later', { tenantId, error: String(error) });
+      } finally {
+        this.merges.delete(tenantId);
+      }
+    })();
+  }
+
+  /** Starts a merge for every tenant with chunks left waiting (e.g. by a crash between an ingestion and its merge). */
+  async sweepUnmerged(): Promise<number> {
+    const tenants = await this.repository.tenantsWithUnmergedChunks(this.dataSource.manager, SWEEP_TENANTS);
+    for (const tenantId of tenants) this.scheduleMerge(tenantId);
+    return tenants.length;
+  }
+
+  /** Waits for the merges under way and starts no more (their chunks would wait for the next start's sweep). */
+  async stopMerging(): Promise<void> {
+    this.stopping = true;
+    await Promise.all([...this.merges.values()].map((merge) => merge.done));
+  }
 
   /**
    * A document with the tenant's quota (IngestDocumentCommandSchema). A bare document (a gateway
@@ -116,6 +174,7 @@ export class BrainService {
       createdAt: new Date(),
     };
     await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
+    this.scheduleMerge(tenantId);
     return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
   }
 
@@ -210,7 +269,7 @@ export class BrainService {
           return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
         });
       if (weights.length === 0) return [];
-      return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit);
+      return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit, stats.waiting);
     });
     return rows.map(resultView);
   }

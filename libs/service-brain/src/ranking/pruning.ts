@@ -5,7 +5,7 @@
  * `bound`. A chunk holding none of the essential terms scores at most `bound`. So when the k-th
  * best score among the chunks holding an essential term, each scored in full (every query term
  * it holds), is above `bound`, those k are the top k of the whole tenant: the long posting lists
- * of common words need not be read, only probed for the candidates. The ranking is the same as
+ * of common words need not be read, only looked up in the candidates' own term lists. The ranking is the same as
  * scoring every posting, score for score and tie for tie; when the check fails the caller ranks
  * in full.
  */
@@ -30,8 +30,8 @@ export interface PruningOptions {
   /** Prune only when the skipped posting lists hold at least this many postings (below, ranking in full is cheap). */
   readonly minSkippedPostings: number;
   /**
-   * What probing one candidate for one skipped term costs, in postings read in a range scan:
-   * prune only when the probes cost less than reading the skipped lists.
+   * What looking one skipped term up in one candidate's term list costs, in postings read from a
+   * list: prune only when the lookups cost less than reading the skipped lists.
    */
   readonly probeCost: number;
   /** Skip terms while their bound stays below this share of the strongest essential term's weight. */
