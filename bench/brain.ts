@@ -24,6 +24,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 import { seededRandom } from '../test/support/seeded-random';
+import { gitInfo } from './support/report';
 import { percentiles, Percentiles } from './support/stats';
 
 const log = (message: string): void => {
@@ -205,6 +206,7 @@ async function main(): Promise<void> {
 
     const report = {
       date: new Date().toISOString(),
+      git: gitInfo(),
       machine: {
         cpus: os.cpus().length,
         model: os.cpus()[0]?.model,
@@ -230,7 +232,7 @@ async function main(): Promise<void> {
       const row = (name: string, l: Percentiles): string => `| ${name} | ${l.p50} | ${l.p90} | ${l.p99} | ${l.mean} | ${l.max} |`;
       process.stdout.write(
         [
-          `Brain benchmark ${report.date}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
+          `Brain benchmark ${report.date}, commit ${report.git.commit.slice(0, 12)}${report.git.dirty ? ' (with uncommitted changes)' : ''}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
           `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s until merged into the index (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight; ${report.ingestion.storedMegabytesPerSecond} MB/s stored and searchable)`,
           '',
           `| query latency, ms (k = 10, ${queryCount} queries) | p50 | p90 | p99 | mean | max |`,

@@ -61,6 +61,15 @@ describe('analyze', () => {
     expect(analyze('the use of filters')).toEqual(['us', 'filter']);
   });
 
+  it('gives the same terms for tokens seen before (its token cache) and keeps that cache out of other stop-word lists', () => {
+    const text = "The engineer's filters don't filter the O'Neill amplifiers; 東京 amplifiers filtered.";
+    const first = analyze(text);
+    expect(first).toEqual(['engin', 'filter', 'filter', 'oneil', 'amplifi', '東', '京', 'amplifi', 'filter']);
+    expect(analyze(text)).toEqual(first);
+    expect(analyze(text, new Set())).toEqual(['the', 'engin', 'filter', 'dont', 'filter', 'the', 'oneil', 'amplifi', '東', '京', 'amplifi', 'filter']);
+    expect(analyze(text)).toEqual(first);
+  });
+
   it('never throws on arbitrary Unicode, lone surrogates and control characters', () => {
     const hostile = ['\ud800\udfff\ud800', '\u0000\u0001\u202e', '🧪🔬 emoji', 'a\u0301'.repeat(1000), '\uFFFF\uFFFE'];
     for (const text of hostile) expect(() => analyze(text)).not.toThrow();

@@ -38,10 +38,32 @@ function addWord(token: string, terms: string[], stopwords: ReadonlySet<string>)
   terms.push(stem(word));
 }
 
+/**
+ * What a token of the default analysis becomes: its term, or null (a stop word, too long, or
+ * nothing left). Text is Zipfian: most tokens were seen before, and one lookup replaces the stop
+ * word checks, the apostrophe handling and the stem lookup. Only tokens that yield at most one
+ * term (no unspaced script) are kept.
+ */
+const TOKEN_CACHE_LIMIT = 200_000;
+const tokenTerms = new Map<string, string | null>();
+
 function addToken(token: string, terms: string[], stopwords: ReadonlySet<string>): void {
+  const cacheable = stopwords === ENGLISH_STOPWORDS;
+  if (cacheable) {
+    const known = tokenTerms.get(token);
+    if (known !== undefined) {
+      if (known !== null) terms.push(known);
+      return;
+    }
+  }
   // Fast path: the scripts split per character all lie above U+2E80.
   if (!/[\u2e80-\uffff]/.test(token) || !UNSPACED.test(token)) {
+    const before = terms.length;
     addWord(token, terms, stopwords);
+    if (cacheable) {
+      if (tokenTerms.size >= TOKEN_CACHE_LIMIT) tokenTerms.clear();
+      tokenTerms.set(token, terms.length > before ? (terms[before] as string) : null);
+    }
     return;
   }
   for (const part of token.split(UNSPACED_SPLIT)) {
