@@ -401,6 +401,99 @@ describe('brain on PostgreSQL', () => {
     });
   });
 
+  describe('merges', () => {
+    const blocksOf = async (tenantId: string): Promise<Array<{ block: string; size: number }>> =>
+      (
+        await inspector.query(
+          `SELECT b.block::text, cardinality(b.chunk_seqs) AS size FROM brain.posting_blocks b
+           WHERE b.tenant_id = $1 ORDER BY cardinality(b.chunk_seqs) DESC, b.block LIMIT 5`,
+          [tenantId],
+        )
+      ).rows;
+
+    it('appends documents merged one at a time to the newest small block of each term', async () => {
+      const tenant = randomUUID();
+      for (let n = 0; n < 6; n++) {
+        await ingest(tenant, { title: `Note ${n}`, content: `Klystron amplifiers drive the radar, note ${n}.` });
+        await merged(tenant);
+      }
+      // "klystron" is in every chunk: one block of six, not six blocks of one.
+      const { rows } = await inspector.query(
+        `SELECT count(*)::int AS blocks, max(cardinality(chunk_seqs))::int AS largest FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY term_hash ORDER BY 2 DESC LIMIT 1`,
+        [tenant],
+      );
+      expect(rows).toEqual([{ blocks: 1, largest: 6 }]);
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+      expect((await query(tenant, 'klystron')).results).toHaveLength(6);
+    });
+
+    it('takes a deleted document out of the blocks it shares with another, and keeps the other', async () => {
+      const tenant = randomUUID();
+      await inspector.query(`ALTER TABLE brain.posting_blocks ADD CONSTRAINT posting_blocks_wait CHECK (false) NOT VALID`);
+      let kept: IngestedDocumentView;
+      let doomed: IngestedDocumentView;
+      try {
+        kept = await ingest(tenant, { title: 'Magnetrons', content: 'A magnetron oscillates at microwave frequencies in a radar. '.repeat(60) });
+        doomed = await ingest(tenant, { title: 'Klystrons', content: 'A klystron amplifies microwave frequencies in a radar. '.repeat(60) });
+      } finally {
+        await inspector.query(`ALTER TABLE brain.posting_blocks DROP CONSTRAINT posting_blocks_wait`);
+      }
+      await merged(tenant);
+      // One merge took both: the common words' blocks hold chunks of both documents.
+      expect((await blocksOf(tenant))[0]?.size).toBe(kept.chunkCount + doomed.chunkCount);
+
+      await expect(remove(tenant, doomed.id)).resolves.toEqual({ id: doomed.id });
+      expect((await blocksOf(tenant))[0]?.size).toBe(kept.chunkCount);
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+      expect((await query(tenant, 'klystron')).results).toEqual([]);
+      expect(new Set((await query(tenant, 'microwave radar', 50)).results.map((r) => r.documentId))).toEqual(new Set([kept.id]));
+    });
+
+    it('leaves a tenant to the process holding its merge lock, and merges what is left once it is free', async () => {
+      const tenant = randomUUID();
+      const holder = new Client({ connectionString: database.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0))`, [tenant]);
+        const { chunkCount } = await ingest(tenant, { title: 'Held', content: 'Traveling wave tubes amplify microwave signals. '.repeat(40) });
+        await new Promise((resolve) => setTimeout(resolve, 600));
+        expect((await inspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenant])).rows[0].n).toBe(chunkCount);
+        expect((await query(tenant, 'traveling wave')).results.length).toBeGreaterThan(0);
+        await holder.query('COMMIT');
+      } finally {
+        await holder.end();
+      }
+      await merged(tenant);
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+    });
+
+    it('counts every chunk once when two services merge one tenant at the same time', async () => {
+      const tenant = randomUUID();
+      await inspector.query(`ALTER TABLE brain.posting_blocks ADD CONSTRAINT posting_blocks_wait CHECK (false) NOT VALID`);
+      try {
+        await Promise.all(Array.from({ length: 8 }, (_, n) => ingest(tenant, { title: `Batch ${n}`, content: `${CORPUS[n % CORPUS.length]?.content} `.repeat(20 + n) })));
+      } finally {
+        await inspector.query(`ALTER TABLE brain.posting_blocks DROP CONSTRAINT posting_blocks_wait`);
+      }
+      const dataSource = await openBrainDatabase(database.url);
+      try {
+        const other = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS)), new DerivedTenantIndexKeys(secret));
+        await Promise.all([other.sweepUnmerged(), other.sweepUnmerged()]);
+        await merged(tenant);
+        await other.stopMerging();
+      } finally {
+        await dataSource.destroy();
+      }
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+      expect((stored as { totals: { document_count: number } }).totals.document_count).toBe(8);
+    });
+  });
+
   describe('tenant isolation', () => {
     it('never returns another tenant’s passages, and another tenant’s documents never change our scores', async () => {
       const tenantA = randomUUID();

@@ -148,6 +148,9 @@ const CHUNK_BATCH = 1_000;
 /** Chunks merged into posting blocks by one merge at most: bounds a block's arrays and a merge's transaction. */
 export const MERGE_BATCH_CHUNKS = 4_096;
 
+/** A term's newest block takes the postings of later merges while it holds at most this many (an append rewrites it: ≤ 2 KiB of arrays). */
+const SMALL_BLOCK = 128;
+
 const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", sealed, title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
 
 /** What the tenant wrote about a document: stored only as ciphertext (`documents.sealed`). */
@@ -302,12 +305,17 @@ export class BrainRepository {
 
   /**
    * Writes up to `maxChunks` of the tenant's chunks waiting in unmerged_chunks (the oldest first)
-   * into posting blocks, one row per term, and adds their document frequencies to term_stats: one
-   * statement, in the caller's transaction, under the tenant's merge lock (so merges and deletions
-   * of one tenant take turns; ingestion does not wait for them). Returns the chunks merged.
+   * into posting blocks and adds their document frequencies to term_stats: one statement, in the
+   * caller's transaction, under the tenant's merge lock (so merges and deletions of one tenant take
+   * turns; ingestion does not wait for them). A term's postings go into a new block, or are
+   * appended to the term's newest block while that stays within SMALL_BLOCK postings: documents
+   * merged one at a time (a trickle of small ones) then fill blocks of up to that many instead of
+   * leaving one tiny block per document. Returns the chunks merged, or null when another merge of
+   * the tenant holds the lock (it will take these chunks, or the caller tries again later).
    */
-  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number> {
-    await this.lockTenantMerges(manager, tenantId);
+  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
+    const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)) AS locked`, [tenantId]);
+    if (!lock?.locked) return null;
     const [merged]: Array<{ chunks: string }> = await manager.query(
       `WITH batch AS (
          DELETE FROM brain.unmerged_chunks
@@ -317,19 +325,38 @@ export class BrainRepository {
          SELECT u.term_hash, c.seq, u.tf, c.length
          FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
          CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
-       ), blocks AS (
-         INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
-         SELECT $1::uuid, term_hash, min(seq), max(seq), array_agg(seq ORDER BY seq), array_agg(tf ORDER BY seq), array_agg(length ORDER BY seq)
+       ), terms AS (
+         SELECT term_hash, min(seq) AS first_seq, max(seq) AS last_seq, array_agg(seq ORDER BY seq) AS chunk_seqs, array_agg(tf ORDER BY seq) AS frequencies,
+                array_agg(length ORDER BY seq) AS lengths
          FROM postings GROUP BY term_hash
-         RETURNING term_hash, cardinality(chunk_seqs) AS df
+       ), small AS (
+         SELECT t.term_hash, newest.block
+         FROM terms t
+         CROSS JOIN LATERAL (
+           SELECT b.block, cardinality(b.chunk_seqs) AS size FROM brain.posting_blocks b
+           WHERE b.tenant_id = $1 AND b.term_hash = t.term_hash ORDER BY b.block DESC LIMIT 1
+         ) newest
+         WHERE newest.size + cardinality(t.chunk_seqs) <= $3
+       ), appended AS (
+         UPDATE brain.posting_blocks b
+         SET block = least(b.block, t.first_seq), last_seq = greatest(b.last_seq, t.last_seq), chunk_seqs = b.chunk_seqs || t.chunk_seqs,
+             frequencies = b.frequencies || t.frequencies, lengths = b.lengths || t.lengths
+         FROM small s JOIN terms t ON t.term_hash = s.term_hash
+         WHERE b.tenant_id = $1 AND b.term_hash = s.term_hash AND b.block = s.block
+         RETURNING 1
+       ), created AS (
+         INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
+         SELECT $1::uuid, t.term_hash, t.first_seq, t.last_seq, t.chunk_seqs, t.frequencies, t.lengths
+         FROM terms t WHERE NOT EXISTS (SELECT FROM small s WHERE s.term_hash = t.term_hash)
+         RETURNING 1
        ), frequencies AS (
          INSERT INTO brain.term_stats (tenant_id, term_hash, df)
-         SELECT $1::uuid, term_hash, df FROM blocks
+         SELECT $1::uuid, term_hash, cardinality(chunk_seqs) FROM terms
          ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df
          RETURNING 1
        )
-       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM frequencies) AS terms`,
-      [tenantId, maxChunks],
+       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM appended) + (SELECT count(*) FROM created) AS blocks, (SELECT count(*) FROM frequencies) AS terms`,
+      [tenantId, maxChunks, SMALL_BLOCK],
     );
     return Number(merged?.chunks ?? 0);
   }
@@ -393,14 +420,6 @@ export class BrainRepository {
    * chunk without spilling to disk.
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
-    const t0 = performance.now();
-    try {
-      return await this.statistics0(manager, tenantId, termHashes);
-    } finally {
-      if (process.env.BRAIN_EXPLAIN) process.stderr.write(`STATS ${(performance.now() - t0).toFixed(2)} ms\n`);
-    }
-  }
-  async statistics0(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
     const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
       `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, t.waiting, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
          set_config('work_mem', '32MB', true)
@@ -472,28 +491,6 @@ export class BrainRepository {
       );
       this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
       if (!exact) rows = undefined;
-    }
-    if (process.env.BRAIN_EXPLAIN) {
-      const ex = plan
-        ? await manager.query('EXPLAIN (ANALYZE, BUFFERS) ' + PRUNED_RANKING, [
-            tenantId,
-            plan.essential.map((w) => w.termHash),
-            plan.essential.map((w) => w.weight),
-            normalisation.constant,
-            normalisation.perTerm,
-            limit,
-            plan.rest.map((w) => w.termHash),
-            plan.rest.map((w) => w.weight),
-          ])
-        : await manager.query('EXPLAIN (ANALYZE, BUFFERS) ' + FULL_RANKING, [
-            tenantId,
-            weights.map((w) => w.termHash),
-            weights.map((w) => w.weight),
-            normalisation.constant,
-            normalisation.perTerm,
-            limit,
-          ]);
-      process.stderr.write((plan ? 'PRUNED ' : 'FULL ') + ex.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n') + '\n\n');
     }
     rows ??= await manager.query(waiting ? FULL_RANKING_WAITING : FULL_RANKING_MERGED, [
       tenantId,

@@ -74,6 +74,12 @@ export interface BrainServiceLogger {
 /** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
 const SWEEP_TENANTS = 100;
 
+/** Merges running at once in one process: each holds one of the pool's connections while it runs. */
+const MAX_CONCURRENT_MERGES = 2;
+
+/** How soon to look again when another process holds a tenant's merge lock. */
+const BUSY_RETRY_MS = 250;
+
 /**
  * The current tenant's knowledge store: documents are chunked, analysed and indexed under the
  * tenant's blind-index key in the same transaction that stores them; queries rank chunks by BM25
@@ -81,8 +87,10 @@ const SWEEP_TENANTS = 100;
  */
 export class BrainService {
   private readonly hashers = new Map<string, TermHasher>();
-  /** The merge running for each tenant in this process, and whether chunks arrived since it began. */
-  private readonly merges = new Map<string, { again: boolean; done: Promise<void> }>();
+  /** Tenants with a merge running or queued in this process, and whether chunks arrived since it began. */
+  private readonly merges = new Map<string, { again: boolean }>();
+  private readonly mergeQueue: string[] = [];
+  private readonly runningMerges = new Set<Promise<void>>();
   private stopping = false;
 
   constructor(
@@ -95,36 +103,59 @@ export class BrainService {
 
   /**
    * Merges the tenant's chunks waiting in unmerged_chunks into posting blocks, in the background:
-   * one merge at a time per tenant in this process (a call while one runs makes it go round once
-   * more), batches of MERGE_BATCH_CHUNKS until none wait. Under a bulk load the documents stored
-   * while a merge runs are merged together by the next, so a merge's cost is shared by many.
+   * one merge at a time per tenant in this process (a call while one runs or waits makes it go
+   * round once more), at most MAX_CONCURRENT_MERGES tenants at once (each holds a database
+   * connection), batches of MERGE_BATCH_CHUNKS until none wait. Under a bulk load the documents
+   * stored while a merge runs are merged together by the next, so a merge's cost is shared by
+   * many. When another process is merging the tenant, this one looks again after BUSY_RETRY_MS.
    * Queries never depend on it: they read the waiting chunks too.
    */
   scheduleMerge(tenantId: string): void {
     if (this.stopping) return;
-    const running = this.merges.get(tenantId);
-    if (running) {
-      running.again = true;
+    const known = this.merges.get(tenantId);
+    if (known) {
+      known.again = true;
       return;
     }
-    const state = { again: false, done: Promise.resolve() };
-    this.merges.set(tenantId, state);
-    state.done = (async () => {
+    this.merges.set(tenantId, { again: false });
+    this.mergeQueue.push(tenantId);
+    this.startQueuedMerges();
+  }
+
+  private startQueuedMerges(): void {
+    while (!this.stopping && this.runningMerges.size < MAX_CONCURRENT_MERGES && this.mergeQueue.length > 0) {
+      const tenantId = this.mergeQueue.shift() as string;
+      const running: Promise<void> = this.mergeTenant(tenantId).finally(() => {
+        this.runningMerges.delete(running);
+        this.startQueuedMerges();
+      });
+      this.runningMerges.add(running);
+    }
+  }
+
+  /** Never rejects: a failure is logged and the chunks stay waiting (queries still find them) for the next ingestion or sweep. */
+  private async mergeTenant(tenantId: string): Promise<void> {
+    const state = this.merges.get(tenantId) ?? { again: false };
+    let busy = false;
+    try {
+      do {
+        state.again = false;
+        while (!this.stopping) {
+          const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId)));
+          if (merged === null) busy = true;
+          if (merged === null || merged < MERGE_BATCH_CHUNKS) break;
+        }
+      } while (state.again && !busy && !this.stopping);
+    } catch (error) {
       try {
-        do {
-          state.again = false;
-          while (!this.stopping) {
-            const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId)));
-            if (merged < MERGE_BATCH_CHUNKS) break;
-          }
-        } while (state.again && !this.stopping);
-      } catch (error) {
-        // The chunks stay waiting (queries still find them); the next ingestion or sweep merges them.
         this.logger.error('Merging waiting chunks into the index failed; retrying later', { tenantId, error: String(error) });
-      } finally {
-        this.merges.delete(tenantId);
+      } catch {
+        // A failing logger must not stop the merges of other tenants.
       }
-    })();
+    } finally {
+      this.merges.delete(tenantId);
+    }
+    if (busy && !this.stopping) setTimeout(() => this.scheduleMerge(tenantId), BUSY_RETRY_MS).unref();
   }
 
   /** Starts a merge for every tenant with chunks left waiting (e.g. by a crash between an ingestion and its merge). */
@@ -137,7 +168,8 @@ export class BrainService {
   /** Waits for the merges under way and starts no more (their chunks would wait for the next start's sweep). */
   async stopMerging(): Promise<void> {
     this.stopping = true;
-    await Promise.all([...this.merges.values()].map((merge) => merge.done));
+    this.mergeQueue.length = 0;
+    await Promise.all([...this.runningMerges]);
   }
 
   /**

@@ -6,7 +6,8 @@ import { allowOwnerSweep, enableTenantRls, serviceRoleName } from '@mission/pers
  * postings: a document's chunks (each with its terms and their frequencies: `term_frequencies`,
  * parallel to `term_hashes`) wait in `unmerged_chunks`, and a merge turns every waiting chunk of a
  * tenant into one `posting_blocks` row per term, with the chunks, frequencies and lengths as
- * arrays, and adds their document frequencies to `term_stats` once per term. Under a bulk load a
+ * arrays (or appends them to the term's newest block while that is small), and adds their document
+ * frequencies to `term_stats` once per term. Under a bulk load a
  * merge takes many documents at once, so a common word costs one row per merge instead of one
  * per chunk. Queries read the blocks and the waiting chunks, so a document is found as soon as
  * it is stored.
@@ -32,7 +33,9 @@ export class PostingBlocks1766880000000 implements MigrationInterface {
         PRIMARY KEY (tenant_id, term_hash, block),
         CHECK (cardinality(chunk_seqs) > 0 AND cardinality(frequencies) = cardinality(chunk_seqs) AND cardinality(lengths) = cardinality(chunk_seqs))
       )`);
-    await queryRunner.query(`COMMENT ON COLUMN brain.posting_blocks.block IS 'The lowest chunk_seq of the block when it was written; last_seq its highest'`);
+    await queryRunner.query(
+      `COMMENT ON COLUMN brain.posting_blocks.block IS 'The block among its term''s blocks: no higher than the lowest chunk_seq it holds, as last_seq is no lower than the highest'`,
+    );
     await queryRunner.query(`
       CREATE TABLE brain.unmerged_chunks (
         tenant_id uuid NOT NULL,
@@ -72,7 +75,7 @@ export class PostingBlocks1766880000000 implements MigrationInterface {
     await queryRunner.query(`
       CREATE FUNCTION brain.tenants_with_unmerged_chunks(max_rows integer) RETURNS TABLE (tenant_id uuid)
       LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
-        SELECT DISTINCT u.tenant_id FROM brain.unmerged_chunks u LIMIT least(greatest(max_rows, 0), 1000)
+        SELECT u.tenant_id FROM brain.unmerged_chunks u GROUP BY u.tenant_id ORDER BY min(u.chunk_seq) LIMIT least(greatest(max_rows, 0), 1000)
       $$`);
     await queryRunner.query(`REVOKE ALL ON FUNCTION brain.tenants_with_unmerged_chunks(integer) FROM PUBLIC`);
     await queryRunner.query(`GRANT EXECUTE ON FUNCTION brain.tenants_with_unmerged_chunks(integer) TO "${serviceRoleName('brain')}"`);
