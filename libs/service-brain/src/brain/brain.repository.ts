@@ -148,6 +148,17 @@ const CHUNK_BATCH = 1_000;
 /** Chunks merged into posting blocks by one merge at most: bounds a block's arrays and a merge's transaction. */
 export const MERGE_BATCH_CHUNKS = 4_096;
 
+/**
+ * For the rest of the transaction: no sequential scans where an index serves. Every access here is
+ * by tenant and key; straight after a bulk load, before autovacuum's ANALYZE, the planner takes the
+ * index tables for nearly empty and would otherwise scan a whole table once per term (seen: a
+ * merge's append of a few thousand terms ran for minutes, a nested loop over sequential scans).
+ */
+const INDEX_ACCESS_ONLY = `set_config('enable_seqscan', 'off', true)`;
+
+/** Merges of at most this many chunks append to small blocks; larger ones only make new blocks. */
+const APPEND_BATCH_CHUNKS = 256;
+
 /** A term's newest block takes the postings of later merges while it holds at most this many (an append rewrites it: ≤ 2 KiB of arrays). */
 const SMALL_BLOCK = 128;
 
@@ -305,17 +316,28 @@ export class BrainRepository {
 
   /**
    * Writes up to `maxChunks` of the tenant's chunks waiting in unmerged_chunks (the oldest first)
-   * into posting blocks and adds their document frequencies to term_stats: one statement, in the
-   * caller's transaction, under the tenant's merge lock (so merges and deletions of one tenant take
-   * turns; ingestion does not wait for them). A term's postings go into a new block, or are
-   * appended to the term's newest block while that stays within SMALL_BLOCK postings: documents
-   * merged one at a time (a trickle of small ones) then fill blocks of up to that many instead of
-   * leaving one tiny block per document. Returns the chunks merged, or null when another merge of
+   * into posting blocks and adds their document frequencies to term_stats, in the caller's
+   * transaction, under the tenant's merge lock (so merges and deletions of one tenant take
+   * turns; ingestion does not wait for them). A term's postings go into a new block, or, in a
+   * merge of a few chunks (APPEND_BATCH_CHUNKS), are appended to the term's newest block while that
+   * stays within SMALL_BLOCK postings: documents merged one at a time (a trickle of small ones)
+   * then fill blocks of up to that many instead of leaving one tiny block per document. Returns the chunks merged, or null when another merge of
    * the tenant holds the lock (it will take these chunks, or the caller tries again later).
    */
   async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
-    const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)) AS locked`, [tenantId]);
+    const [lock]: Array<{ locked: boolean }> = await manager.query(
+      `SELECT pg_try_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)) AS locked, ${INDEX_ACCESS_ONLY},
+         set_config('work_mem', '32MB', true), set_config('statement_timeout', '120s', true)`,
+      [tenantId],
+    );
     if (!lock?.locked) return null;
+    // The batch's postings per term go through a temporary table with fresh statistics: planned
+    // from estimates instead (tens of thousands of terms taken for ten), the append below became
+    // a nested loop over them per block and ran for minutes.
+    await manager.query(
+      `CREATE TEMPORARY TABLE brain_merge (term_hash bigint PRIMARY KEY, first_seq bigint NOT NULL, last_seq bigint NOT NULL, chunk_seqs bigint[] NOT NULL,
+         frequencies integer[] NOT NULL, lengths integer[] NOT NULL, into_block bigint) ON COMMIT DROP`,
+    );
     const [merged]: Array<{ chunks: string }> = await manager.query(
       `WITH batch AS (
          DELETE FROM brain.unmerged_chunks
@@ -326,39 +348,48 @@ export class BrainRepository {
          FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
          CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
        ), terms AS (
-         SELECT term_hash, min(seq) AS first_seq, max(seq) AS last_seq, array_agg(seq ORDER BY seq) AS chunk_seqs, array_agg(tf ORDER BY seq) AS frequencies,
-                array_agg(length ORDER BY seq) AS lengths
+         INSERT INTO pg_temp.brain_merge (term_hash, first_seq, last_seq, chunk_seqs, frequencies, lengths)
+         SELECT term_hash, min(seq), max(seq), array_agg(seq ORDER BY seq), array_agg(tf ORDER BY seq), array_agg(length ORDER BY seq)
          FROM postings GROUP BY term_hash
-       ), small AS (
-         SELECT t.term_hash, newest.block
-         FROM terms t
-         CROSS JOIN LATERAL (
-           SELECT b.block, cardinality(b.chunk_seqs) AS size FROM brain.posting_blocks b
-           WHERE b.tenant_id = $1 AND b.term_hash = t.term_hash ORDER BY b.block DESC LIMIT 1
-         ) newest
-         WHERE newest.size + cardinality(t.chunk_seqs) <= $3
-       ), appended AS (
-         UPDATE brain.posting_blocks b
-         SET block = least(b.block, t.first_seq), last_seq = greatest(b.last_seq, t.last_seq), chunk_seqs = b.chunk_seqs || t.chunk_seqs,
-             frequencies = b.frequencies || t.frequencies, lengths = b.lengths || t.lengths
-         FROM small s JOIN terms t ON t.term_hash = s.term_hash
-         WHERE b.tenant_id = $1 AND b.term_hash = s.term_hash AND b.block = s.block
-         RETURNING 1
-       ), created AS (
-         INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
-         SELECT $1::uuid, t.term_hash, t.first_seq, t.last_seq, t.chunk_seqs, t.frequencies, t.lengths
-         FROM terms t WHERE NOT EXISTS (SELECT FROM small s WHERE s.term_hash = t.term_hash)
-         RETURNING 1
-       ), frequencies AS (
-         INSERT INTO brain.term_stats (tenant_id, term_hash, df)
-         SELECT $1::uuid, term_hash, cardinality(chunk_seqs) FROM terms
-         ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df
          RETURNING 1
        )
-       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM appended) + (SELECT count(*) FROM created) AS blocks, (SELECT count(*) FROM frequencies) AS terms`,
-      [tenantId, maxChunks, SMALL_BLOCK],
+       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM terms) AS terms`,
+      [tenantId, maxChunks],
     );
-    return Number(merged?.chunks ?? 0);
+    const chunks = Number(merged?.chunks ?? 0);
+    await manager.query(`ANALYZE pg_temp.brain_merge`);
+    // A small batch (documents arriving one at a time): each term's newest block takes the batch's
+    // postings of the term when it has room. A large batch (a bulk load) makes blocks of its own:
+    // appending would rewrite a small block for nearly every rare word of the batch.
+    if (chunks <= APPEND_BATCH_CHUNKS) {
+      await manager.query(
+        `UPDATE pg_temp.brain_merge m SET into_block = (
+         SELECT CASE WHEN cardinality(b.chunk_seqs) + cardinality(m.chunk_seqs) <= $2 THEN b.block END
+         FROM brain.posting_blocks b WHERE b.tenant_id = $1 AND b.term_hash = m.term_hash ORDER BY b.block DESC LIMIT 1
+       )`,
+        [tenantId, SMALL_BLOCK],
+      );
+      await manager.query(
+        `UPDATE brain.posting_blocks b
+         SET block = least(b.block, m.first_seq), last_seq = greatest(b.last_seq, m.last_seq), chunk_seqs = b.chunk_seqs || m.chunk_seqs,
+             frequencies = b.frequencies || m.frequencies, lengths = b.lengths || m.lengths
+         FROM pg_temp.brain_merge m
+         WHERE m.into_block IS NOT NULL AND b.tenant_id = $1 AND b.term_hash = m.term_hash AND b.block = m.into_block`,
+        [tenantId],
+      );
+    }
+    await manager.query(
+      `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
+       SELECT $1::uuid, term_hash, first_seq, last_seq, chunk_seqs, frequencies, lengths FROM pg_temp.brain_merge WHERE into_block IS NULL`,
+      [tenantId],
+    );
+    await manager.query(
+      `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
+       SELECT $1::uuid, term_hash, cardinality(chunk_seqs) FROM pg_temp.brain_merge
+       ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
+      [tenantId],
+    );
+    return chunks;
   }
 
   /** Tenants with chunks waiting for a merge (every tenant's, through a SECURITY DEFINER function that returns only their ids). */
@@ -417,12 +448,12 @@ export class BrainRepository {
    * compilation (cheap per row, but it can look expensive to the planner, and compiling would cost
    * more than running it), no memoizing of the per-term scans (each term is scanned once; caching
    * its postings only costs), and memory enough to aggregate tens of thousands of postings per
-   * chunk without spilling to disk.
+   * chunk without spilling to disk, and index access only (INDEX_ACCESS_ONLY).
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
     const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
       `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, t.waiting, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
-         set_config('work_mem', '32MB', true)
+         set_config('work_mem', '32MB', true), ${INDEX_ACCESS_ONLY}
        FROM brain.tenant_stats s
        LEFT JOIN (
          SELECT f.term_hash, sum(f.df)::int AS df, bool_or(f.waiting) AS waiting
@@ -562,6 +593,6 @@ export class BrainRepository {
 
   /** Taken before the statistics lock wherever both are: merges and deletions of a tenant take turns. */
   private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
-    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0))`, [tenantId]);
+    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)), ${INDEX_ACCESS_ONLY}`, [tenantId]);
   }
 }
