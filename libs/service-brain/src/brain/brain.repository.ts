@@ -357,6 +357,7 @@ export class BrainRepository {
       [tenantId, maxChunks],
     );
     const chunks = Number(merged?.chunks ?? 0);
+    if (chunks === 0) return 0;
     await manager.query(`ANALYZE pg_temp.brain_merge`);
     // A small batch (documents arriving one at a time): each term's newest block takes the batch's
     // postings of the term when it has room. A large batch (a bulk load) makes blocks of its own:

@@ -80,6 +80,18 @@ const MAX_CONCURRENT_MERGES = 2;
 /** How soon to look again when another process holds a tenant's merge lock. */
 const BUSY_RETRY_MS = 250;
 
+/** Full batches one tenant merges before the next tenant in the queue has its turn. */
+const MERGE_BATCHES_PER_TURN = 4;
+
+/** The smallest batch a merge that keeps running into its statement timeout is cut down to. */
+const MIN_MERGE_BATCH_CHUNKS = 64;
+
+/** PostgreSQL's query_canceled, which a statement timeout raises. */
+function isStatementTimeout(error: unknown): boolean {
+  const code = (error as { code?: unknown; driverError?: { code?: unknown } } | null)?.code ?? (error as { driverError?: { code?: unknown } } | null)?.driverError?.code;
+  return code === '57014';
+}
+
 /**
  * The current tenant's knowledge store: documents are chunked, analysed and indexed under the
  * tenant's blind-index key in the same transaction that stores them; queries rank chunks by BM25
@@ -90,6 +102,8 @@ export class BrainService {
   /** Tenants with a merge running or queued in this process, and whether chunks arrived since it began. */
   private readonly merges = new Map<string, { again: boolean }>();
   private readonly mergeQueue: string[] = [];
+  /** Batch sizes cut down for tenants whose merges ran into the statement timeout. */
+  private readonly mergeBatchSizes = new Map<string, number>();
   private readonly runningMerges = new Set<Promise<void>>();
   private stopping = false;
 
@@ -133,28 +147,47 @@ export class BrainService {
     }
   }
 
-  /** Never rejects: a failure is logged and the chunks stay waiting (queries still find them) for the next ingestion or sweep. */
+  /**
+   * One turn of a tenant's merge: batches until none is full, at most MERGE_BATCHES_PER_TURN of
+   * them; when chunks remain or arrived meanwhile, the tenant goes to the back of the queue, so a
+   * tenant loading without pause never keeps a slot from the others. A batch that ran into the
+   * statement timeout is halved for the tenant's next turns. Never rejects: a failure is logged and
+   * the chunks stay waiting (queries still find them) for the next ingestion or sweep.
+   */
   private async mergeTenant(tenantId: string): Promise<void> {
     const state = this.merges.get(tenantId) ?? { again: false };
+    state.again = false;
     let busy = false;
+    let failed = false;
     try {
-      do {
-        state.again = false;
-        while (!this.stopping) {
-          const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId)));
-          if (merged === null) busy = true;
-          if (merged === null || merged < MERGE_BATCH_CHUNKS) break;
+      for (let batch = 0; !this.stopping; batch++) {
+        const size = this.mergeBatchSizes.get(tenantId) ?? MERGE_BATCH_CHUNKS;
+        const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size)));
+        if (merged === null) busy = true;
+        if (merged === null || merged < size) break;
+        if (batch + 1 >= MERGE_BATCHES_PER_TURN) {
+          state.again = true;
+          break;
         }
-      } while (state.again && !busy && !this.stopping);
+      }
     } catch (error) {
+      failed = true;
+      if (isStatementTimeout(error)) {
+        if (this.mergeBatchSizes.size >= MAX_CACHED_TENANTS && !this.mergeBatchSizes.has(tenantId)) this.mergeBatchSizes.clear();
+        this.mergeBatchSizes.set(tenantId, Math.max(MIN_MERGE_BATCH_CHUNKS, Math.floor((this.mergeBatchSizes.get(tenantId) ?? MERGE_BATCH_CHUNKS) / 2)));
+      }
       try {
         this.logger.error('Merging waiting chunks into the index failed; retrying later', { tenantId, error: String(error) });
       } catch {
         // A failing logger must not stop the merges of other tenants.
       }
-    } finally {
-      this.merges.delete(tenantId);
     }
+    if (state.again && !busy && !failed && !this.stopping) {
+      // Still in `merges`: ingestions meanwhile only mark it again.
+      this.mergeQueue.push(tenantId);
+      return;
+    }
+    this.merges.delete(tenantId);
     if (busy && !this.stopping) setTimeout(() => this.scheduleMerge(tenantId), BUSY_RETRY_MS).unref();
   }
 

@@ -15,13 +15,22 @@ const APOSTROPHES = /[\u2018\u2019\u02bc\uff07]/g;
 const STEM_CACHE_LIMIT = 100_000;
 const stems = new Map<string, string>();
 
+/**
+ * A copy of `text` that holds on to nothing else. A word matched in a text may be a slice of it,
+ * which keeps the whole text alive as long as the word is: a cache of such words would keep the
+ * texts they came from.
+ */
+function detached(text: string): string {
+  return (text + ' ').slice(0, -1);
+}
+
 function stem(word: string): string {
   let stemmed = stems.get(word);
   if (stemmed === undefined) {
     // The Porter algorithm is defined for English words; anything else is kept as it is.
-    stemmed = ENGLISH_WORD.test(word) ? stemmer(word) : word;
+    stemmed = detached(ENGLISH_WORD.test(word) ? stemmer(word) : word);
     if (stems.size >= STEM_CACHE_LIMIT) stems.clear();
-    stems.set(word, stemmed);
+    stems.set(detached(word), stemmed);
   }
   return stemmed;
 }
@@ -60,9 +69,10 @@ function addToken(token: string, terms: string[], stopwords: ReadonlySet<string>
   if (!/[\u2e80-\uffff]/.test(token) || !UNSPACED.test(token)) {
     const before = terms.length;
     addWord(token, terms, stopwords);
-    if (cacheable) {
+    // Longer tokens are never terms (nor repeated, mostly: hashes, base64): not worth keeping.
+    if (cacheable && token.length <= MAX_TOKEN_LENGTH + 2) {
       if (tokenTerms.size >= TOKEN_CACHE_LIMIT) tokenTerms.clear();
-      tokenTerms.set(token, terms.length > before ? (terms[before] as string) : null);
+      tokenTerms.set(detached(token), terms.length > before ? (terms[before] as string) : null);
     }
     return;
   }
