@@ -321,8 +321,9 @@ export class BrainRepository {
    * turns; ingestion does not wait for them). A term's postings go into a new block, or, in a
    * merge of a few chunks (APPEND_BATCH_CHUNKS), are appended to the term's newest block while that
    * stays within SMALL_BLOCK postings: documents merged one at a time (a trickle of small ones)
-   * then fill blocks of up to that many instead of leaving one tiny block per document. Returns the chunks merged, or null when another merge of
-   * the tenant holds the lock (it will take these chunks, or the caller tries again later).
+   * then fill blocks of up to that many instead of leaving one tiny block per document. Returns
+   * the chunks merged, or null when another merge of the tenant holds the lock (it will take these
+   * chunks, or the caller tries again later).
    */
   async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
     const [lock]: Array<{ locked: boolean }> = await manager.query(

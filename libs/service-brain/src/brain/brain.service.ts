@@ -119,7 +119,7 @@ export class BrainService {
    * Merges the tenant's chunks waiting in unmerged_chunks into posting blocks, in the background:
    * one merge at a time per tenant in this process (a call while one runs or waits makes it go
    * round once more), at most MAX_CONCURRENT_MERGES tenants at once (each holds a database
-   * connection), batches of MERGE_BATCH_CHUNKS until none wait. Under a bulk load the documents
+   * connection), taking turns (mergeTenant) until none wait. Under a bulk load the documents
    * stored while a merge runs are merged together by the next, so a merge's cost is shared by
    * many. When another process is merging the tenant, this one looks again after BUSY_RETRY_MS.
    * Queries never depend on it: they read the waiting chunks too.
