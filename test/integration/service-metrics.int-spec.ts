@@ -55,6 +55,14 @@ describe('Metrics and traces in the distributed deployment', () => {
     const brain = await (await fetch(`${stack.opsUrl('brain-service')}/metrics`)).text();
     expect(sample(brain, 'bus_handle_duration_seconds_count', { service: 'brain-service', topic: 'brain.requests.v1', outcome: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(brain, 'db_pool_connections', { schema: 'brain', state: 'idle' })).toBeGreaterThanOrEqual(0);
+    // The merges' backlog: a stored document's chunks wait for a merge, then the series is back at zero.
+    const stored = await call(stack.gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: 'Measured', content: 'Klystrons and magnetrons. '.repeat(400) } });
+    expect(stored.status).toBe(201);
+    const backlog = async (): Promise<number | undefined> =>
+      sample(await (await fetch(`${stack.opsUrl('brain-service')}/metrics`)).text(), 'brain_unmerged_chunks', { schema: 'brain' });
+    const deadline = Date.now() + 15_000;
+    while ((await backlog()) !== 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await backlog()).toBe(0);
 
     // The identity provider: token requests by route, its bus (tenant provisioning) and its database pool.
     const idpResponse = await fetch(`${stack.opsUrl('idp')}/metrics`);

@@ -1,4 +1,4 @@
-import type { Registry } from 'prom-client';
+import { Gauge, type Registry } from 'prom-client';
 import { loadConfig } from '@mission/config';
 import { contextLogger, databaseMetrics, type ServiceDefinition } from '@mission/runtime';
 import { DataSource } from 'typeorm';
@@ -36,6 +36,34 @@ export interface BrainServiceOptions {
 }
 
 const DEFAULT_MERGE_SWEEP_INTERVAL_MS = 30_000;
+
+/** How long a scrape waits for the backlog's count before leaving the series out. */
+const BACKLOG_QUERY_TIMEOUT_MS = 1_000;
+
+/**
+ * `brain_unmerged_chunks`: chunks stored (and searchable) but not merged into the index yet. It
+ * rises during a bulk load and falls back to zero; one that stays up means merges fail (logged) or
+ * cannot keep up, and queries read the waiting chunks the slow way meanwhile.
+ */
+function unmergedChunksGauge(registry: Registry, brain: BrainService): void {
+  new Gauge({
+    name: 'brain_unmerged_chunks',
+    help: 'Brain chunks stored and searchable but not yet merged into the posting blocks (all tenants).',
+    labelNames: ['schema'],
+    registers: [registry],
+    async collect() {
+      // A database that is down or slow must not take the rest of /metrics with it: the series is
+      // left out of this scrape instead.
+      this.remove({ schema: BRAIN_SCHEMA });
+      try {
+        const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error('timeout')), BACKLOG_QUERY_TIMEOUT_MS).unref());
+        this.set({ schema: BRAIN_SCHEMA }, await Promise.race([brain.unmergedChunks(), timeout]));
+      } catch {
+        // unknown this time: no sample
+      }
+    },
+  });
+}
 
 export interface BrainServiceHandle {
   ready(): Promise<{ up: boolean; details: Record<string, unknown> }>;
@@ -77,10 +105,11 @@ export async function startBrainService(options: BrainServiceOptions): Promise<B
   sweep();
   const sweeper = setInterval(sweep, options.mergeSweepIntervalMs ?? DEFAULT_MERGE_SWEEP_INTERVAL_MS);
   sweeper.unref();
+  if (options.metrics) unmergedChunksGauge(options.metrics, brain);
   return {
     ready: async () => {
       const database = await pingDatabase(dataSource);
-      return { up: database, details: { database: database ? 'up' : 'down' } };
+      return { up: database, details: { database: database ? 'up' : 'down', unmergedChunks: database ? await brain.unmergedChunks() : null } };
     },
     stop: async () => {
       clearInterval(sweeper);

@@ -394,6 +394,12 @@ export class BrainRepository {
     return chunks;
   }
 
+  /** Chunks of every tenant waiting for a merge (a SECURITY DEFINER function that returns only the count). */
+  async unmergedChunkCount(manager: EntityManager): Promise<number> {
+    const [row]: Array<{ n: string }> = await manager.query(`SELECT brain.unmerged_chunk_count() AS n`);
+    return Number(row?.n ?? 0);
+  }
+
   /** Tenants with chunks waiting for a merge (every tenant's, through a SECURITY DEFINER function that returns only their ids). */
   async tenantsWithUnmergedChunks(manager: EntityManager, limit: number): Promise<string[]> {
     const rows: Array<{ tenant_id: string }> = await manager.query(`SELECT tenant_id FROM brain.tenants_with_unmerged_chunks($1)`, [limit]);

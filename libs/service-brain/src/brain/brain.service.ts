@@ -198,6 +198,11 @@ export class BrainService {
     return tenants.length;
   }
 
+  /** Chunks of every tenant stored but not merged into the index yet: the merges' backlog. */
+  unmergedChunks(): Promise<number> {
+    return this.repository.unmergedChunkCount(this.dataSource.manager);
+  }
+
   /** Waits for the merges under way and starts no more (their chunks would wait for the next start's sweep). */
   async stopMerging(): Promise<void> {
     this.stopping = true;

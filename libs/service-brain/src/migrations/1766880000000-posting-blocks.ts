@@ -79,6 +79,14 @@ export class PostingBlocks1766880000000 implements MigrationInterface {
       $$`);
     await queryRunner.query(`REVOKE ALL ON FUNCTION brain.tenants_with_unmerged_chunks(integer) FROM PUBLIC`);
     await queryRunner.query(`GRANT EXECUTE ON FUNCTION brain.tenants_with_unmerged_chunks(integer) TO "${serviceRoleName('brain')}"`);
+    // What the operators watch: chunks stored and searchable but not merged into the index yet (all tenants, a count only).
+    await queryRunner.query(`
+      CREATE FUNCTION brain.unmerged_chunk_count() RETURNS bigint
+      LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+        SELECT count(*) FROM brain.unmerged_chunks
+      $$`);
+    await queryRunner.query(`REVOKE ALL ON FUNCTION brain.unmerged_chunk_count() FROM PUBLIC`);
+    await queryRunner.query(`GRANT EXECUTE ON FUNCTION brain.unmerged_chunk_count() TO "${serviceRoleName('brain')}"`);
     for (const table of ['brain.posting_blocks', 'brain.unmerged_chunks']) {
       await queryRunner.query(
         `ALTER TABLE ${table} SET (autovacuum_vacuum_insert_scale_factor = 0.01, autovacuum_vacuum_insert_threshold = 10000, autovacuum_analyze_scale_factor = 0.01, autovacuum_analyze_threshold = 1000)`,
