@@ -160,9 +160,11 @@ async function main(): Promise<void> {
     const database = new Client({ connectionString: stack.postgresUrl });
     await database.connect();
     try {
+      const deadline = performance.now() + 600_000;
       for (;;) {
         const { rows } = await database.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks`);
         if (rows[0].n === 0) break;
+        if (performance.now() > deadline) throw new Error(`${rows[0].n} chunks still wait for a merge 10 minutes after the last document was stored`);
         await new Promise((resolve) => setTimeout(resolve, 20));
       }
     } finally {

@@ -7,10 +7,9 @@ import { allowOwnerSweep, enableTenantRls, serviceRoleName } from '@mission/pers
  * parallel to `term_hashes`) wait in `unmerged_chunks`, and a merge turns every waiting chunk of a
  * tenant into one `posting_blocks` row per term, with the chunks, frequencies and lengths as
  * arrays (or appends them to the term's newest block while that is small), and adds their document
- * frequencies to `term_stats` once per term. Under a bulk load a
- * merge takes many documents at once, so a common word costs one row per merge instead of one
- * per chunk. Queries read the blocks and the waiting chunks, so a document is found as soon as
- * it is stored.
+ * frequencies to `term_stats` once per term. Under a bulk load a merge takes many documents at
+ * once, so a common word costs one row per merge instead of one per chunk. Queries read the blocks
+ * and the waiting chunks, so a document is found as soon as it is stored.
  *
  * The postings already stored become blocks of up to 4,096 chunk sequence numbers, and the chunks
  * get their frequencies from them (row-level security is lifted for the owner within this
