@@ -156,6 +156,9 @@ export const MERGE_BATCH_CHUNKS = 4_096;
  */
 const INDEX_ACCESS_ONLY = `set_config('enable_seqscan', 'off', true)`;
 
+/** The tenant's ($1) merge lock: a merge tries it, a deletion waits for it, so the two take turns. */
+const TENANT_MERGE_LOCK = `hashtextextended('brain.merge:' || $1::text, 0)`;
+
 /** Merges of at most this many chunks append to small blocks; larger ones only make new blocks. */
 const APPEND_BATCH_CHUNKS = 256;
 
@@ -327,7 +330,7 @@ export class BrainRepository {
    */
   async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
     const [lock]: Array<{ locked: boolean }> = await manager.query(
-      `SELECT pg_try_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)) AS locked, ${INDEX_ACCESS_ONLY},
+      `SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked, ${INDEX_ACCESS_ONLY},
          set_config('work_mem', '32MB', true), set_config('statement_timeout', '120s', true)`,
       [tenantId],
     );
@@ -601,6 +604,6 @@ export class BrainRepository {
 
   /** Taken before the statistics lock wherever both are: merges and deletions of a tenant take turns. */
   private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
-    await manager.query(`SELECT pg_advisory_xact_lock(hashtextextended('brain.merge:' || $1::text, 0)), ${INDEX_ACCESS_ONLY}`, [tenantId]);
+    await manager.query(`SELECT pg_advisory_xact_lock(${TENANT_MERGE_LOCK}), ${INDEX_ACCESS_ONLY}`, [tenantId]);
   }
 }
