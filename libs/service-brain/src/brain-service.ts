@@ -17,6 +17,7 @@ import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-b
 import { TenantContentBytes1766793600000 } from './migrations/1766793600000-tenant-content-bytes';
 import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt-autovacuum';
 import { PostingBlocks1766880000000 } from './migrations/1766880000000-posting-blocks';
+import { CompactPostingBlocks1766966400000 } from './migrations/1766966400000-compact-posting-blocks';
 
 export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
@@ -87,6 +88,7 @@ export async function openBrainDatabase(databaseUrl: string): Promise<DataSource
       PromptAutovacuum1766707200000,
       TenantContentBytes1766793600000,
       PostingBlocks1766880000000,
+      CompactPostingBlocks1766966400000,
     ],
     applicationName: 'brain-service',
     serviceRole: serviceRoleName(BRAIN_SCHEMA),

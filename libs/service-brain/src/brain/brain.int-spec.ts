@@ -24,6 +24,7 @@ import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository } from './brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain.service';
 import { rankInMemory } from '../ranking/bm25';
+import { decodePostings } from '../ranking/postings';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
 import { domainErrorOf } from '@mission/messaging/testing';
@@ -84,6 +85,9 @@ describe('brain on PostgreSQL', () => {
    * they should hold, once its merges are done: totals, document frequencies, and every posting
    * (term, chunk, frequency, length).
    */
+  const byTermAndChunk = (a: { term_hash: string; chunk_seq?: string }, b: { term_hash: string; chunk_seq?: string }): number =>
+    a.term_hash === b.term_hash ? Number(a.chunk_seq) - Number(b.chunk_seq) : BigInt(a.term_hash) < BigInt(b.term_hash) ? -1 : 1;
+
   async function statisticsOf(tenantId: string): Promise<{ stored: unknown; derived: unknown }> {
     await merged(tenantId);
     const stored = await inspector.query(`SELECT document_count::int, chunk_count::int, total_length::int FROM brain.tenant_stats WHERE tenant_id = $1`, [tenantId]);
@@ -99,18 +103,24 @@ describe('brain on PostgreSQL', () => {
        WHERE c.tenant_id = $1 GROUP BY u.term_hash ORDER BY 1`,
       [tenantId],
     );
-    const postingsStored = await inspector.query(
-      `SELECT b.term_hash::text, u.chunk_seq::text, u.tf, u.length FROM brain.posting_blocks b
-       CROSS JOIN LATERAL unnest(b.chunk_seqs, b.frequencies, b.lengths) AS u(chunk_seq, tf, length)
-       WHERE b.tenant_id = $1 ORDER BY b.term_hash, u.chunk_seq`,
-      [tenantId],
-    );
+    // The blocks decoded here, each block's size checked against what it holds.
+    const blocks = await inspector.query(`SELECT term_hash::text, size, postings FROM brain.posting_blocks WHERE tenant_id = $1`, [tenantId]);
+    const postingsStored = {
+      rows: blocks.rows
+        .flatMap((block: { term_hash: string; size: number; postings: Buffer }): Array<{ term_hash: string; chunk_seq?: string; [column: string]: unknown }> => {
+          const decoded = decodePostings(block.postings);
+          if (decoded.seqs.length !== block.size) return [{ term_hash: block.term_hash, sizeStored: block.size, sizeHeld: decoded.seqs.length }];
+          return decoded.seqs.map((seq, index) => ({ term_hash: block.term_hash, chunk_seq: String(seq), tf: decoded.frequencies[index], length: decoded.lengths[index] }));
+        })
+        .sort(byTermAndChunk),
+    };
     const postingsDerived = await inspector.query(
       `SELECT u.term_hash::text, c.seq::text AS chunk_seq, u.tf, c.length FROM brain.chunks c
        CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
-       WHERE c.tenant_id = $1 ORDER BY u.term_hash, c.seq`,
+       WHERE c.tenant_id = $1`,
       [tenantId],
     );
+    postingsDerived.rows.sort(byTermAndChunk);
     return {
       stored: { totals: stored.rows[0] ?? null, df: dfStored.rows, postings: postingsStored.rows },
       derived: { totals: stored.rows[0] ? derived.rows[0] : null, df: dfDerived.rows, postings: postingsDerived.rows },
@@ -405,8 +415,8 @@ describe('brain on PostgreSQL', () => {
     const blocksOf = async (tenantId: string): Promise<Array<{ block: string; size: number }>> =>
       (
         await inspector.query(
-          `SELECT b.block::text, cardinality(b.chunk_seqs) AS size FROM brain.posting_blocks b
-           WHERE b.tenant_id = $1 ORDER BY cardinality(b.chunk_seqs) DESC, b.block LIMIT 5`,
+          `SELECT b.block::text, b.size FROM brain.posting_blocks b
+           WHERE b.tenant_id = $1 ORDER BY b.size DESC, b.block LIMIT 5`,
           [tenantId],
         )
       ).rows;
@@ -420,7 +430,7 @@ describe('brain on PostgreSQL', () => {
       }
       // "klystron" is in every chunk: one block of six, not six blocks of one.
       const { rows } = await inspector.query(
-        `SELECT count(*)::int AS blocks, max(cardinality(chunk_seqs))::int AS largest FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY term_hash ORDER BY 2 DESC LIMIT 1`,
+        `SELECT count(*)::int AS blocks, max(size)::int AS largest FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY term_hash ORDER BY 2 DESC LIMIT 1`,
         [tenant],
       );
       expect(rows).toEqual([{ blocks: 1, largest: 6 }]);

@@ -1,6 +1,7 @@
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
+import { contribution, decodePostings, encodePostings, encodeSegment, type Normalisation, ScoreTable } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 
 export interface DocumentRow {
@@ -66,82 +67,57 @@ export class IndexKeyMismatchError extends Error {
   }
 }
 
-/** One term's contribution as an integer of 1e-9 units: sums of them are exact in any order. */
+/** One term's contribution as an integer of 1e-9 units, as SQL computes it (ranking/postings.ts `contribution` in the service). */
 const CONTRIBUTION = (weight: string, tf: string, length: string): string => `round(${weight} * ${tf} / (${tf} + $4::float8 + $5::float8 * ${length}) * 1e9::float8)`;
 
-/**
- * The postings of the weighted terms `terms` (a relation of term_hash, weight): from the tenant's
- * posting blocks (one index range scan per term, a lateral join, so each posting meets its term's
- * weight without a hash probe; the arrays unnested side by side in the select list, which streams,
- * where unnest in FROM would first copy each block into a tuple store) and from its chunks not
- * merged into blocks yet when `waiting` (statistics found one holding a query term). Without them the
- * plan has no Append node, which costs per posting.
- */
-const POSTINGS = (terms: string, waiting: boolean): string => `SELECT w.weight, p.chunk_seq, p.tf, p.length
-         FROM ${terms} AS w(term_hash, weight)
-         CROSS JOIN LATERAL (
-           SELECT unnest(b.chunk_seqs) AS chunk_seq, unnest(b.frequencies) AS tf, unnest(b.lengths) AS length
-           FROM brain.posting_blocks b
-           WHERE b.tenant_id = $1 AND b.term_hash = w.term_hash
-         ) p${waiting ? ` UNION ALL ${WAITING_POSTINGS(terms)}` : ''}`;
+/** The posting blocks of the terms $2, as stored (coded: ranking/postings.ts): one index range scan per term. */
+const BLOCKS = `SELECT term_hash::text AS term, size, postings, NULL::text AS seq, NULL::int AS tf, NULL::int AS length
+       FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])`;
 
-/** The postings of the chunks waiting for a merge. */
-const WAITING_POSTINGS = (terms: string): string => `
-         SELECT w.weight, c.seq, u.tf, c.length
-         FROM brain.unmerged_chunks m
-         JOIN brain.chunks c ON c.seq = m.chunk_seq AND c.tenant_id = $1
-         CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
-         JOIN ${terms} AS w(term_hash, weight) ON w.term_hash = u.term_hash
-         WHERE m.tenant_id = $1`;
+/** The blocks, and the postings of the chunks waiting for a merge that hold one of the terms. */
+const BLOCKS_AND_WAITING = `${BLOCKS}
+       UNION ALL
+       SELECT u.term_hash::text, NULL, NULL, c.seq::text, u.tf, c.length
+       FROM brain.unmerged_chunks m
+       JOIN brain.chunks c ON c.seq = m.chunk_seq AND c.tenant_id = $1
+       CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
+       WHERE m.tenant_id = $1 AND u.term_hash = ANY($2::bigint[])`;
 
-/** The winners joined to their text, document and score (the part both rankings share). */
-const WINNERS = `SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
-       FROM scored s
+/** The chunks $2 (the winners, best first) with their text and document, in that order. */
+const WINNERS = `SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.position
+       FROM unnest($2::bigint[]) WITH ORDINALITY AS s(chunk_seq, position)
        CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
        CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
-       ORDER BY s.score DESC, s.chunk_seq`;
-
-/** Every posting of every query term, aggregated per chunk ($2, $3: terms and weights). */
-const FULL_RANKING = (waiting: boolean): string => `WITH scored AS (
-         SELECT p.chunk_seq, sum(${CONTRIBUTION('p.weight', 'p.tf', 'p.length')}) / 1e9::float8 AS score
-         FROM (${POSTINGS('unnest($2::bigint[], $3::float8[])', waiting)}) p
-         GROUP BY p.chunk_seq
-         ORDER BY score DESC, p.chunk_seq
-         LIMIT $6
-       )
-       ${WINNERS}`;
+       ORDER BY s.position`;
 
 /**
- * The candidates are the chunks holding an essential term ($2, $3), scored in full: the other
- * terms ($7, $8) are looked up in each candidate's own list of terms instead of read whole (see
- * planPruning; the caller checks that the result is exact).
+ * The candidates $2 (chunks holding an essential term) with what the essential terms give them
+ * ($3, in 1e-9 units), completed by the other terms ($7, $8) looked up in each candidate's own
+ * list of terms (see planPruning; the caller checks that the result is exact); the best $6 with
+ * their text and document.
  */
-const PRUNED_RANKING = (waiting: boolean): string => `WITH essential AS (
-         SELECT p.chunk_seq, sum(${CONTRIBUTION('p.weight', 'p.tf', 'p.length')}) AS part
-         FROM (${POSTINGS('unnest($2::bigint[], $3::float8[])', waiting)}) p
-         GROUP BY p.chunk_seq
-       ), scored AS (
+const PRUNED_RANKING = `WITH scored AS (
          SELECT e.chunk_seq, (e.part + coalesce((
              SELECT sum(${CONTRIBUTION('r.weight', 'c.term_frequencies[x.position]', 'c.length')})
              FROM unnest($7::bigint[], $8::float8[]) AS r(term_hash, weight)
              CROSS JOIN LATERAL (SELECT array_position(c.term_hashes, r.term_hash) AS position) x
              WHERE x.position IS NOT NULL
            ), 0)) / 1e9::float8 AS score
-         FROM essential e
+         FROM unnest($2::bigint[], $3::float8[]) AS e(chunk_seq, part)
          JOIN brain.chunks c ON c.seq = e.chunk_seq AND c.tenant_id = $1
          ORDER BY score DESC, e.chunk_seq
          LIMIT $6
        )
-       ${WINNERS}`;
+       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
+       FROM scored s
+       CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
+       CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
+       ORDER BY s.score DESC, s.chunk_seq`;
 
-const [FULL_RANKING_MERGED, FULL_RANKING_WAITING, PRUNED_RANKING_MERGED, PRUNED_RANKING_WAITING] = [
-  FULL_RANKING(false),
-  FULL_RANKING(true),
-  PRUNED_RANKING(false),
-  PRUNED_RANKING(true),
-];
+/** A score table starts with room for this many chunks at most (it grows past it if needed). */
+const MAX_PRESIZED_CHUNKS = 1 << 20;
 
-type RankedRow = Omit<RankedChunkRow, 'title' | 'source'> & { score: number | string; sealed: string | null; title: string | null; source: string | null };
+type RankedRow = Omit<RankedChunkRow, 'title' | 'source' | 'score'> & { sealed: string | null; title: string | null; source: string | null };
 
 const CHUNK_BATCH = 1_000;
 
@@ -162,8 +138,11 @@ const TENANT_MERGE_LOCK = `hashtextextended('brain.merge:' || $1::text, 0)`;
 /** Merges of at most this many chunks append to small blocks; larger ones only make new blocks. */
 const APPEND_BATCH_CHUNKS = 256;
 
-/** A term's newest block takes the postings of later merges while it holds at most this many (an append rewrites it: ≤ 2 KiB of arrays). */
+/** A term's newest block takes the postings of later merges while it holds at most this many (an append rewrites it: ≤ 1 KiB). */
 const SMALL_BLOCK = 128;
+
+/** Blocks written per statement by a merge or a deletion (bounds a statement's parameters to a few MB). */
+const WRITE_BATCH_BLOCKS = 5_000;
 
 const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", sealed, title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
 
@@ -279,22 +258,7 @@ export class BrainRepository {
       // The merged chunks' terms, each with the number of them holding it.
       const terms = `SELECT u.term_hash, count(*)::int AS n FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
                      WHERE c.tenant_id = $1 AND c.seq = ANY($2::bigint[]) GROUP BY u.term_hash`;
-      const blocks = `b.tenant_id = $1 AND b.term_hash IN (SELECT term_hash FROM terms) AND b.block <= $4 AND b.last_seq >= $3 AND b.chunk_seqs && $2::bigint[]`;
-      const parameters = [tenantId, merged, chunks?.first, chunks?.last];
-      await manager.query(`WITH terms AS (${terms}) DELETE FROM brain.posting_blocks b WHERE ${blocks} AND b.chunk_seqs <@ $2::bigint[]`, parameters);
-      await manager.query(
-        `WITH terms AS (${terms}), kept AS (
-           SELECT b.term_hash, b.block, array_agg(u.chunk_seq ORDER BY u.position) AS chunk_seqs, array_agg(u.tf ORDER BY u.position) AS frequencies,
-                  array_agg(u.length ORDER BY u.position) AS lengths
-           FROM brain.posting_blocks b
-           CROSS JOIN LATERAL unnest(b.chunk_seqs, b.frequencies, b.lengths) WITH ORDINALITY AS u(chunk_seq, tf, length, position)
-           WHERE ${blocks} AND u.chunk_seq <> ALL($2::bigint[])
-           GROUP BY b.term_hash, b.block
-         )
-         UPDATE brain.posting_blocks b SET chunk_seqs = kept.chunk_seqs, frequencies = kept.frequencies, lengths = kept.lengths
-         FROM kept WHERE b.tenant_id = $1 AND b.term_hash = kept.term_hash AND b.block = kept.block`,
-        parameters,
-      );
+      await this.removeFromBlocks(manager, tenantId, terms, merged, chunks?.first, chunks?.last);
       await this.lockTenantStatistics(manager, tenantId);
       await manager.query(`WITH terms AS (${terms}) DELETE FROM brain.term_stats s USING terms g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash AND s.df <= g.n`, [
         tenantId,
@@ -318,6 +282,58 @@ export class BrainRepository {
   }
 
   /**
+   * Takes the chunks `seqs` (between `first` and `last`) out of the posting blocks of `terms` (a
+   * query of their term hashes) that hold them: each such block is read, rewritten without them
+   * as one segment, or deleted when nothing is left. Under the tenant's merge lock.
+   */
+  private async removeFromBlocks(
+    manager: EntityManager,
+    tenantId: string,
+    terms: string,
+    seqs: string,
+    first: string | null | undefined,
+    last: string | null | undefined,
+  ): Promise<void> {
+    const blocks: Array<{ term: string; block: string; postings: Buffer }> = await manager.query(
+      `WITH terms AS (${terms})
+       SELECT b.term_hash::text AS term, b.block::text AS block, b.postings FROM brain.posting_blocks b
+       WHERE b.tenant_id = $1 AND b.term_hash IN (SELECT term_hash FROM terms) AND b.block <= $4 AND b.last_seq >= $3`,
+      [tenantId, seqs, first, last],
+    );
+    const removed = new Set(wordsOfArray(seqs).map(Number));
+    const emptied: Array<{ term: string; block: string }> = [];
+    const rewritten: Array<{ term: string; block: string; size: number; postings: Buffer }> = [];
+    for (const block of blocks) {
+      const postings = decodePostings(block.postings);
+      const kept = { seqs: [] as number[], frequencies: [] as number[], lengths: [] as number[] };
+      postings.seqs.forEach((seq, index) => {
+        if (removed.has(seq)) return;
+        kept.seqs.push(seq);
+        kept.frequencies.push(postings.frequencies[index] as number);
+        kept.lengths.push(postings.lengths[index] as number);
+      });
+      if (kept.seqs.length === postings.seqs.length) continue;
+      if (kept.seqs.length === 0) emptied.push(block);
+      else rewritten.push({ term: block.term, block: block.block, size: kept.seqs.length, postings: encodePostings(kept) });
+    }
+    for (const part of slices(emptied, WRITE_BATCH_BLOCKS)) {
+      await manager.query(
+        `DELETE FROM brain.posting_blocks b USING unnest($2::bigint[], $3::bigint[]) AS u(term_hash, block)
+         WHERE b.tenant_id = $1 AND b.term_hash = u.term_hash AND b.block = u.block`,
+        [tenantId, part.map((block) => block.term), part.map((block) => block.block)],
+      );
+    }
+    for (const part of slices(rewritten, WRITE_BATCH_BLOCKS)) {
+      await manager.query(
+        `UPDATE brain.posting_blocks b SET size = u.size, postings = u.postings
+         FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::bytea[]) AS u(term_hash, block, size, postings)
+         WHERE b.tenant_id = $1 AND b.term_hash = u.term_hash AND b.block = u.block`,
+        [tenantId, part.map((block) => block.term), part.map((block) => block.block), part.map((block) => block.size), part.map((block) => block.postings)],
+      );
+    }
+  }
+
+  /**
    * Writes up to `maxChunks` of the tenant's chunks waiting in unmerged_chunks (the oldest first)
    * into posting blocks and adds their document frequencies to term_stats, in the caller's
    * transaction, under the tenant's merge lock (so merges and deletions of one tenant take
@@ -335,66 +351,96 @@ export class BrainRepository {
       [tenantId],
     );
     if (!lock?.locked) return null;
-    // The batch's postings per term go through a temporary table with fresh statistics: planned
-    // from estimates instead (tens of thousands of terms taken for ten), the append below became
-    // a nested loop over them per block and ran for minutes.
-    await manager.query(
-      `CREATE TEMPORARY TABLE brain_merge (term_hash bigint PRIMARY KEY, first_seq bigint NOT NULL, last_seq bigint NOT NULL, chunk_seqs bigint[] NOT NULL,
-         frequencies integer[] NOT NULL, lengths integer[] NOT NULL, into_block bigint) ON COMMIT DROP`,
-    );
-    const [merged]: Array<{ chunks: string }> = await manager.query(
+    const batch: Array<{ seq: string; length: number; terms: string; frequencies: string }> = await manager.query(
       `WITH batch AS (
          DELETE FROM brain.unmerged_chunks
          WHERE tenant_id = $1 AND chunk_seq IN (SELECT chunk_seq FROM brain.unmerged_chunks WHERE tenant_id = $1 ORDER BY chunk_seq LIMIT $2)
          RETURNING chunk_seq
-       ), postings AS (
-         SELECT u.term_hash, c.seq, u.tf, c.length
-         FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
-         CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
-       ), terms AS (
-         INSERT INTO pg_temp.brain_merge (term_hash, first_seq, last_seq, chunk_seqs, frequencies, lengths)
-         SELECT term_hash, min(seq), max(seq), array_agg(seq ORDER BY seq), array_agg(tf ORDER BY seq), array_agg(length ORDER BY seq)
-         FROM postings GROUP BY term_hash
-         RETURNING 1
        )
-       SELECT (SELECT count(*) FROM batch) AS chunks, (SELECT count(*) FROM terms) AS terms`,
+       SELECT c.seq::text AS seq, c.length, c.term_hashes::text AS terms, c.term_frequencies::text AS frequencies
+       FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
+       ORDER BY c.seq`,
       [tenantId, maxChunks],
     );
-    const chunks = Number(merged?.chunks ?? 0);
-    if (chunks === 0) return 0;
-    await manager.query(`ANALYZE pg_temp.brain_merge`);
+    if (batch.length === 0) return 0;
+    // The batch's postings per term, in chunk order (the batch is read in that order).
+    const postings = new Map<string, { seqs: number[]; frequencies: number[]; lengths: number[] }>();
+    for (const chunk of batch) {
+      const seq = Number(chunk.seq);
+      const terms = wordsOfArray(chunk.terms);
+      const frequencies = wordsOfArray(chunk.frequencies);
+      if (terms.length !== frequencies.length) throw new Error(`Chunk ${chunk.seq} has ${terms.length} terms and ${frequencies.length} frequencies`);
+      for (const [index, term] of terms.entries()) {
+        let list = postings.get(term);
+        if (!list) postings.set(term, (list = { seqs: [], frequencies: [], lengths: [] }));
+        list.seqs.push(seq);
+        list.frequencies.push(Number(frequencies[index]));
+        list.lengths.push(chunk.length);
+      }
+    }
+    const segments = [...postings].map(([term, list]) => ({
+      term,
+      first: list.seqs[0] as number,
+      last: list.seqs[list.seqs.length - 1] as number,
+      size: list.seqs.length,
+      bytes: encodeSegment(list.seqs, list.frequencies, list.lengths),
+    }));
     // A small batch (documents arriving one at a time): each term's newest block takes the batch's
-    // postings of the term when it has room. A large batch (a bulk load) makes blocks of its own:
-    // appending would rewrite a small block for nearly every rare word of the batch.
-    if (chunks <= APPEND_BATCH_CHUNKS) {
-      await manager.query(
-        `UPDATE pg_temp.brain_merge m SET into_block = (
-         SELECT CASE WHEN cardinality(b.chunk_seqs) + cardinality(m.chunk_seqs) <= $2 THEN b.block END
-         FROM brain.posting_blocks b WHERE b.tenant_id = $1 AND b.term_hash = m.term_hash ORDER BY b.block DESC LIMIT 1
-       )`,
-        [tenantId, SMALL_BLOCK],
+    // segment of the term (appended: the blocks are sequences of segments) while it has room. A
+    // large batch (a bulk load) makes blocks of its own: appending would rewrite a small block for
+    // nearly every rare word of the batch.
+    let fresh = segments;
+    if (batch.length <= APPEND_BATCH_CHUNKS) {
+      const newest: Array<{ term: string; block: string; size: number }> = await manager.query(
+        `SELECT t.term_hash::text AS term, b.block::text AS block, b.size
+         FROM unnest($2::bigint[]) AS t(term_hash)
+         CROSS JOIN LATERAL (SELECT block, size FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = t.term_hash ORDER BY block DESC LIMIT 1) b`,
+        [tenantId, segments.map((segment) => segment.term)],
       );
+      const into = new Map(newest.map((row) => [row.term, row]));
+      const appended = segments.filter((segment) => (into.get(segment.term)?.size ?? Infinity) + segment.size <= SMALL_BLOCK);
+      for (const part of slices(appended, WRITE_BATCH_BLOCKS)) {
+        await manager.query(
+          `UPDATE brain.posting_blocks b
+           SET block = least(b.block, u.first), last_seq = greatest(b.last_seq, u.last), size = b.size + u.size, postings = b.postings || u.postings
+           FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[], $6::int[], $7::bytea[]) AS u(term_hash, block, first, last, size, postings)
+           WHERE b.tenant_id = $1 AND b.term_hash = u.term_hash AND b.block = u.block`,
+          [
+            tenantId,
+            part.map((segment) => segment.term),
+            part.map((segment) => into.get(segment.term)?.block),
+            part.map((segment) => segment.first),
+            part.map((segment) => segment.last),
+            part.map((segment) => segment.size),
+            part.map((segment) => segment.bytes),
+          ],
+        );
+      }
+      const done = new Set(appended.map((segment) => segment.term));
+      fresh = segments.filter((segment) => !done.has(segment.term));
+    }
+    for (const part of slices(fresh, WRITE_BATCH_BLOCKS)) {
       await manager.query(
-        `UPDATE brain.posting_blocks b
-         SET block = least(b.block, m.first_seq), last_seq = greatest(b.last_seq, m.last_seq), chunk_seqs = b.chunk_seqs || m.chunk_seqs,
-             frequencies = b.frequencies || m.frequencies, lengths = b.lengths || m.lengths
-         FROM pg_temp.brain_merge m
-         WHERE m.into_block IS NOT NULL AND b.tenant_id = $1 AND b.term_hash = m.term_hash AND b.block = m.into_block`,
-        [tenantId],
+        `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
+         SELECT $1::uuid, u.term_hash, u.first, u.last, u.size, u.postings
+         FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::int[], $6::bytea[]) AS u(term_hash, first, last, size, postings)`,
+        [
+          tenantId,
+          part.map((segment) => segment.term),
+          part.map((segment) => segment.first),
+          part.map((segment) => segment.last),
+          part.map((segment) => segment.size),
+          part.map((segment) => segment.bytes),
+        ],
       );
     }
     await manager.query(
-      `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
-       SELECT $1::uuid, term_hash, first_seq, last_seq, chunk_seqs, frequencies, lengths FROM pg_temp.brain_merge WHERE into_block IS NULL`,
-      [tenantId],
-    );
-    await manager.query(
       `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
-       SELECT $1::uuid, term_hash, cardinality(chunk_seqs) FROM pg_temp.brain_merge
+       SELECT $1::uuid, u.term_hash, u.df FROM unnest($2::bigint[], $3::int[]) AS u(term_hash, df)
        ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
-      [tenantId],
+      [tenantId, segments.map((segment) => segment.term), segments.map((segment) => segment.size)],
     );
-    return chunks;
+    return batch.length;
   }
 
   /** Chunks of every tenant waiting for a merge (a SECURITY DEFINER function that returns only the count). */
@@ -494,55 +540,62 @@ export class BrainRepository {
   /**
    * The `limit` best chunks by BM25: Σ weight·tf / (tf + constant + perTerm·length) over the
    * query terms a chunk contains, best first (ties: the chunk indexed first), over the posting
-   * blocks and, when `waiting` (see statistics), the chunks waiting for a merge (POSTINGS),
-   * aggregated per chunk; only the winners are joined to their text. Each term's
-   * contribution is rounded to 1e-9 before summing: sums of such integral doubles are exact in
-   * any order, so a chunk's score (and the order of near-ties) does not depend on the plan the
-   * database picks for a given limit.
+   * blocks and, when `waiting` (see statistics), the chunks waiting for a merge. The database
+   * hands over the query terms' blocks as stored; the sums per chunk are made here (scoreChunks),
+   * and only the winners are read with their text. Each term's contribution is rounded to 1e-9
+   * before summing: sums of such integral doubles are exact in any order, so a chunk's score
+   * (and the order of near-ties) does not depend on the order postings arrive in.
    *
    * When a query mixes common and rarer words, the common words are first only looked up in the
-   * term lists of the chunks holding a rarer one (planPruning); if that ranking cannot be proven whole, the
-   * query is ranked in full. Either way the result is the same.
+   * term lists of the chunks holding a rarer one (planPruning); if that ranking cannot be proven
+   * whole, the query is ranked in full. Either way the result is the same.
+   *
+   * Three statements (blocks, then winners or the pruned completion) in the caller's transaction:
+   * a document deleted in between is left out of the ranking, never shown in part.
    */
   async rank(
     manager: EntityManager,
     tenantId: string,
     weights: ReadonlyArray<WeightedTerm>,
-    normalisation: { readonly constant: number; readonly perTerm: number },
+    normalisation: Normalisation,
     limit: number,
     waiting = true,
   ): Promise<RankedChunkRow[]> {
     // The bound holds while no chunk length can make the normalisation negative (k1 ≥ 0, 0 ≤ b ≤ 1).
     const plan = normalisation.constant >= 0 && normalisation.perTerm >= 0 ? planPruning(weights, limit, this.pruning) : undefined;
-    let rows: RankedRow[] | undefined;
+    let winners: Array<RankedRow & { score: number }> | undefined;
     if (plan) {
-      rows = await manager.query(waiting ? PRUNED_RANKING_WAITING : PRUNED_RANKING_MERGED, [
+      const candidates = await this.scoreChunks(manager, tenantId, plan.essential, normalisation, waiting);
+      const seqs: number[] = [];
+      const parts: number[] = [];
+      candidates.forEach((seq, sum) => {
+        seqs.push(seq);
+        parts.push(sum);
+      });
+      const rows: Array<RankedRow & { score: number | string }> = await manager.query(PRUNED_RANKING, [
         tenantId,
-        plan.essential.map((w) => w.termHash),
-        plan.essential.map((w) => w.weight),
+        seqs,
+        parts,
         normalisation.constant,
         normalisation.perTerm,
         limit,
         plan.rest.map((w) => w.termHash),
         plan.rest.map((w) => w.weight),
       ]);
+      const scored = rows.map((row) => ({ ...row, score: Number(row.score) }));
       const exact = prunedRankingIsExact(
-        (rows ?? []).map((row) => Number(row.score)),
+        scored.map((row) => row.score),
         limit,
         plan,
       );
       this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
-      if (!exact) rows = undefined;
+      if (exact) winners = scored;
     }
-    rows ??= await manager.query(waiting ? FULL_RANKING_WAITING : FULL_RANKING_MERGED, [
-      tenantId,
-      weights.map((w) => w.termHash),
-      weights.map((w) => w.weight),
-      normalisation.constant,
-      normalisation.perTerm,
-      limit,
-    ]);
-    const winners = rows as RankedRow[];
+    if (!winners) {
+      const best = (await this.scoreChunks(manager, tenantId, weights, normalisation, waiting)).top(limit);
+      const rows: Array<RankedRow & { position: string }> = best.length === 0 ? [] : await manager.query(WINNERS, [tenantId, best.map((entry) => entry.seq)]);
+      winners = rows.map((row) => ({ ...row, score: (best[Number(row.position) - 1]?.sum ?? NaN) / 1e9 }));
+    }
     // Only the winners are opened: one document's content once, however many of its chunks won.
     const documents = new Map<string, Promise<DocumentContent>>();
     const contentOf = (row: RankedRow): Promise<DocumentContent> => {
@@ -560,9 +613,35 @@ export class BrainRepository {
     for (const row of winners) {
       const { title, source } = await contentOf(row);
       const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
-      ranked.push({ chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: Number(row.score) });
+      ranked.push({ chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: row.score });
     }
     return ranked;
+  }
+
+  /**
+   * Every chunk holding one of `terms`, with the sum of their contributions (1e-9 units): the
+   * terms' posting blocks as stored, one statement, summed here; and the chunks waiting for a
+   * merge that hold one, when `waiting`.
+   */
+  private async scoreChunks(manager: EntityManager, tenantId: string, terms: ReadonlyArray<WeightedTerm>, normalisation: Normalisation, waiting: boolean): Promise<ScoreTable> {
+    const weightOf = new Map(terms.map((term) => [term.termHash, term.weight]));
+    const rows: Array<{ term: string; postings: Buffer | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
+      waiting ? BLOCKS_AND_WAITING : BLOCKS,
+      [tenantId, terms.map((term) => term.termHash)],
+    );
+    const table = new ScoreTable(
+      Math.min(
+        MAX_PRESIZED_CHUNKS,
+        terms.reduce((sum, term) => sum + term.documentFrequency, 0),
+      ),
+    );
+    for (const row of rows) {
+      const weight = weightOf.get(row.term);
+      if (weight === undefined) throw new Error(`The index answered for a term not asked about`);
+      if (row.postings) table.addBlock(row.postings, weight, normalisation);
+      else table.add(Number(row.seq), contribution(weight, row.tf ?? 0, row.length ?? 0, normalisation));
+    }
+    return table;
   }
 
   private async openDocument(manager: EntityManager, row: StoredDocument): Promise<DocumentRow> {
@@ -606,4 +685,15 @@ export class BrainRepository {
   private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
     await manager.query(`SELECT pg_advisory_xact_lock(${TENANT_MERGE_LOCK}), ${INDEX_ACCESS_ONLY}`, [tenantId]);
   }
+}
+
+/** The elements of a PostgreSQL array of integers in its text form (`{1,-2,3}`), as written. */
+function wordsOfArray(text: string): string[] {
+  const inner = text.slice(1, -1);
+  return inner === '' ? [] : inner.split(',');
+}
+
+/** `items` in consecutive slices of at most `size`. */
+function* slices<T>(items: readonly T[], size: number): Generator<T[]> {
+  for (let start = 0; start < items.length; start += size) yield items.slice(start, start + size);
 }

@@ -7,6 +7,7 @@ import { openBrainDatabase, openBrainReader } from '../brain-service';
 import { BRAIN_SCHEMA } from '../brain/brain.service';
 import { DerivedTenantIndexKeys, TermHasher } from '../index/blind-index';
 import { rankInMemory } from '../ranking/bm25';
+import { decodePostings } from '../ranking/postings';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
 import { CreateBrain1764633600000 } from './1764633600000-create-brain';
@@ -14,6 +15,19 @@ import { EnableRowLevelSecurity1764720000000 } from './1764720000000-enable-row-
 import { SealBrainContent1764892800000 } from './1764892800000-seal-brain-content';
 import { PromptAutovacuum1766707200000 } from './1766707200000-prompt-autovacuum';
 import { TenantContentBytes1766793600000 } from './1766793600000-tenant-content-bytes';
+import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
+
+/** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
+const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
+  a.tenant_id !== b.tenant_id
+    ? a.tenant_id < b.tenant_id
+      ? -1
+      : 1
+    : a.term_hash !== b.term_hash
+      ? BigInt(a.term_hash) < BigInt(b.term_hash)
+        ? -1
+        : 1
+      : Number(a.chunk_seq) - Number(b.chunk_seq);
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -114,18 +128,28 @@ describe('posting blocks migration', () => {
     const { rows: tables } = await inspector.query(`SELECT to_regclass('brain.postings') AS postings`);
     expect(tables).toEqual([{ postings: null }]);
     // (The inspector is a superuser: it reads every tenant's rows.)
-    const postingsAfter = await inspector.query(
-      `SELECT b.tenant_id, b.term_hash::text, u.chunk_seq::text, u.tf, u.length FROM brain.posting_blocks b
-       CROSS JOIN LATERAL unnest(b.chunk_seqs, b.frequencies, b.lengths) AS u(chunk_seq, tf, length) ORDER BY 1, 2, 3`,
-    );
+    const blocks = await inspector.query(`SELECT tenant_id, term_hash::text, size, postings FROM brain.posting_blocks`);
+    const postingsAfter = blocks.rows
+      .flatMap((block: { tenant_id: string; term_hash: string; size: number; postings: Buffer }) => {
+        const decoded = decodePostings(block.postings);
+        expect(decoded.seqs).toHaveLength(block.size);
+        return decoded.seqs.map((seq, index) => ({
+          tenant_id: block.tenant_id,
+          term_hash: block.term_hash,
+          chunk_seq: String(seq),
+          tf: decoded.frequencies[index],
+          length: decoded.lengths[index],
+        }));
+      })
+      .sort(byTenantTermChunk);
     const frequencies = await inspector.query(
       `SELECT c.tenant_id, u.term_hash::text, c.seq::text AS chunk_seq, u.tf, c.length FROM brain.chunks c
        CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf) ORDER BY 1, 2, 3`,
     );
-    expect(postingsAfter.rows).toEqual(postingsBefore.rows);
+    expect(postingsAfter).toEqual([...postingsBefore.rows].sort(byTenantTermChunk));
     expect(frequencies.rows).toEqual(postingsBefore.rows);
-    const { rows: blocks } = await inspector.query(`SELECT count(*)::int AS n, count(DISTINCT (tenant_id, term_hash))::int AS terms FROM brain.posting_blocks`);
-    expect(blocks[0].n).toBe(blocks[0].terms);
+    const { rows: counts } = await inspector.query(`SELECT count(*)::int AS n, count(DISTINCT (tenant_id, term_hash))::int AS terms FROM brain.posting_blocks`);
+    expect(counts[0].n).toBe(counts[0].terms);
 
     // Ranked from the blocks as the reference ranks the same chunks.
     const chunks = DOCUMENTS.flatMap((document) =>
@@ -147,5 +171,92 @@ describe('posting blocks migration', () => {
     } finally {
       await reader.close();
     }
+  });
+});
+
+/**
+ * The compact-blocks migration on blocks as PostingBlocks1766880000000 left them (three arrays):
+ * each becomes one coded value with its size, its postings sorted by chunk (an append could leave
+ * them unsorted), across more blocks than one batch converts.
+ */
+describe('compact posting blocks migration', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  const tenant = randomUUID();
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'brain_compact_migration_test');
+    inspector = new Client({ connectionString: database.url });
+    await inspector.connect();
+    const earlier = await openServiceDatabase({
+      url: database.url,
+      schema: BRAIN_SCHEMA,
+      entities: [],
+      migrations: [
+        CreateBrain1764633600000,
+        EnableRowLevelSecurity1764720000000,
+        SealBrainContent1764892800000,
+        PromptAutovacuum1766707200000,
+        TenantContentBytes1766793600000,
+        PostingBlocks1766880000000,
+      ],
+      applicationName: 'brain-migration-test',
+      serviceRole: serviceRoleName(BRAIN_SCHEMA),
+    });
+    await earlier.destroy();
+  });
+
+  afterAll(async () => {
+    await inspector?.end();
+    await database?.drop();
+  });
+
+  it('codes every block, sorted by chunk, with its size, and drops the arrays', async () => {
+    // (The inspector is a superuser: row-level security does not apply to it.)
+    await inspector.query(
+      `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths) VALUES
+         ($1, 1, 10, 30, '{30,10,20}', '{3,1,2}', '{300,100,200}'),
+         ($1, 1, 40, 40, '{40}', '{1}', '{0}'),
+         ($1, -5, 1099511627776, 1099511627800, '{1099511627776,1099511627800}', '{7,2147483647}', '{12,2147483647}')`,
+      [tenant],
+    );
+    await inspector.query(
+      `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, chunk_seqs, frequencies, lengths)
+       SELECT $1, 1000 + n, n, n + 2, ARRAY[n + 2, n], ARRAY[1, 2], ARRAY[n % 300, 7] FROM generate_series(1, 2500) AS n`,
+      [tenant],
+    );
+    const before = await inspector.query(
+      `SELECT term_hash::text, block::text, chunk_seqs::text[] AS seqs, frequencies, lengths FROM brain.posting_blocks ORDER BY term_hash, block`,
+    );
+
+    const migrated = await openBrainDatabase(database.url);
+    await migrated.destroy();
+
+    const { rows: columns } = await inspector.query(
+      `SELECT column_name FROM information_schema.columns WHERE table_schema = 'brain' AND table_name = 'posting_blocks' ORDER BY ordinal_position`,
+    );
+    expect(columns.map((column) => column.column_name)).toEqual(['tenant_id', 'term_hash', 'block', 'last_seq', 'size', 'postings']);
+    const after = await inspector.query(`SELECT term_hash::text, block::text, size, postings FROM brain.posting_blocks ORDER BY term_hash, block`);
+    expect(after.rows).toHaveLength(2503);
+    const expected = before.rows.map((row: { term_hash: string; block: string; seqs: string[]; frequencies: number[]; lengths: number[] }) => {
+      const order = row.seqs.map((_, index) => index).sort((a, b) => Number(row.seqs[a]) - Number(row.seqs[b]));
+      return {
+        term_hash: row.term_hash,
+        block: row.block,
+        size: row.seqs.length,
+        postings: { seqs: order.map((i) => Number(row.seqs[i])), frequencies: order.map((i) => row.frequencies[i]), lengths: order.map((i) => row.lengths[i]) },
+      };
+    });
+    expect(after.rows.map((row: { term_hash: string; block: string; size: number; postings: Buffer }) => ({ ...row, postings: decodePostings(row.postings) }))).toEqual(expected);
+    expect(expected[0]).toEqual({
+      term_hash: '-5',
+      block: '1099511627776',
+      size: 2,
+      postings: { seqs: [1099511627776, 1099511627800], frequencies: [7, 2147483647], lengths: [12, 2147483647] },
+    });
+    expect(expected[1]?.postings).toEqual({ seqs: [10, 20, 30], frequencies: [1, 2, 3], lengths: [100, 200, 300] });
+    // Row-level security is back on for the owner.
+    const { rows: security } = await inspector.query(`SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'brain.posting_blocks'::regclass`);
+    expect(security).toEqual([{ relrowsecurity: true, relforcerowsecurity: true }]);
   });
 });

@@ -1,0 +1,122 @@
+import fc from 'fast-check';
+import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, ScoreTable } from './postings';
+
+/** Postings of distinct chunks, in any order: chunk numbers up to 2^53 − 1, frequencies and lengths of any size the columns hold. */
+const postingsArbitrary = fc
+  .uniqueArray(
+    fc.record({
+      seq: fc.oneof(
+        fc.integer({ min: 1, max: 5_000 }),
+        fc.maxSafeNat().filter((n) => n > 0),
+      ),
+      tf: fc.oneof(fc.integer({ min: 1, max: 4 }), fc.integer({ min: 1, max: 2 ** 31 - 1 })),
+      length: fc.oneof(fc.integer({ min: 0, max: 300 }), fc.integer({ min: 0, max: 2 ** 31 - 1 })),
+    }),
+    { minLength: 1, maxLength: 200, selector: (posting) => posting.seq },
+  )
+  .map((postings) => ({ seqs: postings.map((p) => p.seq), frequencies: postings.map((p) => p.tf), lengths: postings.map((p) => p.length) }));
+
+const sortedBySeq = (postings: { seqs: number[]; frequencies: number[]; lengths: number[] }): Array<[number, number, number]> =>
+  postings.seqs.map((seq, index): [number, number, number] => [seq, postings.frequencies[index]!, postings.lengths[index]!]).sort((a, b) => a[0] - b[0]);
+
+const normalisation = { constant: 0.3, perTerm: 0.9 / 57.3 };
+
+describe('posting blocks', () => {
+  it('give back every posting, segment after segment, whatever the numbers', () => {
+    fc.assert(
+      fc.property(fc.array(postingsArbitrary, { minLength: 1, maxLength: 4 }), (segments) => {
+        const block = Buffer.concat(segments.map((segment) => encodePostings(segment)));
+        const decoded = decodePostings(block);
+        expect(decoded).toEqual({
+          seqs: segments.flatMap((segment) => sortedBySeq(segment).map((p) => p[0])),
+          frequencies: segments.flatMap((segment) => sortedBySeq(segment).map((p) => p[1])),
+          lengths: segments.flatMap((segment) => sortedBySeq(segment).map((p) => p[2])),
+        });
+      }),
+    );
+  });
+
+  it('take three or four bytes for a posting of a common word', () => {
+    // A word in every third chunk, a few times per chunk, chunks of a couple of hundred terms.
+    const seqs = Array.from({ length: 4_096 }, (_, index) => 1_000_000 + 3 * index);
+    const block = encodeSegment(
+      seqs,
+      seqs.map((_, index) => 1 + (index % 3)),
+      seqs.map((_, index) => 150 + (index % 100)),
+    );
+    expect(block.length / seqs.length).toBeGreaterThanOrEqual(3);
+    expect(block.length / seqs.length).toBeLessThan(4.01);
+  });
+
+  it('refuse what is not a segment: no postings, chunks out of order or repeated, frequencies below one, fractions, mismatched lists', () => {
+    expect(() => encodeSegment([], [], [])).toThrow(RangeError);
+    expect(() => encodeSegment([5, 3], [1, 1], [9, 9])).toThrow(/chunk/);
+    expect(() => encodeSegment([5, 5], [1, 1], [9, 9])).toThrow(/chunk/);
+    expect(() => encodeSegment([0], [1], [9])).toThrow(/chunk/);
+    expect(() => encodeSegment([5], [0], [9])).toThrow(/frequency/);
+    expect(() => encodeSegment([5], [1], [-1])).toThrow(/length/);
+    expect(() => encodeSegment([5], [1.5], [9])).toThrow(/frequency/);
+    expect(() => encodeSegment([2 ** 53], [1], [9])).toThrow(/chunk/);
+    expect(() => encodeSegment([5, 6], [1], [9, 9])).toThrow(/as many/);
+  });
+
+  it('refuse a block cut short or holding a number past 2^53, both when decoded and when scored', () => {
+    const block = encodeSegment([70_000, 70_300], [2, 1], [180, 200]);
+    for (let cut = 1; cut < block.length; cut++) {
+      const truncated = block.subarray(0, cut);
+      expect(() => decodePostings(truncated)).toThrow(RangeError);
+      expect(() => new ScoreTable(4).addBlock(truncated, 1, normalisation)).toThrow(RangeError);
+    }
+    const oversized = Buffer.from([1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f, 1, 1]);
+    expect(() => decodePostings(oversized)).toThrow(/too large/);
+    expect(() => new ScoreTable(4).addBlock(oversized, 1, normalisation)).toThrow(/too large/);
+    expect(() => decodePostings(Buffer.from([0]))).toThrow(/empty segment/);
+    expect(() => new ScoreTable(4).addBlock(Buffer.from([0]), 1, normalisation)).toThrow(/empty segment/);
+  });
+
+  it('sum per chunk what each term contributes, exactly as posting by posting, through any growth of the table', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(postingsArbitrary, fc.double({ min: 0.01, max: 50, noNaN: true })), { minLength: 1, maxLength: 5 }),
+        fc.integer({ min: 0, max: 300 }),
+        (terms, expected) => {
+          const table = new ScoreTable(expected);
+          const reference = new Map<number, number>();
+          for (const [postings, weight] of terms) {
+            table.addBlock(encodePostings(postings), weight, normalisation);
+            forEachPosting(encodePostings(postings), (seq, tf, length) => reference.set(seq, (reference.get(seq) ?? 0) + contribution(weight, tf, length, normalisation)));
+          }
+          const sums = new Map<number, number>();
+          table.forEach((seq, sum) => sums.set(seq, sum));
+          expect(sums).toEqual(reference);
+          expect(table.size).toBe(reference.size);
+        },
+      ),
+    );
+  });
+
+  it('rank the best chunks first, a tie to the chunk indexed first, as sorting them all would', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(fc.integer({ min: 1, max: 2_000 }), fc.integer({ min: 0, max: 20 })), { maxLength: 400 }),
+        fc.integer({ min: 0, max: 50 }),
+        (entries, limit) => {
+          const table = new ScoreTable(8);
+          for (const [seq, amount] of entries) table.add(seq, amount);
+          const all: Array<{ seq: number; sum: number }> = [];
+          table.forEach((seq, sum) => all.push({ seq, sum }));
+          all.sort((a, b) => b.sum - a.sum || a.seq - b.seq);
+          expect(table.top(limit)).toEqual(all.slice(0, limit));
+        },
+      ),
+    );
+  });
+
+  it('round a contribution as PostgreSQL rounds a float8: half to even, the same integer as SQL computes', () => {
+    // weight · tf / (tf + constant + perTerm · length) · 1e9 = 2.5 and 3.5 exactly.
+    expect(contribution(2.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(2);
+    expect(contribution(3.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(4);
+    expect(contribution(1, 1, 0, { constant: 0, perTerm: 0 })).toBe(1e9);
+    expect(contribution(3.2, 2, 180, normalisation)).toBe(Math.round(((3.2 * 2) / (2 + normalisation.constant + normalisation.perTerm * 180)) * 1e9));
+  });
+});
