@@ -70,8 +70,12 @@ export class IndexKeyMismatchError extends Error {
 /** One term's contribution as an integer of 1e-9 units, as SQL computes it (ranking/postings.ts `contribution` in the service). */
 const CONTRIBUTION = (weight: string, tf: string, length: string): string => `round(${weight} * ${tf} / (${tf} + $4::float8 + $5::float8 * ${length}) * 1e9::float8)`;
 
-/** The posting blocks of the terms $2, as stored (coded: ranking/postings.ts): one index range scan per term. */
-const BLOCKS = `SELECT term_hash::text AS term, size, postings, NULL::text AS seq, NULL::int AS tf, NULL::int AS length
+/**
+ * The posting blocks of the terms $2, as stored (coded: ranking/postings.ts), one index range scan
+ * per term. In base64: node-postgres reads a bytea's hex text about ten times slower than Node
+ * decodes base64 (4 ms against 0.3 for 700 kB here), and base64 is a third shorter.
+ */
+const BLOCKS = `SELECT term_hash::text AS term, size, encode(postings, 'base64') AS postings, NULL::text AS seq, NULL::int AS tf, NULL::int AS length
        FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])`;
 
 /** The blocks, and the postings of the chunks waiting for a merge that hold one of the terms. */
@@ -625,7 +629,7 @@ export class BrainRepository {
    */
   private async scoreChunks(manager: EntityManager, tenantId: string, terms: ReadonlyArray<WeightedTerm>, normalisation: Normalisation, waiting: boolean): Promise<ScoreTable> {
     const weightOf = new Map(terms.map((term) => [term.termHash, term.weight]));
-    const rows: Array<{ term: string; postings: Buffer | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
+    const rows: Array<{ term: string; postings: string | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
       waiting ? BLOCKS_AND_WAITING : BLOCKS,
       [tenantId, terms.map((term) => term.termHash)],
     );
@@ -638,7 +642,7 @@ export class BrainRepository {
     for (const row of rows) {
       const weight = weightOf.get(row.term);
       if (weight === undefined) throw new Error(`The index answered for a term not asked about`);
-      if (row.postings) table.addBlock(row.postings, weight, normalisation);
+      if (row.postings !== null) table.addBlock(Buffer.from(row.postings, 'base64'), weight, normalisation);
       else table.add(Number(row.seq), contribution(weight, row.tf ?? 0, row.length ?? 0, normalisation));
     }
     return table;

@@ -130,6 +130,9 @@ export function contribution(weight: number, tf: number, length: number, normali
   return rounded - exact === 0.5 && rounded % 2 !== 0 ? rounded - 1 : rounded;
 }
 
+/** A score table grows once more than this share of its slots is taken (linear probing stays short below it). */
+const MAX_LOAD = 0.75;
+
 /**
  * Per-chunk sums of contributions: an open-addressing table keyed by chunk sequence number
  * (typed arrays, no object per chunk), sized for the postings expected and grown if they were
@@ -139,14 +142,17 @@ export class ScoreTable {
   private keys: Float64Array;
   private sums: Float64Array;
   private mask: number;
+  /** Fibonacci hashing: the top bits of seq · 2^32/φ pick the slot. */
+  private shift: number;
   private used = 0;
 
   constructor(expectedChunks: number) {
     let capacity = 64;
-    while (capacity < expectedChunks * 2) capacity *= 2;
+    while (capacity * MAX_LOAD < expectedChunks) capacity *= 2;
     this.keys = new Float64Array(capacity).fill(-1);
     this.sums = new Float64Array(capacity);
     this.mask = capacity - 1;
+    this.shift = 32 - Math.log2(capacity);
   }
 
   /** Chunks with a sum. */
@@ -156,13 +162,13 @@ export class ScoreTable {
 
   add(seq: number, amount: number): void {
     const keys = this.keys;
-    let slot = (Math.imul(seq | 0, 0x9e3779b1) >>> 7) & this.mask;
+    let slot = Math.imul(seq | 0, 0x9e3779b1) >>> this.shift;
     let key = keys[slot] as number;
     while (key !== seq) {
       if (key === -1) {
         keys[slot] = seq;
         this.sums[slot] = amount;
-        if (++this.used * 2 > keys.length) this.grow();
+        if (++this.used > keys.length * MAX_LOAD) this.grow();
         return;
       }
       slot = (slot + 1) & this.mask;
@@ -219,43 +225,54 @@ export class ScoreTable {
 
   /**
    * The `limit` best chunks, best first: the highest sum, then (a tie) the lowest sequence number,
-   * the chunk indexed first. A bounded heap: one pass, whatever the number of chunks.
+   * the chunk indexed first. A bounded heap over the table's slots, its root the worst entry kept:
+   * one pass, and nothing allocated per chunk.
    */
   top(limit: number): Array<{ seq: number; sum: number }> {
-    const heap: Array<{ seq: number; sum: number }> = [];
-    // The heap's root is its worst entry: the lowest sum, or of equal sums the highest seq.
-    const worse = (a: { seq: number; sum: number }, b: { seq: number; sum: number }): boolean => a.sum < b.sum || (a.sum === b.sum && a.seq > b.seq);
-    const siftDown = (from: number): void => {
-      let at = from;
-      for (;;) {
-        const left = 2 * at + 1;
-        const right = left + 1;
-        let worst = at;
-        if (left < heap.length && worse(heap[left]!, heap[worst]!)) worst = left;
-        if (right < heap.length && worse(heap[right]!, heap[worst]!)) worst = right;
-        if (worst === at) return;
-        [heap[at], heap[worst]] = [heap[worst]!, heap[at]!];
-        at = worst;
-      }
-    };
-    if (limit <= 0) return [];
-    this.forEach((seq, sum) => {
-      const entry = { seq, sum };
-      if (heap.length < limit) {
-        heap.push(entry);
-        let at = heap.length - 1;
+    const size = Math.max(0, Math.min(limit, this.used));
+    const seqs = new Float64Array(size);
+    const sums = new Float64Array(size);
+    // Whether entry (aSum, aSeq) ranks below (bSum, bSeq).
+    const below = (aSum: number, aSeq: number, bSum: number, bSeq: number): boolean => aSum < bSum || (aSum === bSum && aSeq > bSeq);
+    let filled = 0;
+    const keys = this.keys;
+    for (let slot = 0; slot < keys.length && size > 0; slot++) {
+      const seq = keys[slot] as number;
+      if (seq === -1) continue;
+      const sum = this.sums[slot] as number;
+      let at: number;
+      if (filled < size) {
+        // Sift the new entry up from the end.
+        at = filled++;
         while (at > 0) {
           const parent = (at - 1) >> 1;
-          if (!worse(heap[at]!, heap[parent]!)) break;
-          [heap[at], heap[parent]] = [heap[parent]!, heap[at]!];
+          if (!below(sum, seq, sums[parent] as number, seqs[parent] as number)) break;
+          seqs[at] = seqs[parent] as number;
+          sums[at] = sums[parent] as number;
           at = parent;
         }
-      } else if (worse(heap[0]!, entry)) {
-        heap[0] = entry;
-        siftDown(0);
+      } else {
+        if (!below(sums[0] as number, seqs[0] as number, sum, seq)) continue;
+        // Replace the root and sift the new entry down.
+        at = 0;
+        for (;;) {
+          const left = 2 * at + 1;
+          if (left >= size) break;
+          const right = left + 1;
+          let child = left;
+          if (right < size && below(sums[right] as number, seqs[right] as number, sums[left] as number, seqs[left] as number)) child = right;
+          if (!below(sums[child] as number, seqs[child] as number, sum, seq)) break;
+          seqs[at] = seqs[child] as number;
+          sums[at] = sums[child] as number;
+          at = child;
+        }
       }
-    });
-    return heap.sort((a, b) => b.sum - a.sum || a.seq - b.seq);
+      seqs[at] = seq;
+      sums[at] = sum;
+    }
+    const best: Array<{ seq: number; sum: number }> = [];
+    for (let index = 0; index < filled; index++) best.push({ seq: seqs[index] as number, sum: sums[index] as number });
+    return best.sort((a, b) => b.sum - a.sum || a.seq - b.seq);
   }
 
   private grow(): void {
@@ -263,6 +280,7 @@ export class ScoreTable {
     this.keys = new Float64Array(keys.length * 2).fill(-1);
     this.sums = new Float64Array(keys.length * 2);
     this.mask = this.keys.length - 1;
+    this.shift = 32 - Math.log2(this.keys.length);
     this.used = 0;
     for (let slot = 0; slot < keys.length; slot++) {
       const key = keys[slot] as number;
