@@ -505,11 +505,11 @@ export class BrainRepository {
    * The tenant's collection statistics and the document frequencies of `termHashes` (term_stats
    * counts the merged chunks, the chunks waiting for a merge are counted here), read in one
    * statement (one snapshot). Usually no chunk waits: an uncorrelated EXISTS, a plain index probe
-   * (which also skips, and marks, the entries merges left dead), says so before any join. Also sets up the transaction for the scoring query: no JIT
+   * (which also skips, and marks, the entries merges left dead), says so before any join. Also sets up the transaction for the ranking's statements: no JIT
    * compilation (cheap per row, but it can look expensive to the planner, and compiling would cost
-   * more than running it), no memoizing of the per-term scans (each term is scanned once; caching
-   * its postings only costs), and memory enough to aggregate tens of thousands of postings per
-   * chunk without spilling to disk, and index access only (INDEX_ACCESS_ONLY).
+   * more than running it), no memoizing of the per-term scans (each term is scanned once), memory
+   * enough to sort the waiting chunks' postings or a pruned ranking's candidates without spilling
+   * to disk, and index access only (INDEX_ACCESS_ONLY).
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
     const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
