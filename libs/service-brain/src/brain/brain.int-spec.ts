@@ -24,7 +24,8 @@ import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository } from './brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain.service';
 import { rankInMemory } from '../ranking/bm25';
-import { decodePostings } from '../ranking/postings';
+import { contribution, decodePostings } from '../ranking/postings';
+import { DEFAULT_PRUNING } from '../ranking/pruning';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
 import { domainErrorOf } from '@mission/messaging/testing';
@@ -290,6 +291,49 @@ describe('brain on PostgreSQL', () => {
       expect((await query(tenant, 'superconductivity')).results.map((r) => r.documentId)).toEqual([ids.get('Superconductivity')]);
     });
 
+    it('sums each posting as the SQL of a pruned ranking rounds it, exact halves included (half to even)', async () => {
+      // The service sums the read lists, SQL completes a pruned ranking's candidates: the same
+      // integer for the same posting, or the two would rank near-ties differently.
+      const cases = [
+        // Exact halves once multiplied back (0.5, 2.5 and 6.5 are; 1.5e-9 · 1e9 is not 1.5).
+        ...[0.5, 2.5, 6.5].map((units) => ({ weight: units * 1e-9, tf: 1, length: 0, constant: 0, perTerm: 0 })),
+        ...fc.sample(
+          fc.record({
+            weight: fc.double({ min: 0.01, max: 60, noNaN: true }),
+            tf: fc.integer({ min: 1, max: 40 }),
+            length: fc.integer({ min: 0, max: 2_000 }),
+            constant: fc.double({ min: 0, max: 1.2, noNaN: true }),
+            perTerm: fc.double({ min: 0, max: 0.1, noNaN: true }),
+          }),
+          { numRuns: 500, seed: 20261127 },
+        ),
+      ];
+      const { rows } = await inspector.query(
+        `SELECT round(w * tf / (tf + c + p * len) * 1e9::float8) AS units
+         FROM unnest($1::float8[], $2::int[], $3::int[], $4::float8[], $5::float8[]) WITH ORDINALITY AS x(w, tf, len, c, p, n) ORDER BY n`,
+        [cases.map((x) => x.weight), cases.map((x) => x.tf), cases.map((x) => x.length), cases.map((x) => x.constant), cases.map((x) => x.perTerm)],
+      );
+      expect(rows.slice(0, 3).map((row) => Number(row.units))).toEqual([0, 2, 6]);
+      expect(rows.map((row) => Number(row.units))).toEqual(cases.map((x) => contribution(x.weight, x.tf, x.length, { constant: x.constant, perTerm: x.perTerm })));
+    });
+
+    it('refuses a query whose words more passages hold than one query may rank, saying so', async () => {
+      const tenant = randomUUID();
+      await seed(tenant);
+      const dataSource = await openBrainDatabase(database.url);
+      try {
+        const bounded = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, KEYS), DEFAULT_PRUNING, 3), new DerivedTenantIndexKeys(secret));
+        await expect(as(tenant, () => bounded.search('microwave power transistor', 10))).rejects.toMatchObject({
+          code: ErrorCode.ValidationFailed,
+          message: expect.stringMatching(/more than the 3 one query may rank/),
+        });
+        // Below the bound the same service ranks.
+        expect((await as(tenant, () => bounded.search('transistor', 10))).length).toBeGreaterThan(0);
+      } finally {
+        await dataSource.destroy();
+      }
+    });
+
     it('scores as the in-memory BM25 reference over the same chunks', async () => {
       const tenant = randomUUID();
       await seed(tenant);
@@ -442,6 +486,11 @@ describe('brain on PostgreSQL', () => {
       const after = await statisticsOf(tenant);
       expect(after.stored).toEqual(after.derived);
       expect((await query(tenant, 'klystron')).results).toHaveLength(5);
+      // So is one from the middle of the block's segments.
+      await remove(tenant, notes[2]?.id ?? '');
+      const afterMiddle = await statisticsOf(tenant);
+      expect(afterMiddle.stored).toEqual(afterMiddle.derived);
+      expect((await query(tenant, 'klystron')).results.map((result) => result.documentId).sort()).toEqual([notes[0], notes[1], notes[3], notes[4]].map((note) => note?.id).sort());
     });
 
     it('takes a deleted document out of the blocks it shares with another, and keeps the other', async () => {

@@ -1,3 +1,4 @@
+import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
@@ -121,6 +122,16 @@ const PRUNED_RANKING = `WITH scored AS (
 /** A score table starts with room for this many chunks at most (it grows past it if needed). */
 const MAX_PRESIZED_CHUNKS = 1 << 20;
 
+/**
+ * Postings one ranking sums in the service at most (the document frequencies of the terms it
+ * reads in full): about half a second of work and, were they all of different chunks, a score
+ * table of 128 MiB. A query past it is refused (400) instead of holding the service.
+ */
+export const MAX_RANKED_POSTINGS = 4_000_000;
+
+/** Postings summed between two returns to the event loop (about 10 ms of work). */
+const POSTINGS_PER_TURN = 100_000;
+
 type RankedRow = Omit<RankedChunkRow, 'title' | 'source' | 'score'> & { sealed: string | null; title: string | null; source: string | null };
 
 const CHUNK_BATCH = 1_000;
@@ -145,8 +156,9 @@ const APPEND_BATCH_CHUNKS = 256;
 /** A term's newest block takes the postings of later merges while it holds at most this many (an append rewrites it: ≤ 1 KiB). */
 const SMALL_BLOCK = 128;
 
-/** Blocks written per statement by a merge or a deletion (bounds a statement's parameters to a few MB). */
+/** Blocks written per statement by a merge or a deletion, at most, and their coded postings' bytes at most (a statement's parameters stay within a few MB). */
 const WRITE_BATCH_BLOCKS = 5_000;
+const WRITE_BATCH_BYTES = 2 * 1024 * 1024;
 
 const DOCUMENT_COLUMNS = `id, tenant_id AS "tenantId", sealed, title, source, metadata, content_bytes AS "contentBytes", chunk_count AS "chunkCount", created_at AS "createdAt"`;
 
@@ -169,6 +181,7 @@ export class BrainRepository {
   constructor(
     private readonly cipher: RecordCipher,
     private readonly pruning: PruningOptions = DEFAULT_PRUNING,
+    private readonly maxRankedPostings: number = MAX_RANKED_POSTINGS,
   ) {}
 
   /**
@@ -189,9 +202,13 @@ export class BrainRepository {
       document.createdAt,
     ]);
     // The chunks wait in unmerged_chunks until a merge (mergeUnmerged) writes them into posting blocks.
+    // What a merge needs of every chunk (it would otherwise fail on it at every try): a frequency of
+    // at least one for each of its terms, and each term once.
     for (const chunk of chunks) {
       if (chunk.termFrequencies.length !== chunk.termHashes.length)
         throw new Error(`Chunk ${chunk.ordinal} has ${chunk.termHashes.length} terms and ${chunk.termFrequencies.length} frequencies`);
+      if (!chunk.termFrequencies.every((tf) => Number.isSafeInteger(tf) && tf >= 1)) throw new Error(`Chunk ${chunk.ordinal} has a term frequency below one`);
+      if (new Set(chunk.termHashes).size !== chunk.termHashes.length) throw new Error(`Chunk ${chunk.ordinal} lists a term twice`);
     }
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
@@ -320,14 +337,14 @@ export class BrainRepository {
       if (kept.seqs.length === 0) emptied.push(block);
       else rewritten.push({ term: block.term, block: block.block, size: kept.seqs.length, postings: encodePostings(kept) });
     }
-    for (const part of slices(emptied, WRITE_BATCH_BLOCKS)) {
+    for (const part of slices(emptied, () => 0)) {
       await manager.query(
         `DELETE FROM brain.posting_blocks b USING unnest($2::bigint[], $3::bigint[]) AS u(term_hash, block)
          WHERE b.tenant_id = $1 AND b.term_hash = u.term_hash AND b.block = u.block`,
         [tenantId, part.map((block) => block.term), part.map((block) => block.block)],
       );
     }
-    for (const part of slices(rewritten, WRITE_BATCH_BLOCKS)) {
+    for (const part of slices(rewritten, (block) => block.postings.length)) {
       await manager.query(
         `UPDATE brain.posting_blocks b SET size = u.size, postings = u.postings
          FROM unnest($2::bigint[], $3::bigint[], $4::int[], $5::bytea[]) AS u(term_hash, block, size, postings)
@@ -375,11 +392,17 @@ export class BrainRepository {
       const frequencies = wordsOfArray(chunk.frequencies);
       if (terms.length !== frequencies.length) throw new Error(`Chunk ${chunk.seq} has ${terms.length} terms and ${frequencies.length} frequencies`);
       for (const [index, term] of terms.entries()) {
+        const tf = Number(frequencies[index]);
         let list = postings.get(term);
         if (!list) postings.set(term, (list = { seqs: [], frequencies: [], lengths: [] }));
-        list.seqs.push(seq);
-        list.frequencies.push(Number(frequencies[index]));
-        list.lengths.push(chunk.length);
+        const last = list.seqs.length - 1;
+        // A term listed twice in one chunk (stored before ingestion refused that) counts once, with both frequencies.
+        if (last >= 0 && list.seqs[last] === seq) list.frequencies[last] = (list.frequencies[last] as number) + tf;
+        else {
+          list.seqs.push(seq);
+          list.frequencies.push(tf);
+          list.lengths.push(chunk.length);
+        }
       }
     }
     const segments = [...postings].map(([term, list]) => ({
@@ -403,7 +426,7 @@ export class BrainRepository {
       );
       const into = new Map(newest.map((row) => [row.term, row]));
       const appended = segments.filter((segment) => (into.get(segment.term)?.size ?? Infinity) + segment.size <= SMALL_BLOCK);
-      for (const part of slices(appended, WRITE_BATCH_BLOCKS)) {
+      for (const part of slices(appended, (segment) => segment.bytes.length)) {
         await manager.query(
           `UPDATE brain.posting_blocks b
            SET block = least(b.block, u.first), last_seq = greatest(b.last_seq, u.last), size = b.size + u.size, postings = b.postings || u.postings
@@ -423,7 +446,7 @@ export class BrainRepository {
       const done = new Set(appended.map((segment) => segment.term));
       fresh = segments.filter((segment) => !done.has(segment.term));
     }
-    for (const part of slices(fresh, WRITE_BATCH_BLOCKS)) {
+    for (const part of slices(fresh, (segment) => segment.bytes.length)) {
       await manager.query(
         `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
          SELECT $1::uuid, u.term_hash, u.first, u.last, u.size, u.postings
@@ -595,10 +618,13 @@ export class BrainRepository {
       this.pruningOutcomes[exact ? 'pruned' : 'rankedInFull']++;
       if (exact) winners = scored;
     }
-    if (!winners) {
+    // A winner whose document was deleted between the statements is missing from its text's:
+    // ranked again once, so the answer still holds the `limit` best of what remains.
+    for (let attempt = 1; !winners && attempt <= 2; attempt++) {
       const best = (await this.scoreChunks(manager, tenantId, weights, normalisation, waiting)).top(limit);
       const rows: Array<RankedRow & { position: string }> = best.length === 0 ? [] : await manager.query(WINNERS, [tenantId, best.map((entry) => entry.seq)]);
-      winners = rows.map((row) => ({ ...row, score: (best[Number(row.position) - 1]?.sum ?? NaN) / 1e9 }));
+      const found = rows.map((row) => ({ ...row, score: (best[Number(row.position) - 1]?.sum ?? NaN) / 1e9 }));
+      if (rows.length === best.length || attempt === 2) winners = found;
     }
     // Only the winners are opened: one document's content once, however many of its chunks won.
     const documents = new Map<string, Promise<DocumentContent>>();
@@ -614,7 +640,7 @@ export class BrainRepository {
     };
     const ranked: RankedChunkRow[] = [];
     // One at a time: a key not cached yet is read on the transaction's one connection.
-    for (const row of winners) {
+    for (const row of winners ?? []) {
       const { title, source } = await contentOf(row);
       const text = isSealed(row.text) ? await this.cipher.open<string>(manager, { table: 'chunks', id: row.chunkId }, row.text) : row.text;
       ranked.push({ chunkId: row.chunkId, documentId: row.documentId, title, text, source, score: row.score });
@@ -628,22 +654,36 @@ export class BrainRepository {
    * merge that hold one, when `waiting`.
    */
   private async scoreChunks(manager: EntityManager, tenantId: string, terms: ReadonlyArray<WeightedTerm>, normalisation: Normalisation, waiting: boolean): Promise<ScoreTable> {
+    const postings = terms.reduce((sum, term) => sum + term.documentFrequency, 0);
+    if (postings > this.maxRankedPostings) {
+      throw new DomainError(
+        ErrorCode.ValidationFailed,
+        `The query's words occur ${postings} times in the tenant's passages, more than the ${this.maxRankedPostings} one query may rank; leave out its most common words`,
+        [{ field: 'q', message: 'too many passages hold these words' }],
+      );
+    }
     const weightOf = new Map(terms.map((term) => [term.termHash, term.weight]));
-    const rows: Array<{ term: string; postings: string | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
+    const rows: Array<{ term: string; size: number | null; postings: string | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
       waiting ? BLOCKS_AND_WAITING : BLOCKS,
       [tenantId, terms.map((term) => term.termHash)],
     );
-    const table = new ScoreTable(
-      Math.min(
-        MAX_PRESIZED_CHUNKS,
-        terms.reduce((sum, term) => sum + term.documentFrequency, 0),
-      ),
-    );
+    const table = new ScoreTable(Math.min(MAX_PRESIZED_CHUNKS, postings));
+    // The sums run on the event loop: other requests get a turn every POSTINGS_PER_TURN postings.
+    let sinceTurn = 0;
     for (const row of rows) {
       const weight = weightOf.get(row.term);
       if (weight === undefined) throw new Error(`The index answered for a term not asked about`);
-      if (row.postings !== null) table.addBlock(Buffer.from(row.postings, 'base64'), weight, normalisation);
-      else table.add(Number(row.seq), contribution(weight, row.tf ?? 0, row.length ?? 0, normalisation));
+      if (row.postings !== null) {
+        table.addBlock(Buffer.from(row.postings, 'base64'), weight, normalisation);
+        sinceTurn += row.size ?? 0;
+      } else {
+        table.add(Number(row.seq), contribution(weight, row.tf ?? 0, row.length ?? 0, normalisation));
+        sinceTurn += 1;
+      }
+      if (sinceTurn >= POSTINGS_PER_TURN) {
+        sinceTurn = 0;
+        await setImmediate();
+      }
     }
     return table;
   }
@@ -697,7 +737,19 @@ function wordsOfArray(text: string): string[] {
   return inner === '' ? [] : inner.split(',');
 }
 
-/** `items` in consecutive slices of at most `size`. */
-function* slices<T>(items: readonly T[], size: number): Generator<T[]> {
-  for (let start = 0; start < items.length; start += size) yield items.slice(start, start + size);
+/** `items` in consecutive slices of at most WRITE_BATCH_BLOCKS items and WRITE_BATCH_BYTES bytes (`bytesOf`; an item larger than that alone). */
+function* slices<T>(items: readonly T[], bytesOf: (item: T) => number): Generator<T[]> {
+  let slice: T[] = [];
+  let bytes = 0;
+  for (const item of items) {
+    const size = bytesOf(item);
+    if (slice.length > 0 && (slice.length >= WRITE_BATCH_BLOCKS || bytes + size > WRITE_BATCH_BYTES)) {
+      yield slice;
+      slice = [];
+      bytes = 0;
+    }
+    slice.push(item);
+    bytes += size;
+  }
+  if (slice.length > 0) yield slice;
 }

@@ -228,9 +228,14 @@ export class BrainService {
     for (const [ordinal, text] of texts.entries()) {
       // The title is indexed with every chunk, so a passage is found by its document's title too.
       const frequencies = termFrequencies([...analyze(text), ...titleTerms]);
-      const termHashes = [...frequencies.keys()].map((term) => hasher.hash(term));
+      // By hash: two terms of a chunk whose hashes collide count as one, as a query counts them.
+      const byHash = new Map<string, number>();
+      for (const [term, tf] of frequencies) {
+        const hash = hasher.hash(term);
+        byHash.set(hash, (byHash.get(hash) ?? 0) + tf);
+      }
       const length = [...frequencies.values()].reduce((sum, tf) => sum + tf, 0);
-      chunks.push({ id: randomUUID(), ordinal, text, length, termHashes, termFrequencies: [...frequencies.values()] });
+      chunks.push({ id: randomUUID(), ordinal, text, length, termHashes: [...byHash.keys()], termFrequencies: [...byHash.values()] });
       if (ordinal % CHUNKS_PER_SLICE === CHUNKS_PER_SLICE - 1) await yieldToEventLoop();
     }
     const document: DocumentRow = {

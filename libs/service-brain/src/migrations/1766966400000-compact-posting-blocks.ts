@@ -1,8 +1,8 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 import { encodePostings } from '../ranking/postings';
 
-/** Blocks converted per statement. */
-const BATCH = 2_000;
+/** Blocks converted per statement: up to a million postings (a block holds at most 4,096), held in memory as text and numbers. */
+const BATCH = 250;
 
 /**
  * A posting block's chunks, frequencies and lengths in one `postings` value, delta-coded varints
@@ -12,7 +12,7 @@ const BATCH = 2_000;
  * should cost a copy only.
  *
  * Every block is rewritten here, its postings sorted by chunk (an earlier append could leave them
- * unsorted), in batches, with row-level security lifted for the owner within this migration's
+ * unsorted), 250 at a time, with row-level security lifted for the owner within this migration's
  * transaction only. brain-service's earlier versions read and write the arrays: stop them before
  * this migration runs.
  */
@@ -35,12 +35,12 @@ export class CompactPostingBlocks1766966400000 implements MigrationInterface {
         after ? [BATCH, after.tenant, after.term, after.block] : [BATCH],
       );
       if (rows.length === 0) break;
-      const encoded = rows.map((row) => encodePostings({ seqs: integersOf(row.seqs), frequencies: integersOf(row.frequencies), lengths: integersOf(row.lengths) }));
+      const postings = rows.map((row) => ({ seqs: integersOf(row.seqs), frequencies: integersOf(row.frequencies), lengths: integersOf(row.lengths) }));
       await queryRunner.query(
         `UPDATE brain.posting_blocks b SET size = u.size, postings = u.postings, chunk_seqs = NULL, frequencies = NULL, lengths = NULL
          FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::int[], $5::bytea[]) AS u(tenant_id, term_hash, block, size, postings)
          WHERE b.tenant_id = u.tenant_id AND b.term_hash = u.term_hash AND b.block = u.block`,
-        [rows.map((row) => row.tenant), rows.map((row) => row.term), rows.map((row) => row.block), rows.map((row) => integersOf(row.seqs).length), encoded],
+        [rows.map((row) => row.tenant), rows.map((row) => row.term), rows.map((row) => row.block), postings.map((block) => block.seqs.length), postings.map(encodePostings)],
       );
       const last = rows[rows.length - 1];
       if (!last || rows.length < BATCH) break;

@@ -113,8 +113,11 @@ describe('posting blocks', () => {
   });
 
   it('round a contribution as PostgreSQL rounds a float8: half to even, the same integer as SQL computes', () => {
-    // weight · tf / (tf + constant + perTerm · length) · 1e9 = 2.5 and 3.5 exactly.
+    // weight · tf / (tf + constant + perTerm · length) · 1e9 = 0.5, 2.5 and 6.5 exactly: to the even neighbour.
+    expect(contribution(0.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(0);
     expect(contribution(2.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(2);
+    expect(contribution(6.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(6);
+    // Not a tie once computed (3.5e-9 · 1e9 = 3.5000000000000004): up.
     expect(contribution(3.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(4);
     expect(contribution(1, 1, 0, { constant: 0, perTerm: 0 })).toBe(1e9);
     expect(contribution(3.2, 2, 180, normalisation)).toBe(Math.round(((3.2 * 2) / (2 + normalisation.constant + normalisation.perTerm * 180)) * 1e9));
