@@ -2,7 +2,7 @@ import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
-import { contribution, decodePostings, encodePostings, encodeSegment, type Normalisation, ScoreTable } from '../ranking/postings';
+import { contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 
 export interface DocumentRow {
@@ -385,28 +385,8 @@ export class BrainRepository {
     );
     if (batch.length === 0) return 0;
     // The batch's postings per term, in chunk order (the batch is read in that order).
-    const postings = new Map<string, { seqs: number[]; frequencies: number[]; lengths: number[] }>();
-    for (const chunk of batch) {
-      const seq = Number(chunk.seq);
-      const terms = wordsOfArray(chunk.terms);
-      const frequencies = wordsOfArray(chunk.frequencies);
-      if (terms.length !== frequencies.length) throw new Error(`Chunk ${chunk.seq} has ${terms.length} terms and ${frequencies.length} frequencies`);
-      for (const [index, term] of terms.entries()) {
-        const tf = Number(frequencies[index]);
-        let list = postings.get(term);
-        if (!list) postings.set(term, (list = { seqs: [], frequencies: [], lengths: [] }));
-        const last = list.seqs.length - 1;
-        // A term listed twice in one chunk (stored before ingestion refused that) counts once, with both frequencies.
-        if (last >= 0 && list.seqs[last] === seq) list.frequencies[last] = (list.frequencies[last] as number) + tf;
-        else {
-          list.seqs.push(seq);
-          list.frequencies.push(tf);
-          list.lengths.push(chunk.length);
-        }
-      }
-    }
-    const segments = [...postings].map(([term, list]) => ({
-      term,
+    const segments = groupByTerm(batch.map((chunk) => ({ seq: Number(chunk.seq), length: chunk.length, terms: chunk.terms, frequencies: chunk.frequencies }))).map((list) => ({
+      term: list.term,
       first: list.seqs[0] as number,
       last: list.seqs[list.seqs.length - 1] as number,
       size: list.seqs.length,

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, ScoreTable } from './postings';
+import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, groupByTerm, ScoreTable } from './postings';
 
 /** Postings of distinct chunks, in any order: chunk numbers up to 2^53 − 1, frequencies and lengths of any size the columns hold. */
 const postingsArbitrary = fc
@@ -121,5 +121,58 @@ describe('posting blocks', () => {
     expect(contribution(3.5e-9, 1, 0, { constant: 0, perTerm: 0 })).toBe(4);
     expect(contribution(1, 1, 0, { constant: 0, perTerm: 0 })).toBe(1e9);
     expect(contribution(3.2, 2, 180, normalisation)).toBe(Math.round(((3.2 * 2) / (2 + normalisation.constant + normalisation.perTerm * 180)) * 1e9));
+  });
+});
+
+describe('groupByTerm', () => {
+  /** Term hashes as PostgreSQL writes bigints: the extremes, small ones, and any 64-bit value. */
+  const termArbitrary = fc.oneof(
+    fc.constantFrom('0', '-1', '1', '999999999', '1000000000', '-1000000000', '9223372036854775807', '-9223372036854775808'),
+    fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n }).map(String),
+    fc.integer({ min: -3, max: 3 }).map(String),
+  );
+  const chunksArbitrary = fc
+    .array(fc.record({ length: fc.integer({ min: 0, max: 400 }), terms: fc.array(fc.tuple(termArbitrary, fc.integer({ min: 1, max: 9 })), { maxLength: 30 }) }), { maxLength: 40 })
+    .map((chunks) => chunks.map((chunk, index) => ({ ...chunk, seq: 1_000 + 7 * index })));
+
+  it('gives every term its postings in chunk order, as grouping by the decimal strings does, a term listed twice in a chunk summed', () => {
+    fc.assert(
+      fc.property(chunksArbitrary, (chunks) => {
+        const expected = new Map<string, Array<[number, number, number]>>();
+        for (const chunk of chunks) {
+          for (const [term, tf] of chunk.terms) {
+            const list = expected.get(term) ?? [];
+            const last = list[list.length - 1];
+            if (last && last[0] === chunk.seq) last[1] += tf;
+            else list.push([chunk.seq, tf, chunk.length]);
+            expected.set(term, list);
+          }
+        }
+        const grouped = groupByTerm(
+          chunks.map((chunk) => ({
+            seq: chunk.seq,
+            length: chunk.length,
+            terms: `{${chunk.terms.map(([term]) => term).join(',')}}`,
+            frequencies: `{${chunk.terms.map(([, tf]) => tf).join(',')}}`,
+          })),
+        );
+        const actual = new Map(
+          grouped.map((list) => [list.term, [...list.seqs].map((seq, index): [number, number, number] => [seq, list.frequencies[index]!, list.lengths[index]!])]),
+        );
+        expect(actual).toEqual(expected);
+        expect(grouped).toHaveLength(expected.size);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('refuses term lists that are not arrays of whole numbers, or do not match their frequencies', () => {
+    const chunk = (terms: string, frequencies: string) => [{ seq: 1, length: 3, terms, frequencies }];
+    expect(groupByTerm(chunk('{}', '{}'))).toEqual([]);
+    expect(() => groupByTerm(chunk('{1,x}', '{1,1}'))).toThrow(RangeError);
+    expect(() => groupByTerm(chunk('{1,,2}', '{1,1,1}'))).toThrow(RangeError);
+    expect(() => groupByTerm(chunk('{1,2}', '{1}'))).toThrow(/more terms than frequencies/);
+    expect(() => groupByTerm(chunk('{1}', '{1,2}'))).toThrow(/1 terms and 2 frequencies/);
+    expect(() => groupByTerm(chunk('{1}', '{1.5}'))).toThrow(/whole number/);
   });
 });
