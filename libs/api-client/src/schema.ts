@@ -197,7 +197,7 @@ export interface paths {
         };
         /**
          * The best passages for a query, best first (BM25)
-         * @description Only the caller's tenant's documents are searched. Any text is a valid query; an empty one is 400.
+         * @description Only the caller's tenant's documents are searched. Any text is a valid query; an empty one is 400, and so may be one whose words more than 4,000,000 passages hold, counted once for each word.
          */
         get: operations["queryBrain"];
         put?: never;

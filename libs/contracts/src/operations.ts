@@ -323,7 +323,8 @@ export const Operations = {
       operationId: 'queryBrain',
       tag: 'Brain',
       summary: 'The best passages for a query, best first (BM25)',
-      description: "Only the caller's tenant's documents are searched. Any text is a valid query; an empty one is 400.",
+      description:
+        "Only the caller's tenant's documents are searched. Any text is a valid query; an empty one is 400, and so may be one whose words more than 4,000,000 passages hold, counted once for each word.",
       query: 'brainQuery',
       success: { status: 200, description: 'Ranked passages', schema: 'BrainQueryResult' },
     },

@@ -68,8 +68,8 @@ export class IndexKeyMismatchError extends Error {
   }
 }
 
-/** One term's contribution as an integer of 1e-9 units, as SQL computes it (ranking/postings.ts `contribution` in the service). */
-const CONTRIBUTION = (weight: string, tf: string, length: string): string => `round(${weight} * ${tf} / (${tf} + $4::float8 + $5::float8 * ${length}) * 1e9::float8)`;
+/** One term's contribution as an integer of 1e-9 units, as SQL computes it ($4, $5: the normalisation; ranking/postings.ts `contribution` in the service). */
+export const CONTRIBUTION = (weight: string, tf: string, length: string): string => `round(${weight} * ${tf} / (${tf} + $4::float8 + $5::float8 * ${length}) * 1e9::float8)`;
 
 /**
  * The posting blocks of the terms $2, as stored (coded: ranking/postings.ts), one index range scan
@@ -119,15 +119,42 @@ const PRUNED_RANKING = `WITH scored AS (
        CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
        ORDER BY s.score DESC, s.chunk_seq`;
 
-/** A score table starts with room for this many chunks at most (it grows past it if needed). */
-const MAX_PRESIZED_CHUNKS = 1 << 20;
-
 /**
  * Postings one ranking sums in the service at most (the document frequencies of the terms it
- * reads in full): about half a second of work and, were they all of different chunks, a score
- * table of 128 MiB. A query past it is refused (400) instead of holding the service.
+ * reads in full): about half a second of work, and a score table of 128 MiB (sized for every
+ * posting to be of a different chunk, so it never grows). A query past it is refused (400)
+ * instead of holding the service. It is also what all the rankings of a process sum at once (their
+ * tables take about 160 MiB together at most): one waits for the others' postings to be summed
+ * when they would pass it together.
  */
 export const MAX_RANKED_POSTINGS = 4_000_000;
+
+/** A budget taken in amounts: a taker waits (first come, first served) until its amount is free. */
+class WeightedBudget {
+  private available: number;
+  private readonly waiting: Array<{ amount: number; wake: () => void }> = [];
+
+  constructor(readonly total: number) {
+    this.available = total;
+  }
+
+  async take(amount: number): Promise<void> {
+    if (this.waiting.length === 0 && amount <= this.available) {
+      this.available -= amount;
+      return;
+    }
+    await new Promise<void>((wake) => this.waiting.push({ amount, wake }));
+  }
+
+  give(amount: number): void {
+    this.available += amount;
+    for (let next = this.waiting[0]; next && next.amount <= this.available; next = this.waiting[0]) {
+      this.waiting.shift();
+      this.available -= next.amount;
+      next.wake();
+    }
+  }
+}
 
 /** Postings summed between two returns to the event loop (about 10 ms of work). */
 const POSTINGS_PER_TURN = 100_000;
@@ -178,11 +205,16 @@ export class BrainRepository {
   /** How rankings went since start: pruned (the long posting lists skipped), or ranked in full after a pruned try. */
   readonly pruningOutcomes = { pruned: 0, rankedInFull: 0 };
 
+  /** The postings this process's rankings sum at once (MAX_RANKED_POSTINGS). */
+  private readonly rankingBudget: WeightedBudget;
+
   constructor(
     private readonly cipher: RecordCipher,
     private readonly pruning: PruningOptions = DEFAULT_PRUNING,
     private readonly maxRankedPostings: number = MAX_RANKED_POSTINGS,
-  ) {}
+  ) {
+    this.rankingBudget = new WeightedBudget(maxRankedPostings);
+  }
 
   /**
    * Stores a document with its passages, their terms, and a place in unmerged_chunks (a merge
@@ -572,13 +604,14 @@ export class BrainRepository {
     const plan = normalisation.constant >= 0 && normalisation.perTerm >= 0 ? planPruning(weights, limit, this.pruning) : undefined;
     let winners: Array<RankedRow & { score: number }> | undefined;
     if (plan) {
-      const candidates = await this.scoreChunks(manager, tenantId, plan.essential, normalisation, waiting);
       const seqs: number[] = [];
       const parts: number[] = [];
-      candidates.forEach((seq, sum) => {
-        seqs.push(seq);
-        parts.push(sum);
-      });
+      await this.withScores(manager, tenantId, plan.essential, normalisation, waiting, (candidates) =>
+        candidates.forEach((seq, sum) => {
+          seqs.push(seq);
+          parts.push(sum);
+        }),
+      );
       const rows: Array<RankedRow & { score: number | string }> = await manager.query(PRUNED_RANKING, [
         tenantId,
         seqs,
@@ -601,7 +634,7 @@ export class BrainRepository {
     // A winner whose document was deleted between the statements is missing from its text's:
     // ranked again once, so the answer still holds the `limit` best of what remains.
     for (let attempt = 1; !winners && attempt <= 2; attempt++) {
-      const best = (await this.scoreChunks(manager, tenantId, weights, normalisation, waiting)).top(limit);
+      const best = await this.withScores(manager, tenantId, weights, normalisation, waiting, (scores) => scores.top(limit));
       const rows: Array<RankedRow & { position: string }> = best.length === 0 ? [] : await manager.query(WINNERS, [tenantId, best.map((entry) => entry.seq)]);
       const found = rows.map((row) => ({ ...row, score: (best[Number(row.position) - 1]?.sum ?? NaN) / 1e9 }));
       if (rows.length === best.length || attempt === 2) winners = found;
@@ -629,25 +662,53 @@ export class BrainRepository {
   }
 
   /**
-   * Every chunk holding one of `terms`, with the sum of their contributions (1e-9 units): the
-   * terms' posting blocks as stored, one statement, summed here; and the chunks waiting for a
-   * merge that hold one, when `waiting`.
+   * `use` applied to the score table of `terms` (scoreChunks), while the table's postings are
+   * taken from the process's ranking budget; refused with a 400 when they pass one query's bound.
    */
-  private async scoreChunks(manager: EntityManager, tenantId: string, terms: ReadonlyArray<WeightedTerm>, normalisation: Normalisation, waiting: boolean): Promise<ScoreTable> {
+  private async withScores<T>(
+    manager: EntityManager,
+    tenantId: string,
+    terms: ReadonlyArray<WeightedTerm>,
+    normalisation: Normalisation,
+    waiting: boolean,
+    use: (scores: ScoreTable) => T,
+  ): Promise<T> {
     const postings = terms.reduce((sum, term) => sum + term.documentFrequency, 0);
     if (postings > this.maxRankedPostings) {
       throw new DomainError(
         ErrorCode.ValidationFailed,
-        `The query's words occur ${postings} times in the tenant's passages, more than the ${this.maxRankedPostings} one query may rank; leave out its most common words`,
+        `The passages holding the query's words, counted once for each word, number ${postings}, more than the ${this.maxRankedPostings} one query may rank; use fewer or rarer words`,
         [{ field: 'q', message: 'too many passages hold these words' }],
       );
     }
+    await this.rankingBudget.take(postings);
+    try {
+      return use(await this.scoreChunks(manager, tenantId, terms, normalisation, waiting, postings));
+    } finally {
+      this.rankingBudget.give(postings);
+    }
+  }
+
+  /**
+   * Every chunk holding one of `terms`, with the sum of their contributions (1e-9 units): the
+   * terms' posting blocks as stored, one statement, summed here; and the chunks waiting for a
+   * merge that hold one, when `waiting`. `postings`: their document frequencies' sum.
+   */
+  private async scoreChunks(
+    manager: EntityManager,
+    tenantId: string,
+    terms: ReadonlyArray<WeightedTerm>,
+    normalisation: Normalisation,
+    waiting: boolean,
+    postings: number,
+  ): Promise<ScoreTable> {
     const weightOf = new Map(terms.map((term) => [term.termHash, term.weight]));
     const rows: Array<{ term: string; size: number | null; postings: string | null; seq: string | null; tf: number | null; length: number | null }> = await manager.query(
       waiting ? BLOCKS_AND_WAITING : BLOCKS,
       [tenantId, terms.map((term) => term.termHash)],
     );
-    const table = new ScoreTable(Math.min(MAX_PRESIZED_CHUNKS, postings));
+    // Sized for every posting of a different chunk (at most MAX_RANKED_POSTINGS): it never grows.
+    const table = new ScoreTable(postings);
     // The sums run on the event loop: other requests get a turn every POSTINGS_PER_TURN postings.
     let sinceTurn = 0;
     for (const row of rows) {

@@ -174,5 +174,24 @@ describe('groupByTerm', () => {
     expect(() => groupByTerm(chunk('{1,2}', '{1}'))).toThrow(/more terms than frequencies/);
     expect(() => groupByTerm(chunk('{1}', '{1,2}'))).toThrow(/1 terms and 2 frequencies/);
     expect(() => groupByTerm(chunk('{1}', '{1.5}'))).toThrow(/whole number/);
+    expect(() => groupByTerm(chunk('{1}', '{0x1}'))).toThrow(/whole number/);
+    expect(() => groupByTerm(chunk('{1,2}', '{1,}'))).toThrow(/whole number/);
+    expect(() => groupByTerm(chunk('-1}', '{1}'))).toThrow(/not an array/);
+    expect(() => groupByTerm(chunk('{-}', '{}'))).toThrow(RangeError);
+    expect(() => groupByTerm(chunk('{1}}', '{1}'))).toThrow(RangeError);
+    expect(() => groupByTerm(chunk('{}', '{1}'))).toThrow(/0 terms and 1 frequencies/);
+  });
+
+  it('keeps every posting of a batch with more terms and postings than its tables start with', () => {
+    // 6,000 distinct terms over 50 chunks of 300: the term table and the posting arrays grow.
+    const chunks = Array.from({ length: 50 }, (_, index) => {
+      const terms = Array.from({ length: 300 }, (_, n) => String(-3_000_000_000_000_000_000n + BigInt(((index * 7 + n * 13) % 6_000) * 1_000_003)));
+      return { seq: 10 + index, length: 300, terms: `{${terms.join(',')}}`, frequencies: `{${terms.map((_, n) => 1 + (n % 4)).join(',')}}` };
+    });
+    const grouped = groupByTerm(chunks);
+    expect(grouped.reduce((sum, list) => sum + list.seqs.length, 0)).toBe(50 * 300);
+    expect(new Set(grouped.map((list) => list.term)).size).toBe(grouped.length);
+    expect(grouped.length).toBeGreaterThan(4_000);
+    for (const list of grouped) expect([...list.seqs]).toEqual([...list.seqs].sort((a, b) => a - b));
   });
 });

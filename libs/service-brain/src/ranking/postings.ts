@@ -365,6 +365,11 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
   for (const [chunkIndex, chunk] of chunks.entries()) {
     const frequencies = wholeNumbers(chunk.frequencies);
     const text = chunk.terms;
+    if (text.charCodeAt(0) !== 123 || text.charCodeAt(text.length - 1) !== 125) throw new RangeError(`Chunk ${chunk.seq} has a term list that is not an array`);
+    if (text === '{}') {
+      if (frequencies.length !== 0) throw new RangeError(`Chunk ${chunk.seq} has 0 terms and ${frequencies.length} frequencies`);
+      continue;
+    }
     let position = 0;
     // Each element: an optional minus, then digits; high holds all but the last nine, low those.
     for (let at = 1; at < text.length; at++) {
@@ -388,11 +393,8 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
         }
         code = text.charCodeAt(++at);
       }
-      if (lowDigits === 0) {
-        if (at === text.length - 1 && position === 0 && code === 125) break; // {}
+      if (lowDigits === 0 || (code !== 44 && code !== 125) || (code === 125 && at !== text.length - 1))
         throw new RangeError(`Chunk ${chunk.seq} has a term list that is not an array of whole numbers`);
-      }
-      if (code !== 44 && code !== 125) throw new RangeError(`Chunk ${chunk.seq} has a term list that is not an array of whole numbers`);
       const tf = frequencies[position];
       if (tf === undefined) throw new RangeError(`Chunk ${chunk.seq} has more terms than frequencies`);
       if (count === postingTerms.length) {
@@ -458,7 +460,7 @@ function wholeNumbers(text: string): number[] {
   if (inner === '') return [];
   return inner.split(',').map((element) => {
     const value = Number(element);
-    if (!Number.isSafeInteger(value)) throw new RangeError(`Not a whole number: ${element.slice(0, 32)}`);
+    if (!/^-?\d{1,16}$/.test(element) || !Number.isSafeInteger(value)) throw new RangeError(`Not a whole number: ${element.slice(0, 32)}`);
     return value;
   });
 }
