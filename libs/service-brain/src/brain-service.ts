@@ -75,21 +75,27 @@ function keyProvider(indexKeys: Buffer | TenantIndexKeys): TenantIndexKeys {
   return Buffer.isBuffer(indexKeys) ? new DerivedTenantIndexKeys(indexKeys) : indexKeys;
 }
 
-/** The `brain` schema, migrated by the connecting user, queried as the service role (row-level security applies). */
-export async function openBrainDatabase(databaseUrl: string): Promise<DataSource> {
+/** The brain schema's migrations, in order. */
+export const BRAIN_MIGRATIONS = [
+  CreateBrain1764633600000,
+  EnableRowLevelSecurity1764720000000,
+  SealBrainContent1764892800000,
+  PromptAutovacuum1766707200000,
+  TenantContentBytes1766793600000,
+  PostingBlocks1766880000000,
+  CompactPostingBlocks1766966400000,
+];
+
+/**
+ * The `brain` schema, migrated by the connecting user, queried as the service role (row-level
+ * security applies). `migrations`: all of them but for a test of one on a database left before it.
+ */
+export async function openBrainDatabase(databaseUrl: string, migrations: ReadonlyArray<(typeof BRAIN_MIGRATIONS)[number]> = BRAIN_MIGRATIONS): Promise<DataSource> {
   return openServiceDatabase({
     url: databaseUrl,
     schema: BRAIN_SCHEMA,
     entities: [],
-    migrations: [
-      CreateBrain1764633600000,
-      EnableRowLevelSecurity1764720000000,
-      SealBrainContent1764892800000,
-      PromptAutovacuum1766707200000,
-      TenantContentBytes1766793600000,
-      PostingBlocks1766880000000,
-      CompactPostingBlocks1766966400000,
-    ],
+    migrations: [...migrations],
     applicationName: 'brain-service',
     serviceRole: serviceRoleName(BRAIN_SCHEMA),
   });

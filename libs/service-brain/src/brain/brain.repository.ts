@@ -2,7 +2,7 @@ import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, RecordCipher } from '@mission/persistence';
-import { contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable } from '../ranking/postings';
+import { contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 
 export interface DocumentRow {
@@ -88,11 +88,15 @@ const BLOCKS_AND_WAITING = `${BLOCKS}
        CROSS JOIN LATERAL unnest(c.term_hashes, c.term_frequencies) AS u(term_hash, tf)
        WHERE m.tenant_id = $1 AND u.term_hash = ANY($2::bigint[])`;
 
+/** Each winner `s` (its `chunk_seq`) joined to its text and document by primary key. */
+const WINNER_COLUMNS = `c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source`;
+const WINNER_TEXT = `CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
+       CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d`;
+
 /** The chunks $2 (the winners, best first) with their text and document, in that order. */
-const WINNERS = `SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.position
+const WINNERS = `SELECT ${WINNER_COLUMNS}, s.position
        FROM unnest($2::bigint[]) WITH ORDINALITY AS s(chunk_seq, position)
-       CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
-       CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
+       ${WINNER_TEXT}
        ORDER BY s.position`;
 
 /**
@@ -113,10 +117,9 @@ const PRUNED_RANKING = `WITH scored AS (
          ORDER BY score DESC, e.chunk_seq
          LIMIT $6
        )
-       SELECT c.id AS "chunkId", c.document_id AS "documentId", d.sealed, d.title, c.text, d.source, s.score
+       SELECT ${WINNER_COLUMNS}, s.score
        FROM scored s
-       CROSS JOIN LATERAL (SELECT id, document_id, text FROM brain.chunks WHERE seq = s.chunk_seq AND tenant_id = $1 OFFSET 0) c
-       CROSS JOIN LATERAL (SELECT sealed, title, source FROM brain.documents WHERE id = c.document_id AND tenant_id = $1 OFFSET 0) d
+       ${WINNER_TEXT}
        ORDER BY s.score DESC, s.chunk_seq`;
 
 /**
@@ -353,7 +356,7 @@ export class BrainRepository {
        WHERE b.tenant_id = $1 AND b.term_hash IN (SELECT term_hash FROM terms) AND b.block <= $4 AND b.last_seq >= $3`,
       [tenantId, seqs, first, last],
     );
-    const removed = new Set(wordsOfArray(seqs).map(Number));
+    const removed = new Set(wholeNumbers(seqs));
     const emptied: Array<{ term: string; block: string }> = [];
     const rewritten: Array<{ term: string; block: string; size: number; postings: Buffer }> = [];
     for (const block of blocks) {
@@ -770,12 +773,6 @@ export class BrainRepository {
   private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
     await manager.query(`SELECT pg_advisory_xact_lock(${TENANT_MERGE_LOCK}), ${INDEX_ACCESS_ONLY}`, [tenantId]);
   }
-}
-
-/** The elements of a PostgreSQL array of integers in its text form (`{1,-2,3}`), as written. */
-function wordsOfArray(text: string): string[] {
-  const inner = text.slice(1, -1);
-  return inner === '' ? [] : inner.split(',');
 }
 
 /** `items` in consecutive slices of at most WRITE_BATCH_BLOCKS items and WRITE_BATCH_BYTES bytes (`bytesOf`; an item larger than that alone). */

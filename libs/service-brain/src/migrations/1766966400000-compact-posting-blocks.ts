@@ -1,5 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
-import { encodePostings } from '../ranking/postings';
+import { encodePostings, wholeNumbers } from '../ranking/postings';
 
 /** Blocks converted per statement: up to a million postings (a block holds at most 4,096), held in memory as text and numbers. */
 const BATCH = 250;
@@ -35,7 +35,7 @@ export class CompactPostingBlocks1766966400000 implements MigrationInterface {
         after ? [BATCH, after.tenant, after.term, after.block] : [BATCH],
       );
       if (rows.length === 0) break;
-      const postings = rows.map((row) => ({ seqs: integersOf(row.seqs), frequencies: integersOf(row.frequencies), lengths: integersOf(row.lengths) }));
+      const postings = rows.map((row) => ({ seqs: wholeNumbers(row.seqs), frequencies: wholeNumbers(row.frequencies), lengths: wholeNumbers(row.lengths) }));
       await queryRunner.query(
         `UPDATE brain.posting_blocks b SET size = u.size, postings = u.postings, chunk_seqs = NULL, frequencies = NULL, lengths = NULL
          FROM unnest($1::uuid[], $2::bigint[], $3::bigint[], $4::int[], $5::bytea[]) AS u(tenant_id, term_hash, block, size, postings)
@@ -55,10 +55,4 @@ export class CompactPostingBlocks1766966400000 implements MigrationInterface {
   async down(): Promise<void> {
     throw new Error('CompactPostingBlocks1766966400000 cannot be undone: restore a backup taken before it (PostingBlocks1766880000000 before it cannot be undone either)');
   }
-}
-
-/** The whole numbers of an integer array's text form (`{1,2,3}`). */
-function integersOf(text: string): number[] {
-  const inner = text.slice(1, -1);
-  return inner === '' ? [] : inner.split(',').map(Number);
 }

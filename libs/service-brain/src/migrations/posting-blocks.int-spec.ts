@@ -1,21 +1,16 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
-import { createTestDatabase, openServiceDatabase, serviceRoleName, TestDatabase } from '@mission/persistence';
+import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
-import { openBrainDatabase, openBrainReader } from '../brain-service';
-import { BRAIN_SCHEMA } from '../brain/brain.service';
+import { BRAIN_MIGRATIONS, openBrainDatabase, openBrainReader } from '../brain-service';
 import { DerivedTenantIndexKeys, TermHasher } from '../index/blind-index';
 import { rankInMemory } from '../ranking/bm25';
 import { decodePostings } from '../ranking/postings';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
-import { CreateBrain1764633600000 } from './1764633600000-create-brain';
-import { EnableRowLevelSecurity1764720000000 } from './1764720000000-enable-row-level-security';
-import { SealBrainContent1764892800000 } from './1764892800000-seal-brain-content';
-import { PromptAutovacuum1766707200000 } from './1766707200000-prompt-autovacuum';
-import { TenantContentBytes1766793600000 } from './1766793600000-tenant-content-bytes';
 import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
+import { CompactPostingBlocks1766966400000 } from './1766966400000-compact-posting-blocks';
 
 /** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
 const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
@@ -28,6 +23,13 @@ const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq:
         ? -1
         : 1
       : Number(a.chunk_seq) - Number(b.chunk_seq);
+
+/** The brain migrations that run before `migration`: a database as the version before it left it. */
+function migrationsBefore(migration: (typeof BRAIN_MIGRATIONS)[number]): typeof BRAIN_MIGRATIONS {
+  const position = BRAIN_MIGRATIONS.indexOf(migration);
+  if (position < 0) throw new Error(`${migration.name} is not a brain migration`);
+  return BRAIN_MIGRATIONS.slice(0, position);
+}
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -53,14 +55,7 @@ describe('posting blocks migration', () => {
     database = await createTestDatabase(ADMIN_URL, 'brain_migration_test');
     inspector = new Client({ connectionString: database.url });
     await inspector.connect();
-    const earlier = await openServiceDatabase({
-      url: database.url,
-      schema: BRAIN_SCHEMA,
-      entities: [],
-      migrations: [CreateBrain1764633600000, EnableRowLevelSecurity1764720000000, SealBrainContent1764892800000, PromptAutovacuum1766707200000, TenantContentBytes1766793600000],
-      applicationName: 'brain-migration-test',
-      serviceRole: serviceRoleName(BRAIN_SCHEMA),
-    });
+    const earlier = await openBrainDatabase(database.url, migrationsBefore(PostingBlocks1766880000000));
     await earlier.destroy();
 
     // What the earlier ingestion stored (plaintext content, as stored before sealing), each tenant's
@@ -188,21 +183,7 @@ describe('compact posting blocks migration', () => {
     database = await createTestDatabase(ADMIN_URL, 'brain_compact_migration_test');
     inspector = new Client({ connectionString: database.url });
     await inspector.connect();
-    const earlier = await openServiceDatabase({
-      url: database.url,
-      schema: BRAIN_SCHEMA,
-      entities: [],
-      migrations: [
-        CreateBrain1764633600000,
-        EnableRowLevelSecurity1764720000000,
-        SealBrainContent1764892800000,
-        PromptAutovacuum1766707200000,
-        TenantContentBytes1766793600000,
-        PostingBlocks1766880000000,
-      ],
-      applicationName: 'brain-migration-test',
-      serviceRole: serviceRoleName(BRAIN_SCHEMA),
-    });
+    const earlier = await openBrainDatabase(database.url, migrationsBefore(CompactPostingBlocks1766966400000));
     await earlier.destroy();
   });
 

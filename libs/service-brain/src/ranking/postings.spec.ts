@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, groupByTerm, ScoreTable } from './postings';
+import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, groupByTerm, ScoreTable, wholeNumbers } from './postings';
 
 /** Postings of distinct chunks, in any order: chunk numbers up to 2^53 − 1, frequencies and lengths of any size the columns hold. */
 const postingsArbitrary = fc
@@ -180,6 +180,9 @@ describe('groupByTerm', () => {
     expect(() => groupByTerm(chunk('{-}', '{}'))).toThrow(RangeError);
     expect(() => groupByTerm(chunk('{1}}', '{1}'))).toThrow(RangeError);
     expect(() => groupByTerm(chunk('{}', '{1}'))).toThrow(/0 terms and 1 frequencies/);
+    expect(() => groupByTerm(chunk('{1}', '1'))).toThrow(/Not an array/);
+    expect(wholeNumbers('{-9007199254740991,0,7}')).toEqual([-9007199254740991, 0, 7]);
+    expect(() => wholeNumbers('{9007199254740993}')).toThrow(/whole number/);
   });
 
   it('keeps every posting of a batch with more terms and postings than its tables start with', () => {

@@ -208,7 +208,6 @@ export class ScoreTable {
         seq += next();
         const tf = next();
         const length = next();
-        if (at > end) throw new RangeError('Posting block ends inside a number');
         this.add(seq, contribution(weight, tf, length, normalisation));
       }
     }
@@ -454,8 +453,9 @@ function grown(array: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
   return larger;
 }
 
-/** The elements of an integer array's text form (`{1,2,3}`): whole numbers only. */
-function wholeNumbers(text: string): number[] {
+/** The elements of a PostgreSQL integer array's text form (`{1,-2,3}`): safe whole numbers only. */
+export function wholeNumbers(text: string): number[] {
+  if (!text.startsWith('{') || !text.endsWith('}')) throw new RangeError(`Not an array: ${text.slice(0, 32)}`);
   const inner = text.slice(1, -1);
   if (inner === '') return [];
   return inner.split(',').map((element) => {
