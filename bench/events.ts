@@ -57,7 +57,9 @@ async function receiver(delayMs = 0): Promise<{ url: string; arrivals: Map<strin
       setTimeout(() => response.writeHead(204).end(), delayMs);
     });
   });
-  server.keepAliveTimeout = 1_000;
+  // Node's own default, as receivers commonly keep connections 5 s or longer: a hint of one second
+  // (what this receiver said before) makes Node's agent close every connection it frees.
+  server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,

@@ -11,12 +11,15 @@ import type { WebhookSecrets } from './webhooks';
 /** The contract's default: seconds before each retry after a failed attempt (WEBHOOK_RETRY_SCHEDULE). */
 export const DEFAULT_RETRY_SCHEDULE_SECONDS: readonly number[] = [5, 300, 1800, 7200, 18000, 36000];
 
+/** Attempts in flight at once on one replica, by default. */
+export const DEFAULT_DISPATCH_CONCURRENCY = 64;
+
 export interface DispatcherOptions {
   /** Seconds before each retry; after the last, the delivery is `failed`. */
   readonly retryScheduleSeconds: readonly number[];
   /** A 2xx must come within this long (the contract: 10 s). */
   readonly timeoutMs?: number;
-  /** Attempts in flight at once on this replica. */
+  /** Attempts in flight at once on this replica (DEFAULT_DISPATCH_CONCURRENCY); give the target policy as many connections per host. */
   readonly concurrency?: number;
   /**
    * Attempts in flight at once to one webhook (1: its deliveries go out in order, one after the
@@ -155,7 +158,7 @@ export class WebhookDispatcher {
     private readonly logger: DispatcherLogger,
   ) {
     this.timeoutMs = options.timeoutMs ?? 10_000;
-    this.concurrency = options.concurrency ?? 64;
+    this.concurrency = options.concurrency ?? DEFAULT_DISPATCH_CONCURRENCY;
     this.perWebhook = options.perWebhook ?? 1;
     this.pollMs = options.pollMs ?? 1_000;
   }

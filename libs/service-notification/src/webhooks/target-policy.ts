@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { RequestFilteringHttpAgent, RequestFilteringHttpsAgent } from 'request-filtering-agent';
 import { DomainError, ErrorCode } from '@mission/contracts';
+import { DEFAULT_DISPATCH_CONCURRENCY } from './dispatcher';
 
 /**
  * Addresses ipaddr.js calls unicast that are not public all the same: IPv4-compatible IPv6 (which
@@ -31,10 +32,17 @@ export class WebhookTargetPolicy {
   constructor(
     readonly allowPrivate: boolean,
     private readonly resolve: (hostname: string) => Promise<ReadonlyArray<{ address: string }>> = (hostname) => lookup(hostname, { all: true, verbatim: true }),
+    /** Connections to one host at once: the dispatcher's attempts in flight (DispatcherOptions.concurrency). */
+    connectionsPerHost: number = DEFAULT_DISPATCH_CONCURRENCY,
   ) {
     const filter = { allowPrivateIPAddress: allowPrivate, allowMetaIPAddress: allowPrivate, denyIPAddressList: allowPrivate ? [] : [...NOT_PUBLIC_RANGES] };
-    // Connections are kept for the next delivery to the same host (every new one is checked as it connects).
-    const pool = { keepAlive: true, keepAliveMsecs: 1_000, maxSockets: 8, maxFreeSockets: 4, timeout: 30_000 };
+    // Connections are kept for the next delivery to the same host (every new one is checked as it
+    // connects), idle ones for 30 s. A host may have as many as the dispatcher has attempts in
+    // flight: an attempt never waits in the agent for a connection another webhook holds to the same
+    // host, where its timeout would run and one tenant's slow endpoint could fail another tenant's
+    // deliveries to a shared receiver. (At 8 per host, with 4 kept idle, 20 webhooks of one receiver
+    // opened a connection for every second or third delivery.)
+    const pool = { keepAlive: true, keepAliveMsecs: 1_000, maxSockets: connectionsPerHost, maxFreeSockets: connectionsPerHost, timeout: 30_000 };
     this.agents = { http: new RequestFilteringHttpAgent({ ...filter, ...pool }), https: new RequestFilteringHttpsAgent({ ...filter, ...pool }) };
   }
 

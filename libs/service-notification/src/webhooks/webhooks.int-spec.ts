@@ -158,6 +158,54 @@ describe('webhook deliveries on PostgreSQL', () => {
     await node.dispatcher.stop();
   });
 
+  it("lets no tenant's slow endpoint hold up another tenant's deliveries to the same host: every webhook of a shared receiver gets a connection", async () => {
+    const node = await replica({ allowPrivate: true, timeoutMs: 5_000 });
+    const held: Array<() => void> = [];
+    const served: string[] = [];
+    // One receiver host for everyone: its /slow path answers only when the test lets it, /fast at once.
+    const shared = http.createServer((request, response) => {
+      request.resume();
+      request.on('end', () => {
+        if (request.url?.startsWith('/slow')) held.push(() => response.writeHead(204).end());
+        else {
+          served.push(String(request.headers['webhook-id']));
+          response.writeHead(204).end();
+        }
+      });
+    });
+    await new Promise<void>((resolve) => shared.listen(0, '127.0.0.1', resolve));
+    const base = `http://127.0.0.1:${(shared.address() as AddressInfo).port}`;
+    try {
+      // More slow endpoints than the eight connections per host the agents used to allow.
+      const slowTenants = Array.from({ length: 9 }, () => randomUUID());
+      for (const [index, tenant] of slowTenants.entries()) {
+        await runWithTenant({ tenantId: tenant }, () => node.webhooks.create({ url: `${base}/slow?n=${index}`, events: ['hit.created'] }));
+      }
+      const fastTenant = randomUUID();
+      const quick = await runWithTenant({ tenantId: fastTenant }, () => node.webhooks.create({ url: `${base}/fast`, events: ['hit.created'] }));
+      node.dispatcher.start();
+      for (const tenant of slowTenants) {
+        await runWithTenant({ tenantId: tenant }, () =>
+          node.log.record(randomUUID(), { type: 'hit.created', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
+        );
+      }
+      // Each tenant's delivery reaches the receiver while the others are held (the ninth used to wait for a connection until the first timed out).
+      await until(() => held.length === slowTenants.length, 'every slow endpoint to hold its delivery', 2_500);
+      const recorded = await runWithTenant({ tenantId: fastTenant }, () =>
+        node.log.record(randomUUID(), { type: 'hit.created', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
+      );
+      // Well within the 5 s timeout the held attempts are still running on.
+      await until(async () => (await deliveryOf(fastTenant, quick.id))[0]?.state === 'succeeded', 'the other tenant to be served beside the held ones', 2_500);
+      expect(served).toEqual([recorded?.id]);
+      expect(held).toHaveLength(slowTenants.length);
+    } finally {
+      for (const release of held) release();
+      await node.dispatcher.stop();
+      shared.closeAllConnections();
+      shared.close();
+    }
+  });
+
   it('lets a slow endpoint hold no more than its one delivery at a time: another webhook is served meanwhile', async () => {
     const node = await replica({ allowPrivate: true, timeoutMs: 5_000 });
     const fast = http.createServer((request, response) => {
