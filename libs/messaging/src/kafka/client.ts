@@ -7,6 +7,7 @@ import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig, SAS
 import { BusLogger, consoleBusLogger, describe } from '../delivery';
 import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
 import { ProducerHandle } from './producers';
+import { fixKafkajsRequestQueue } from './request-queue-fix';
 
 const TOPIC_TIMEOUT_MS = 15_000;
 
@@ -20,6 +21,8 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
 
 export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
+  // Before any connection exists: an idle kafkajs connection otherwise wakes the process every millisecond.
+  fixKafkajsRequestQueue();
   return new Kafka({ brokers, clientId, ssl, ...(sasl ? { sasl } : {}), logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
 }
 
