@@ -19,10 +19,15 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
   };
 }
 
+let requestQueueWarned = false;
+
 export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
   // Before any connection exists: an idle kafkajs connection otherwise wakes the process every millisecond.
-  fixKafkajsRequestQueue();
+  if (!fixKafkajsRequestQueue() && !requestQueueWarned) {
+    requestQueueWarned = true;
+    logger.warn('kafkajs is not the version its request-queue fix was written for; it runs unfixed', { fix: 'libs/messaging/src/kafka/request-queue-fix.ts' });
+  }
   return new Kafka({ brokers, clientId, ssl, ...(sasl ? { sasl } : {}), logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
 }
 

@@ -93,6 +93,38 @@ describe('the kafkajs request queue fix', () => {
     expect(jest.getTimerCount()).toBe(0);
   });
 
+  it('sends a request left waiting after its throttle ended by the 10 ms check alone, no answer needed to wake it (tulios/kafkajs#1532)', () => {
+    fixKafkajsRequestQueue();
+    const q = queue();
+    q.throttledUntil = Date.now() + 50;
+    const { sendRequest, pushed } = request(1);
+    q.push(pushed);
+    // The throttle ends before the check is armed (the race of #1532): with a request waiting, a check must still come.
+    jest.clearAllTimers();
+    (q as unknown as { throttleCheckTimeoutId: unknown }).throttleCheckTimeoutId = null;
+    q.throttledUntil = Date.now() - 1;
+    q.scheduleCheckPendingRequests();
+    expect(jest.getTimerCount()).toBe(1);
+    jest.advanceTimersByTime(9);
+    expect(sendRequest).not.toHaveBeenCalled();
+    jest.advanceTimersByTime(1);
+    expect(sendRequest).toHaveBeenCalledTimes(1);
+  });
+
+  it('waits for a throttle the broker extends while a check is armed', () => {
+    fixKafkajsRequestQueue();
+    const q = queue();
+    const start = Date.now();
+    q.throttledUntil = start + 100;
+    const { sendRequest, pushed } = request(1);
+    q.push(pushed);
+    q.throttledUntil = start + 300;
+    jest.advanceTimersByTime(150);
+    expect(sendRequest).not.toHaveBeenCalled();
+    jest.advanceTimersByTime(150);
+    expect(sendRequest).toHaveBeenCalledTimes(1);
+  });
+
   it('checks again when a throttle ends even with nothing waiting, and sends what waits for a free slot once one frees', () => {
     fixKafkajsRequestQueue();
     const q = queue(1);

@@ -7,7 +7,7 @@
  * one millisecond (and Node 24 warns about each negative delay). Every connection thus wakes its
  * process about a thousand times a second for as long as it is open (tulios/kafkajs#1556, #1604,
  * #1704, #1751; the fix below is the one those threads converge on, never released). A service
- * holds a dozen or more connections: here that was about 1,700 wake-ups a second and 4 % of a core
+ * holds a dozen or more connections: here that was about 1,700 wake-ups a second and 4 to 6 % of a core
  * per idle service, and the same timers kept firing between the requests of a busy one.
  *
  * The fixed method schedules a check only while requests wait (as before) or until a throttle the
@@ -60,10 +60,18 @@ function withoutCommentsOrSpace(source: string): string {
   return source.replace(/\/\/[^\n]*/g, '').replace(/\s+/g, '');
 }
 
-/** kafkajs's RequestQueue, fixed; whether the fix applies (false: kafkajs's method differs from the one fixed). */
+/**
+ * kafkajs's RequestQueue, fixed; whether the fix applies (false: kafkajs's method differs from the
+ * one fixed, or the module is not where kafkajs 2.2.4 keeps it: kafkajs then runs as shipped).
+ */
 export function fixKafkajsRequestQueue(): boolean {
-  // kafkajs has no exports map: its modules are reachable by path, and this one is not re-exported.
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const RequestQueue = require('kafkajs/src/network/requestQueue') as { prototype: { scheduleCheckPendingRequests: unknown } };
+  let RequestQueue: { prototype: { scheduleCheckPendingRequests: unknown } };
+  try {
+    // kafkajs has no exports map: its modules are reachable by path, and this one is not re-exported.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    RequestQueue = require('kafkajs/src/network/requestQueue') as typeof RequestQueue;
+  } catch {
+    return false;
+  }
   return fixRequestQueue(RequestQueue.prototype);
 }

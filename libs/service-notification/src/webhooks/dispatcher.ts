@@ -19,7 +19,7 @@ export interface DispatcherOptions {
   readonly retryScheduleSeconds: readonly number[];
   /** A 2xx must come within this long (the contract: 10 s). */
   readonly timeoutMs?: number;
-  /** Attempts in flight at once on this replica (DEFAULT_DISPATCH_CONCURRENCY); give the target policy as many connections per host. */
+  /** Attempts in flight at once on this replica (DEFAULT_DISPATCH_CONCURRENCY). */
   readonly concurrency?: number;
   /**
    * Attempts in flight at once to one webhook (1: its deliveries go out in order, one after the

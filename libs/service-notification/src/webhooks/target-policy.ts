@@ -32,17 +32,16 @@ export class WebhookTargetPolicy {
   constructor(
     readonly allowPrivate: boolean,
     private readonly resolve: (hostname: string) => Promise<ReadonlyArray<{ address: string }>> = (hostname) => lookup(hostname, { all: true, verbatim: true }),
-    /** Connections to one host at once: the dispatcher's attempts in flight (DispatcherOptions.concurrency). */
-    connectionsPerHost: number = DEFAULT_DISPATCH_CONCURRENCY,
   ) {
     const filter = { allowPrivateIPAddress: allowPrivate, allowMetaIPAddress: allowPrivate, denyIPAddressList: allowPrivate ? [] : [...NOT_PUBLIC_RANGES] };
     // Connections are kept for the next delivery to the same host (every new one is checked as it
-    // connects), idle ones for 30 s. A host may have as many as the dispatcher has attempts in
-    // flight: an attempt never waits in the agent for a connection another webhook holds to the same
-    // host, where its timeout would run and one tenant's slow endpoint could fail another tenant's
-    // deliveries to a shared receiver. (At 8 per host, with 4 kept idle, 20 webhooks of one receiver
-    // opened a connection for every second or third delivery.)
-    const pool = { keepAlive: true, keepAliveMsecs: 1_000, maxSockets: connectionsPerHost, maxFreeSockets: connectionsPerHost, timeout: 30_000 };
+    // connects), idle ones for 30 s, as many idle per host as the dispatcher has attempts in flight.
+    // No limit per host in the agent: the dispatcher's own bounds (one attempt per webhook, 64 per
+    // replica) are the limits, and an attempt waiting in the agent for a connection would have its
+    // timeout running, so one tenant's slow endpoints on a shared receiver could fail another
+    // tenant's deliveries there. (At 8 per host, with 4 kept idle, the ninth slow endpoint held
+    // every other delivery to its host until an attempt timed out.)
+    const pool = { keepAlive: true, keepAliveMsecs: 1_000, maxSockets: Infinity, maxFreeSockets: DEFAULT_DISPATCH_CONCURRENCY, timeout: 30_000 };
     this.agents = { http: new RequestFilteringHttpAgent({ ...filter, ...pool }), https: new RequestFilteringHttpsAgent({ ...filter, ...pool }) };
   }
 

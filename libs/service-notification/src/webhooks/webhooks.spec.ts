@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { DomainError } from '@mission/contracts';
-import { DEFAULT_RETRY_SCHEDULE_SECONDS, sendSigned } from './dispatcher';
+import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_RETRY_SCHEDULE_SECONDS, sendSigned } from './dispatcher';
 import { isPublicAddress, WebhookTargetPolicy } from './target-policy';
 import { newWebhookSecret } from './webhooks';
 import { EmbeddedNotificationConfigSchema } from '../notification.config';
@@ -91,6 +91,15 @@ describe('webhook targets', () => {
     await expect(open.check('http://127.0.0.1:9999/hook')).resolves.toBeInstanceOf(URL);
     await expect(open.check('https://internal.example.com/')).resolves.toBeInstanceOf(URL);
     expect(await refusal(open.check('ftp://127.0.0.1/'))).toMatch(/https/);
+  });
+
+  it('leaves the number of connections to one host to the dispatcher, keeping as many idle as it has attempts in flight', () => {
+    // An attempt that waited in the agent for a connection would have its timeout running.
+    for (const agent of Object.values(new WebhookTargetPolicy(false).agents)) {
+      expect(agent.maxSockets).toBe(Infinity);
+      expect(agent.maxFreeSockets).toBe(DEFAULT_DISPATCH_CONCURRENCY);
+      expect((agent as unknown as { keepAlive: boolean }).keepAlive).toBe(true);
+    }
   });
 
   it('classifies addresses as ipaddr.js does: public unicast only', () => {
