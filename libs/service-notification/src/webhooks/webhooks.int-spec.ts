@@ -159,7 +159,7 @@ describe('webhook deliveries on PostgreSQL', () => {
   });
 
   it("lets no tenant's slow endpoint hold up another tenant's deliveries to the same host: every webhook of a shared receiver gets a connection", async () => {
-    const node = await replica({ allowPrivate: true, timeoutMs: 5_000 });
+    const node = await replica({ allowPrivate: true, timeoutMs: 10_000 });
     const held: Array<() => void> = [];
     const served: string[] = [];
     // One receiver host for everyone: its /slow path answers only when the test lets it, /fast at once.
@@ -190,12 +190,12 @@ describe('webhook deliveries on PostgreSQL', () => {
         );
       }
       // Each tenant's delivery reaches the receiver while the others are held (the ninth used to wait for a connection until the first timed out).
-      await until(() => held.length === slowTenants.length, 'every slow endpoint to hold its delivery', 2_500);
+      await until(() => held.length === slowTenants.length, 'every slow endpoint to hold its delivery', 5_000);
       const recorded = await runWithTenant({ tenantId: fastTenant }, () =>
         node.log.record(randomUUID(), { type: 'hit.created', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
       );
-      // Well within the 5 s timeout the held attempts are still running on.
-      await until(async () => (await deliveryOf(fastTenant, quick.id))[0]?.state === 'succeeded', 'the other tenant to be served beside the held ones', 2_500);
+      // Well within the 10 s timeout the held attempts are still running on.
+      await until(async () => (await deliveryOf(fastTenant, quick.id))[0]?.state === 'succeeded', 'the other tenant to be served beside the held ones', 5_000);
       expect(served).toEqual([recorded?.id]);
       expect(held).toHaveLength(slowTenants.length);
     } finally {
