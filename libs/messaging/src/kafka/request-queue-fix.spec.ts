@@ -33,6 +33,16 @@ function request(correlationId: number) {
   };
 }
 
+/** A fixed queue throttled for `forMs`, holding one request pushed meanwhile. */
+function throttledWithRequest(forMs: number) {
+  fixKafkajsRequestQueue();
+  const q = queue();
+  q.throttledUntil = Date.now() + forMs;
+  const { sendRequest, pushed } = request(1);
+  q.push(pushed);
+  return { q, sendRequest };
+}
+
 describe('the kafkajs request queue fix', () => {
   beforeEach(() => jest.useFakeTimers());
   afterEach(() => {
@@ -80,11 +90,7 @@ describe('the kafkajs request queue fix', () => {
   });
 
   it('still sends a request that waited for a broker throttle once the throttle ends, and not before', () => {
-    fixKafkajsRequestQueue();
-    const q = queue();
-    q.throttledUntil = Date.now() + 250;
-    const { sendRequest, pushed } = request(1);
-    q.push(pushed);
+    const { q, sendRequest } = throttledWithRequest(250);
     jest.advanceTimersByTime(200);
     expect(sendRequest).not.toHaveBeenCalled();
     jest.advanceTimersByTime(100);
@@ -94,11 +100,7 @@ describe('the kafkajs request queue fix', () => {
   });
 
   it('sends a request left waiting after its throttle ended by the 10 ms check alone, no answer needed to wake it (tulios/kafkajs#1532)', () => {
-    fixKafkajsRequestQueue();
-    const q = queue();
-    q.throttledUntil = Date.now() + 50;
-    const { sendRequest, pushed } = request(1);
-    q.push(pushed);
+    const { q, sendRequest } = throttledWithRequest(50);
     // The throttle ends before the check is armed (the race of #1532): with a request waiting, a check must still come.
     jest.clearAllTimers();
     (q as unknown as { throttleCheckTimeoutId: unknown }).throttleCheckTimeoutId = null;
@@ -112,13 +114,9 @@ describe('the kafkajs request queue fix', () => {
   });
 
   it('waits for a throttle the broker extends while a check is armed', () => {
-    fixKafkajsRequestQueue();
-    const q = queue();
-    const start = Date.now();
-    q.throttledUntil = start + 100;
-    const { sendRequest, pushed } = request(1);
-    q.push(pushed);
-    q.throttledUntil = start + 300;
+    const { q, sendRequest } = throttledWithRequest(100);
+    // The fake clock stands still: the broker's new throttle ends 300 ms from the push.
+    q.throttledUntil = Date.now() + 300;
     jest.advanceTimersByTime(150);
     expect(sendRequest).not.toHaveBeenCalled();
     jest.advanceTimersByTime(150);
