@@ -14,26 +14,30 @@
  * - Memory: the gateway's resident memory (the all-in-one process's, embedded) before and after
  *   opening `--streams` streams (100 per tenant, the per-instance limit).
  *
+ * - Before all that, on the distributed target, the deliveries load runs until the broker's JIT
+ *   compilers are quiet (`--settle`, at most 240 s; 0 skips it), as in the http and missions suites.
+ *
  * Results go to bench/results/events-<date>.json and .md with the commit. See bench/README.md.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFileSync } from 'node:fs';
 import { finishReport, Harness } from './support/harness';
-import { gitInfo, machineInfo } from './support/report';
+import type { BrokerSettle } from './support/jit';
+import { gitInfo, machineInfo, settleText } from './support/report';
 import { percentiles, type Percentiles } from './support/stats';
 import { startTarget, type PreparedTarget, type TargetContext } from './support/targets';
-import { type BenchOptions, TARGET_NAMES, type TargetName } from './support/options';
+import { type BenchOptions, DEFAULT_SETTLE_SECONDS, TARGET_NAMES, type TargetName } from './support/options';
 import { call } from '../test/support/api-client';
 import { openEventStream, type OpenStream } from '../test/support/event-stream-client';
 
 const harness = new Harness('bench:events');
 const { log, cleanup } = harness;
 
-function option(name: string, fallback: number): number {
+function option(name: string, fallback: number, least = 1): number {
   const raw = process.argv.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1];
   const value = raw === undefined ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
+  if (!Number.isInteger(value) || value < least) throw new Error(`--${name} must be an integer of at least ${least}`);
   return value;
 }
 
@@ -196,6 +200,8 @@ async function main(): Promise<number> {
   const streams = option('streams', 1000);
   const duration = option('duration', 3);
   const webhookCount = option('webhooks', 20);
+  // As in the other suites: a fresh broker's JIT compilers settle under load before anything is measured.
+  const settleSeconds = option('settle', DEFAULT_SETTLE_SECONDS, 0);
   const targets = (process.argv
     .find((arg) => arg.startsWith('--targets='))
     ?.split('=')[1]
@@ -225,6 +231,7 @@ async function main(): Promise<number> {
     const slow = await receiver(10_000);
     try {
       const token = tokenOf(target, 0);
+      const brokerSettle = await harness.settleBroker(target, settleSeconds, (seconds) => deliveries(target, token, webhookCount, seconds));
       log(`${name}: ${samples} approvals, warm-up first`);
       await latency(target, token, Math.min(50, samples), hooks.url, hooks.arrivals);
       const quiet = await latency(target, token, samples, hooks.url, hooks.arrivals);
@@ -242,7 +249,7 @@ async function main(): Promise<number> {
       log(`${name}: ${throughput.perSecond} deliveries/s`);
       const memory = await streamMemory(target, streams);
       log(`${name}: ${streams} streams: ${memory.beforeMiB} → ${memory.afterMiB} MiB`);
-      results[name] = { startupSeconds: Math.round(target.startupSeconds * 10) / 10, latency: quiet, latencyBesideSlowEndpoint: beside, throughput, memory };
+      results[name] = { startupSeconds: Math.round(target.startupSeconds * 10) / 10, brokerSettle, latency: quiet, latencyBesideSlowEndpoint: beside, throughput, memory };
     } finally {
       await hooks.close();
       await slow.close();
@@ -257,7 +264,7 @@ async function main(): Promise<number> {
     startedAt: startedAt.toISOString(),
     git: gitInfo(),
     machine,
-    parameters: { samples, streams, duration, webhooks: webhookCount },
+    parameters: { samples, streams, duration, webhooks: webhookCount, settleSeconds },
     results,
     ok: true,
   };
@@ -270,7 +277,8 @@ async function main(): Promise<number> {
     '|---|--:|--:|--:|--:|--:|',
     ...rows,
   ].join('\n');
-  const markdown = `# Events benchmark, ${report.date} (${report.git.commit ?? 'unknown commit'})\n\n${table}\n`;
+  const settle = settleText(Object.entries(results).map(([name, value]) => ({ name, brokerSettle: (value as { brokerSettle: BrokerSettle | null }).brokerSettle })));
+  const markdown = `# Events benchmark, ${report.date} (${report.git.commit ?? 'unknown commit'})\n\n${table}\n${settle ? `\n${settle}\n` : ''}`;
   return finishReport({ write: process.argv.includes('--write') }, `events-${report.date}`, report, markdown, table, '', log);
 }
 

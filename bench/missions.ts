@@ -22,8 +22,9 @@
 import { FINAL_MISSION_STATUSES, type MissionStatus, type MissionView } from '@mission/contracts';
 import { cpuBetween, cpuMsPer, cpuSnapshot, type CpuReport } from './support/cpu';
 import { finishReport, Harness, infrastructureOf, quietestOf, TargetStartError } from './support/harness';
+import type { BrokerSettle } from './support/jit';
 import { BenchOptions, MISSIONS_USAGE, optionsOrExit } from './support/options';
-import { BenchReport, brokerMs, cpuMsText, cpuUseTable, foreignCpu, gitInfo, machineInfo, noiseWarnings, perUnitText, totalMs } from './support/report';
+import { BenchReport, brokerMs, cpuMsText, cpuUseTable, foreignCpu, gitInfo, machineInfo, noiseWarnings, perUnitText, settleText, totalMs } from './support/report';
 import { percentiles, Percentiles, round2 } from './support/stats';
 import { PreparedTarget, startTarget, TargetContext } from './support/targets';
 
@@ -417,8 +418,10 @@ interface MissionsTargetResult {
   readonly origin: string;
   readonly startupSeconds: number;
   readonly details: Record<string, unknown>;
-  /** The servers' CPU at rest, sampled once after the target came up. */
+  /** The servers' CPU at rest, sampled once after the target came up (and after the broker warm-up). */
   readonly idleCpu: CpuReport | null;
+  /** The extra warm-up until the broker's JIT compilers were quiet (null: none). */
+  readonly brokerSettle: BrokerSettle | null;
   readonly sequential: Omit<SequentialRun, 'foreign'>;
   readonly throughput: Omit<ThroughputRun, 'foreign'>;
   readonly uncleanExits: string[];
@@ -440,6 +443,8 @@ interface MissionsReport {
     readonly clients: number;
     readonly durationSeconds: number;
     readonly warmupSeconds: number;
+    /** Most seconds of throughput load spent waiting for a fresh broker's JIT compilers (0: no wait). */
+    readonly settleSeconds: number;
     readonly timeoutSeconds: number;
     readonly mission: typeof MISSION_BODY;
     readonly tenant: string;
@@ -512,6 +517,8 @@ function markdownReport(report: MissionsReport): string {
       `Throughput: ${parameters.polling} ` +
       "CPU ms/mission: CPU time of the Kafka broker started for the run and of all the target's processes over the phase, divided by its missions (sequential: the polls included).",
   ];
+  const settle = settleText(report.targets);
+  if (settle) lines.push('', settle);
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {
     lines.push('', '**Flagged runs (numbers not trustworthy):**', '');
@@ -530,7 +537,7 @@ function markdownReport(report: MissionsReport): string {
   );
   if (cpu) lines.push('', 'CPU during each measured phase (100% = one core; the client is the benchmark process):', '', cpu);
   const idle = cpuUseTable(report.targets.map((result) => ({ label: result.name, cpu: result.idleCpu })));
-  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up; part of every CPU-per-mission figure, most visibly in the sequential one):', '', idle);
+  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-mission figure, most visibly in the sequential one):', '', idle);
   const perMission = ['| run | CPU ms per mission, by process |', '|---|---|'];
   for (const result of report.targets) {
     if (result.sequential.cpuMsPerMission) perMission.push(`| ${result.name} sequential | ${perUnitText(result.sequential.cpuMsPerMission)} |`);
@@ -565,9 +572,11 @@ async function main(): Promise<number> {
     }
     harness.checkInterrupted();
     log(`${name}: up after ${target.startupSeconds.toFixed(1)} s`);
-    const idleCpu = await harness.idleCpu(target, machine.cpus);
     if (!target.token) throw new Error(`The ${name} target has no tenant token`);
     const api = new Api(target.origin, target.token, options.timeoutSeconds * 1000);
+    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, (seconds) => throughputLoad(target, api, options, seconds, machine.cpus));
+    // At rest after that warm-up, as a broker in service is.
+    const idleCpu = await harness.idleCpu(target, machine.cpus);
     const { foreign: _sequentialForeign, ...sequential } = await quietestOf(harness, `${name} sequential`, options.waitQuietSeconds, () =>
       sequentialOnce(target, api, options, machine.cpus),
     );
@@ -586,6 +595,7 @@ async function main(): Promise<number> {
       startupSeconds: Math.round(target.startupSeconds * 10) / 10,
       details: target.details,
       idleCpu,
+      brokerSettle,
       sequential,
       throughput,
       uncleanExits: unclean,
@@ -608,6 +618,7 @@ async function main(): Promise<number> {
       clients: options.clients,
       durationSeconds: options.durationSeconds,
       warmupSeconds: options.warmupSeconds,
+      settleSeconds: options.settleSeconds,
       timeoutSeconds: options.timeoutSeconds,
       mission: MISSION_BODY,
       tenant: "one enterprise tenant at the highest rpm, its machine client's token",

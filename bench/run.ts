@@ -6,6 +6,7 @@
  */
 import { cpuBetween, cpuMsPer, cpuSnapshot, residentMiB, type CpuReport } from './support/cpu';
 import { finishReport, Harness, infrastructureOf, percentText, quietestOf, TargetStartError } from './support/harness';
+import type { BrokerSettle } from './support/jit';
 import { runLoad, stopLoad } from './support/load';
 import { BenchOptions, optionsOrExit, USAGE } from './support/options';
 import {
@@ -29,10 +30,9 @@ const harness = new Harness('bench');
 const { log, cleanup } = harness;
 harness.whenInterrupted(stopLoad);
 
-/** One warm-up and one measured run at `connections`, with the CPU use of the measured part. */
-async function measureOnce(target: PreparedTarget, options: BenchOptions, connections: number, cores: number) {
-  const label = `${target.name} (${connections} conn.)`;
-  const settings = {
+/** The load on `target` at `connections` (without its duration). */
+function loadSettings(target: PreparedTarget, options: BenchOptions, connections: number) {
+  return {
     origin: target.origin,
     requests: target.requests,
     connections,
@@ -40,6 +40,12 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
     rate: options.rate,
     timeoutSeconds: options.timeoutSeconds,
   };
+}
+
+/** One warm-up and one measured run at `connections`, with the CPU use of the measured part. */
+async function measureOnce(target: PreparedTarget, options: BenchOptions, connections: number, cores: number) {
+  const label = `${target.name} (${connections} conn.)`;
+  const settings = loadSettings(target, options, connections);
   if (options.waitQuietSeconds > 0) await harness.waitQuiet(target, options.waitQuietSeconds, cores);
   log(`${label}: warming up for ${options.warmupSeconds} s`);
   const warmup = await runLoad({ ...settings, durationSeconds: Math.max(1, Math.ceil(options.warmupSeconds)) });
@@ -74,7 +80,14 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
 }
 
-async function measure(target: PreparedTarget, options: BenchOptions, connections: number, cores: number, idleCpu: CpuReport | null): Promise<TargetResult> {
+async function measure(
+  target: PreparedTarget,
+  options: BenchOptions,
+  connections: number,
+  cores: number,
+  idleCpu: CpuReport | null,
+  brokerSettle: BrokerSettle | null,
+): Promise<TargetResult> {
   const run = await quietestOf(harness, `${target.name} (${connections} conn.)`, options.waitQuietSeconds, () => measureOnce(target, options, connections, cores));
   const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings } = run;
   const { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond } = warmup;
@@ -89,6 +102,7 @@ async function measure(target: PreparedTarget, options: BenchOptions, connection
     bodyBytes: Buffer.byteLength(target.requests[0]?.body ?? ''),
     responseBody: target.requests[0]?.body ?? '',
     warmup: { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond },
+    brokerSettle,
     measured,
     cpu,
     idleCpu,
@@ -125,11 +139,14 @@ async function main(): Promise<number> {
     if (name !== 'baseline') missionBody ??= target.requests[0]?.body;
     harness.checkInterrupted();
     log(`${target.name}: up after ${target.startupSeconds.toFixed(1)} s`);
-    const idleCpu = await harness.idleCpu(target, machine.cpus);
     // Most connections first: the runs with fewer connections then find servers (and broker) warmed by the heavier load.
+    const heaviest = Math.max(...options.connections);
+    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, (seconds) => runLoad({ ...loadSettings(target, options, heaviest), durationSeconds: seconds }));
+    // At rest after that warm-up, as a broker in service is.
+    const idleCpu = await harness.idleCpu(target, machine.cpus);
     const measured: TargetResult[] = [];
     for (const connections of [...options.connections].reverse()) {
-      measured.push(await measure(target, options, connections, machine.cpus, idleCpu));
+      measured.push(await measure(target, options, connections, machine.cpus, idleCpu, brokerSettle));
       harness.checkInterrupted();
     }
     log(`${name}: stopping`);
@@ -149,6 +166,7 @@ async function main(): Promise<number> {
     parameters: {
       mode: options.mode,
       warmupSeconds: options.warmupSeconds,
+      settleSeconds: options.settleSeconds,
       durationSeconds: options.durationSeconds,
       connections: options.connections,
       pipelining: options.pipelining,

@@ -44,7 +44,7 @@ export const KERNEL_THREADS = 'kernel threads';
 
 let clockTicks: number | undefined;
 
-function ticksPerSecond(): number {
+export function ticksPerSecond(): number {
   if (clockTicks === undefined) {
     try {
       clockTicks = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;

@@ -5,8 +5,9 @@ import { Cleanup } from './cleanup';
 import { cpuBetween, cpuSnapshot, type CpuReport, POSTGRES_SERVER } from './cpu';
 import type { BenchOptions } from './options';
 import { killAllServers, REPO_ROOT } from './processes';
+import { type BrokerSettle, compilerCpuMs, settleCompilers } from './jit';
 import { foreignCpu, NOISE_THRESHOLD_PERCENT } from './report';
-import type { PreparedTarget } from './targets';
+import { KAFKA_BROKER, type PreparedTarget } from './targets';
 
 /** Thrown at the next step after Ctrl-C: the signal handler cleans up and exits. */
 export class Interrupted extends Error {}
@@ -73,6 +74,18 @@ export class Harness {
       }
       if (round === 0) this.log(`${target.name}: other processes use ${Math.round(total)}% of a core (${busy}); waiting for quiet`);
     }
+  }
+
+  /**
+   * With a Kafka broker started for the run: `load` (the suite's warm-up load) in slices until the
+   * broker's JIT compilers are quiet, for at most `maxSeconds` (support/jit.ts says why). Null for
+   * the other targets, a broker given by KAFKA_BROKERS, or `maxSeconds` 0.
+   */
+  async settleBroker(target: PreparedTarget, maxSeconds: number, load: (seconds: number) => Promise<unknown>): Promise<BrokerSettle | null> {
+    const pid = target.servers[KAFKA_BROKER];
+    if (pid === undefined || maxSeconds <= 0) return null;
+    this.log(`${target.name}: warm-up load until the broker's JIT compilers are quiet (at most ${maxSeconds} s)`);
+    return settleCompilers({ maxSeconds, compilerMs: () => compilerCpuMs(pid), load, log: this.log, label: target.name, checkInterrupted: () => this.checkInterrupted() });
   }
 
   /**

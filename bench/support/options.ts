@@ -18,6 +18,11 @@ export interface BenchOptions {
   readonly mode: 'full' | 'quick';
   /** Seconds of warm-up load before each measured run (its numbers are discarded). */
   readonly warmupSeconds: number;
+  /**
+   * Most seconds of extra warm-up load, on a target with a broker started for the run, until the
+   * broker's JIT compilers are quiet (0: none).
+   */
+  readonly settleSeconds: number;
   /** Seconds of the measured run (missions: of submitting). */
   readonly durationSeconds: number;
   /** http: each target is measured once per connection count, ascending. */
@@ -45,6 +50,9 @@ export interface BenchOptions {
 const COMMON_USAGE = `  --targets=<list>      comma-separated subset of {targets} (BENCH_TARGETS)
   --cpu-prof[=<dir>]    profile the servers' CPU (profiles in <dir>, default a new temp dir);
                         results are not written
+  --settle=<s>          with a Kafka broker started for the run, keep the warm-up load on until the
+                        broker's JIT compilers use less than 5% of a core over 15 s, for at most
+                        <s> s (BENCH_SETTLE, default 240; quick: 0, i.e. no wait)
   --wait-quiet[=<s>]    before each measured run, wait up to <s> s (default 300) until other
                         processes use less than a quarter of a core, and measure up to 3 times if
                         they get busy during the run, keeping the quietest run (BENCH_WAIT_QUIET)
@@ -90,6 +98,15 @@ export function usage(suite: Suite): string {
 
 export class UsageError extends Error {}
 
+/** Most seconds a full run waits for a fresh broker's JIT compilers (seen here: busy for the first 90 s or so of load). */
+export const DEFAULT_SETTLE_SECONDS = 240;
+
+function nonNegative(name: string, raw: string): number {
+  const value = Number(raw);
+  if (!Number.isFinite(value) || value < 0) throw new UsageError(`${name} must be a number of seconds, 0 or more, not "${raw}"`);
+  return value;
+}
+
 function positive(name: string, raw: string, integer: boolean): number {
   const value = Number(raw);
   if (!Number.isFinite(value) || value <= 0 || (integer && !Number.isInteger(value))) {
@@ -98,7 +115,7 @@ function positive(name: string, raw: string, integer: boolean): number {
   return value;
 }
 
-const COMMON_FLAGS = ['quick', 'duration', 'warmup', 'timeout', 'targets', 'cpu-prof', 'wait-quiet', 'write', 'no-write', 'help'];
+const COMMON_FLAGS = ['quick', 'duration', 'warmup', 'settle', 'timeout', 'targets', 'cpu-prof', 'wait-quiet', 'write', 'no-write', 'help'];
 const SUITE_FLAGS: Readonly<Record<Suite, readonly string[]>> = {
   http: [...COMMON_FLAGS, 'connections', 'pipelining', 'tenants', 'rate'],
   missions: [...COMMON_FLAGS, 'clients', 'samples'],
@@ -159,6 +176,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
         ].sort((a, b) => a - b);
   if (connections.length === 0) throw new UsageError('--connections lists no count');
 
+  const settle = setting('settle', 'BENCH_SETTLE');
   const rateSetting = suite === 'http' ? setting('rate', 'BENCH_RATE') : undefined;
   const waitQuiet = flags.get('wait-quiet') ?? (env.BENCH_WAIT_QUIET || undefined);
   const cpuProf = flags.get('cpu-prof');
@@ -171,6 +189,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     suite,
     mode,
     warmupSeconds: number('warmup', 'BENCH_WARMUP', mode === 'quick' ? 1 : 5, false),
+    settleSeconds: settle === undefined ? (mode === 'quick' ? 0 : DEFAULT_SETTLE_SECONDS) : nonNegative('--settle / BENCH_SETTLE', settle),
     durationSeconds: number('duration', 'BENCH_DURATION', mode === 'quick' ? 3 : 10, true),
     connections,
     pipelining: number('pipelining', 'BENCH_PIPELINING', 1, true),

@@ -3,6 +3,7 @@ import os from 'node:os';
 import { CpuReport, KERNEL_THREADS } from './cpu';
 import { KAFKA_BROKER } from './targets';
 import { REPO_ROOT } from './processes';
+import type { BrokerSettle } from './jit';
 import type { LoadResult } from './load';
 import type { BenchOptions, TargetName } from './options';
 
@@ -29,6 +30,8 @@ export interface TargetResult {
   /** The body of the (first) request under load, as every response must carry it. */
   readonly responseBody: string;
   readonly warmup: Pick<LoadResult, 'durationSeconds' | 'responses' | 'non2xx' | 'errors' | 'mismatches' | 'requestsPerSecond'>;
+  /** The extra warm-up until the broker's JIT compilers were quiet, once per target (null: none). */
+  readonly brokerSettle?: BrokerSettle | null;
   readonly measured: LoadResult;
   readonly cpu: CpuReport | null;
   /** The servers' CPU at rest, sampled once after the target came up (the same for each connection count). */
@@ -69,6 +72,8 @@ export interface BenchReport {
   readonly parameters: {
     readonly mode: BenchOptions['mode'];
     readonly warmupSeconds: number;
+    /** Most seconds of warm-up load spent waiting for a fresh broker's JIT compilers (0: no wait). */
+    readonly settleSeconds?: number;
     readonly durationSeconds: number;
     readonly connections: readonly number[];
     readonly pipelining: number;
@@ -312,6 +317,30 @@ function cpuPerRequestTable(results: readonly TargetResult[]): string {
   return rows.length > 2 ? rows.join('\n') : '';
 }
 
+/**
+ * What the warm-up did for the broker's JIT compilers, once per target that had a broker started
+ * for the run; empty when none had.
+ */
+export function settleText(results: ReadonlyArray<{ readonly name: string; readonly brokerSettle?: BrokerSettle | null }>): string {
+  const seen = new Set<string>();
+  const parts: string[] = [];
+  for (const { name, brokerSettle } of results) {
+    if (!brokerSettle || seen.has(name)) continue;
+    seen.add(name);
+    const last = brokerSettle.compilerPercent.at(-1);
+    parts.push(
+      brokerSettle.settled
+        ? `${name}: ${brokerSettle.seconds} s (its compilers at ${last}% of a core in the last 5 s; per 5 s before: ${brokerSettle.compilerPercent.join(', ')}%)`
+        : `${name}: ${brokerSettle.seconds} s, and its compilers still used ${last}% of a core (measured anyway)`,
+    );
+  }
+  if (parts.length === 0) return '';
+  return (
+    `Broker warm-up: the Kafka broker started for the run is a fresh JVM whose JIT compilers take much of a core for its first minutes under load; ` +
+    `before the first measured run the warm-up load went on until they used less than 5% of a core over 15 s (CPU at rest was sampled after it): ${parts.join('; ')}.`
+  );
+}
+
 export function markdownReport(report: BenchReport): string {
   const { machine, parameters, git: commit } = report;
   const lines = [
@@ -329,6 +358,8 @@ export function markdownReport(report: BenchReport): string {
       'Latency: every 2xx response, exact percentiles. Ratios are against the baseline of the same run at the same connection count. ' +
       `CPU ms/req: CPU time of the broker (the Kafka broker started for the run) and of all the target's processes over the measured run, divided by its 2xx responses. The goals are read at ${GOAL_CONNECTIONS} connections.`,
   ];
+  const settle = settleText(report.targets);
+  if (settle) lines.push('', settle);
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {
     lines.push('', '**Flagged runs (numbers not trustworthy):**', '');
@@ -346,7 +377,7 @@ export function markdownReport(report: BenchReport): string {
   const idle = cpuUseTable(
     report.targets.filter((result, index, all) => all.findIndex((other) => other.name === result.name) === index).map((result) => ({ label: result.name, cpu: result.idleCpu })),
   );
-  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up; part of every CPU-per-request figure, most visibly at one connection):', '', idle);
+  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-request figure, most visibly at one connection):', '', idle);
   const perRequest = cpuPerRequestTable(report.targets);
   if (perRequest) lines.push('', 'CPU per request (milliseconds of CPU time over the measured run ÷ 2xx responses):', '', perRequest);
   return `${lines.join('\n')}\n`;
