@@ -80,53 +80,80 @@ export function attemptError(error: NodeJS.ErrnoException): string {
   return 'the connection failed';
 }
 
-/** One signed POST (Standard Webhooks headers), answered within `timeoutMs`; redirects are not followed. */
+/**
+ * Connections a reset on a kept-alive connection may move an attempt through: each such failure
+ * closes that connection for good, so the pool's idle connections (64 per host at most) and one
+ * new one bound them; this bounds them whatever the agent does.
+ */
+const MAX_STALE_CONNECTIONS = DEFAULT_DISPATCH_CONCURRENCY + 1;
+
+function isReset(error: NodeJS.ErrnoException): boolean {
+  return error.code === 'ECONNRESET' || error.code === 'EPIPE';
+}
+
+/**
+ * One signed POST (Standard Webhooks headers), answered within `timeoutMs`; redirects are not
+ * followed. A kept-alive connection the receiver closed just as it was reused (its keep-alive
+ * timeout ran out) resets before any answer: the same request then goes out at once on another
+ * connection, within the same attempt and timeout, as Node's documentation advises. A receiver
+ * may so see a delivery twice under one `webhook-id`, which the contract asks it to tolerate; a
+ * reset on a new connection is the attempt's answer.
+ */
 export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeoutMs: number, now = new Date()): Promise<AttemptOutcome> {
   const signature = new Webhook(target.secret).sign(target.eventId, now, target.body);
   const secure = target.url.protocol === 'https:';
   return new Promise((resolve) => {
     let settled = false;
+    let current: http.ClientRequest | undefined;
     const settle = (outcome: AttemptOutcome): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
       resolve(outcome);
     };
-    const request = (secure ? https : http).request(
-      target.url,
-      {
-        method: 'POST',
-        agent: secure ? policy.agents.https : policy.agents.http,
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(target.body),
-          'user-agent': USER_AGENT,
-          'webhook-id': target.eventId,
-          'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-          'webhook-signature': signature,
+    const send = (staleConnections: number): void => {
+      const request = (secure ? https : http).request(
+        target.url,
+        {
+          method: 'POST',
+          agent: secure ? policy.agents.https : policy.agents.http,
+          headers: {
+            'content-type': 'application/json',
+            'content-length': Buffer.byteLength(target.body),
+            'user-agent': USER_AGENT,
+            'webhook-id': target.eventId,
+            'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+            'webhook-signature': signature,
+          },
         },
-      },
-      (response) => {
-        // Only the status matters. The body is read and dropped so that the connection can serve
-        // the next delivery, unless it is long or slow: then the connection is closed, and a
-        // receiver that trickles one holds nothing open here.
-        settle({ status: response.statusCode ?? 0 });
-        response.on('error', () => undefined);
-        let read = 0;
-        const cut = setTimeout(() => request.destroy(), BODY_GRACE_MS);
-        response.on('data', (chunk: Buffer) => {
-          read += chunk.length;
-          if (read > MAX_BODY_READ) request.destroy();
-        });
-        response.on('close', () => clearTimeout(cut));
-      },
-    );
+        (response) => {
+          // Only the status matters. The body is read and dropped so that the connection can serve
+          // the next delivery, unless it is long or slow: then the connection is closed, and a
+          // receiver that trickles one holds nothing open here.
+          settle({ status: response.statusCode ?? 0 });
+          response.on('error', () => undefined);
+          let read = 0;
+          const cut = setTimeout(() => request.destroy(), BODY_GRACE_MS);
+          response.on('data', (chunk: Buffer) => {
+            read += chunk.length;
+            if (read > MAX_BODY_READ) request.destroy();
+          });
+          response.on('close', () => clearTimeout(cut));
+        },
+      );
+      current = request;
+      request.on('error', (error) => {
+        if (settled) return;
+        if (request.reusedSocket && isReset(error) && staleConnections < MAX_STALE_CONNECTIONS) send(staleConnections + 1);
+        else settle({ error: attemptError(error) });
+      });
+      request.end(target.body);
+    };
     const timer = setTimeout(() => {
-      request.destroy();
+      current?.destroy();
       settle({ error: `no answer within ${timeoutMs} ms` });
     }, timeoutMs);
-    request.on('error', (error) => settle({ error: attemptError(error) }));
-    request.end(target.body);
+    send(0);
   });
 }
 

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import { DomainError } from '@mission/contracts';
 import { DEFAULT_DISPATCH_CONCURRENCY, DEFAULT_RETRY_SCHEDULE_SECONDS, sendSigned } from './dispatcher';
 import { isPublicAddress, WebhookTargetPolicy } from './target-policy';
@@ -246,6 +246,86 @@ describe('webhook delivery', () => {
     } finally {
       other.close();
       redirecting.close();
+    }
+  });
+
+  /**
+   * A receiver on raw sockets: answers 200 and keeps the connection, or resets it (RST) on a
+   * request, as one whose keep-alive timeout ran out just as the connection was reused does.
+   */
+  async function resettingReceiver(resetWhen: (connection: number, requestOnIt: number) => boolean) {
+    let connections = 0;
+    const requests: Array<{ connection: number; webhookId: string }> = [];
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => {
+      const connection = ++connections;
+      sockets.add(socket);
+      socket.on('close', () => sockets.delete(socket));
+      let onIt = 0;
+      let pending = '';
+      socket.on('error', () => undefined);
+      socket.on('data', (chunk: Buffer) => {
+        pending += chunk.toString('latin1');
+        // Requests as they come on the stream: headers, then a body of content-length.
+        for (;;) {
+          const end = pending.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const length = Number(/content-length: (\d+)/i.exec(pending.slice(0, end))?.[1] ?? 0);
+          if (pending.length < end + 4 + length) return;
+          const head = pending.slice(0, end);
+          pending = pending.slice(end + 4 + length);
+          onIt++;
+          if (resetWhen(connection, onIt)) {
+            socket.resetAndDestroy();
+            return;
+          }
+          requests.push({ connection, webhookId: /webhook-id: (\S+)/i.exec(head)?.[1] ?? '' });
+          socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n');
+        }
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return {
+      url: new URL(`http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`),
+      requests,
+      connections: () => connections,
+      close: () =>
+        new Promise((resolve) => {
+          server.close(resolve);
+          for (const socket of sockets) socket.destroy();
+        }),
+    };
+  }
+
+  it('sends an attempt again at once on another connection when a kept-alive one is reset as it is reused, within the same attempt', async () => {
+    // The second request on any connection finds it closed by the receiver.
+    const receiver = await resettingReceiver((_connection, onIt) => onIt === 2);
+    const policy = new WebhookTargetPolicy(true);
+    try {
+      const first = { url: receiver.url, secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+      await expect(sendSigned(first, policy, 5_000)).resolves.toEqual({ status: 200 });
+      // Let the agent put the connection back in its pool.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      await expect(sendSigned({ ...first, eventId: 'evt_1_000000000002' }, policy, 5_000)).resolves.toEqual({ status: 200 });
+      expect(receiver.connections()).toBe(2);
+      expect(receiver.requests).toEqual([
+        { connection: 1, webhookId: 'evt_1_000000000001' },
+        { connection: 2, webhookId: 'evt_1_000000000002' },
+      ]);
+    } finally {
+      await receiver.close();
+    }
+  });
+
+  it('takes a reset on a new connection as the attempt’s answer (no second try)', async () => {
+    const receiver = await resettingReceiver(() => true);
+    try {
+      const target = { url: receiver.url, secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+      await expect(sendSigned(target, new WebhookTargetPolicy(true), 5_000)).resolves.toEqual({ error: 'the connection was reset' });
+      expect(receiver.connections()).toBe(1);
+      expect(receiver.requests).toEqual([]);
+    } finally {
+      await receiver.close();
     }
   });
 
