@@ -6,7 +6,7 @@ module.exports = {
     {
       ...preset,
       displayName: 'unit',
-      testMatch: ['<rootDir>/apps/**/*.spec.ts', '<rootDir>/libs/**/*.spec.ts', '<rootDir>/tools/**/*.spec.ts', '<rootDir>/test/unit/**/*.spec.ts'],
+      testMatch: ['<rootDir>/apps/**/*.spec.ts', '<rootDir>/libs/**/*.spec.ts', '<rootDir>/tools/**/*.spec.ts', '<rootDir>/bench/**/*.spec.ts', '<rootDir>/test/unit/**/*.spec.ts'],
     },
     {
       ...preset,

@@ -14,8 +14,8 @@
  * - Memory: the gateway's resident memory (the all-in-one process's, embedded) before and after
  *   opening `--streams` streams (100 per tenant, the per-instance limit).
  *
- * - Before all that, on the distributed target, the deliveries load runs until the broker's JIT
- *   compilers are quiet (`--settle`, at most 240 s; 0 skips it), as in the http and missions suites.
+ * - Before all that, on the distributed target, mission reads run until the broker's JIT compilers
+ *   are quiet (`--settle`, at most 240 s; 0 skips it), as in the http and missions suites.
  *
  * Results go to bench/results/events-<date>.json and .md with the commit. See bench/README.md.
  */
@@ -231,7 +231,7 @@ async function main(): Promise<number> {
     const slow = await receiver(10_000);
     try {
       const token = tokenOf(target, 0);
-      const brokerSettle = await harness.settleBroker(target, settleSeconds, (seconds) => deliveries(target, token, webhookCount, seconds));
+      const brokerSettle = await harness.settleBroker(target, settleSeconds);
       log(`${name}: ${samples} approvals, warm-up first`);
       await latency(target, token, Math.min(50, samples), hooks.url, hooks.arrivals);
       const quiet = await latency(target, token, samples, hooks.url, hooks.arrivals);

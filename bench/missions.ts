@@ -537,7 +537,13 @@ function markdownReport(report: MissionsReport): string {
   );
   if (cpu) lines.push('', 'CPU during each measured phase (100% = one core; the client is the benchmark process):', '', cpu);
   const idle = cpuUseTable(report.targets.map((result) => ({ label: result.name, cpu: result.idleCpu })));
-  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-mission figure, most visibly in the sequential one):', '', idle);
+  if (idle)
+    lines.push(
+      '',
+      'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-mission figure, most visibly in the sequential one):',
+      '',
+      idle,
+    );
   const perMission = ['| run | CPU ms per mission, by process |', '|---|---|'];
   for (const result of report.targets) {
     if (result.sequential.cpuMsPerMission) perMission.push(`| ${result.name} sequential | ${perUnitText(result.sequential.cpuMsPerMission)} |`);
@@ -574,7 +580,7 @@ async function main(): Promise<number> {
     log(`${name}: up after ${target.startupSeconds.toFixed(1)} s`);
     if (!target.token) throw new Error(`The ${name} target has no tenant token`);
     const api = new Api(target.origin, target.token, options.timeoutSeconds * 1000);
-    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, (seconds) => throughputLoad(target, api, options, seconds, machine.cpus));
+    const brokerSettle = await harness.settleBroker(target, options.settleSeconds);
     // At rest after that warm-up, as a broker in service is.
     const idleCpu = await harness.idleCpu(target, machine.cpus);
     const { foreign: _sequentialForeign, ...sequential } = await quietestOf(harness, `${name} sequential`, options.waitQuietSeconds, () =>

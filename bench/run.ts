@@ -30,9 +30,10 @@ const harness = new Harness('bench');
 const { log, cleanup } = harness;
 harness.whenInterrupted(stopLoad);
 
-/** The load on `target` at `connections` (without its duration). */
-function loadSettings(target: PreparedTarget, options: BenchOptions, connections: number) {
-  return {
+/** One warm-up and one measured run at `connections`, with the CPU use of the measured part. */
+async function measureOnce(target: PreparedTarget, options: BenchOptions, connections: number, cores: number) {
+  const label = `${target.name} (${connections} conn.)`;
+  const settings = {
     origin: target.origin,
     requests: target.requests,
     connections,
@@ -40,12 +41,6 @@ function loadSettings(target: PreparedTarget, options: BenchOptions, connections
     rate: options.rate,
     timeoutSeconds: options.timeoutSeconds,
   };
-}
-
-/** One warm-up and one measured run at `connections`, with the CPU use of the measured part. */
-async function measureOnce(target: PreparedTarget, options: BenchOptions, connections: number, cores: number) {
-  const label = `${target.name} (${connections} conn.)`;
-  const settings = loadSettings(target, options, connections);
   if (options.waitQuietSeconds > 0) await harness.waitQuiet(target, options.waitQuietSeconds, cores);
   log(`${label}: warming up for ${options.warmupSeconds} s`);
   const warmup = await runLoad({ ...settings, durationSeconds: Math.max(1, Math.ceil(options.warmupSeconds)) });
@@ -141,7 +136,7 @@ async function main(): Promise<number> {
     log(`${target.name}: up after ${target.startupSeconds.toFixed(1)} s`);
     // Most connections first: the runs with fewer connections then find servers (and broker) warmed by the heavier load.
     const heaviest = Math.max(...options.connections);
-    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, (seconds) => runLoad({ ...loadSettings(target, options, heaviest), durationSeconds: seconds }));
+    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, heaviest);
     // At rest after that warm-up, as a broker in service is.
     const idleCpu = await harness.idleCpu(target, machine.cpus);
     const measured: TargetResult[] = [];

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Cleanup } from './cleanup';
 import { cpuBetween, cpuSnapshot, type CpuReport, POSTGRES_SERVER } from './cpu';
 import type { BenchOptions } from './options';
+import { runLoad } from './load';
 import { killAllServers, REPO_ROOT } from './processes';
 import { type BrokerSettle, compilerCpuMs, settleCompilers } from './jit';
 import { foreignCpu, NOISE_THRESHOLD_PERCENT } from './report';
@@ -77,14 +78,22 @@ export class Harness {
   }
 
   /**
-   * With a Kafka broker started for the run: `load` (the suite's warm-up load) in slices until the
-   * broker's JIT compilers are quiet, for at most `maxSeconds` (support/jit.ts says why). Null for
-   * the other targets, a broker given by KAFKA_BROKERS, or `maxSeconds` 0.
+   * With a Kafka broker started for the run: load in slices until the broker's JIT compilers are
+   * quiet, for at most `maxSeconds` (support/jit.ts says why). The load is the http suite's: the
+   * target's mission read, closed loop at `connections`. It takes every path of the broker a
+   * mission takes (produce with acks=all, fetch, offset commits) and writes nothing, so the
+   * database a suite then measures is the one it prepared, not one grown, and being vacuumed,
+   * by the warm-up. Null for the other targets, a broker given by KAFKA_BROKERS, or `maxSeconds` 0.
    */
-  async settleBroker(target: PreparedTarget, maxSeconds: number, load: (seconds: number) => Promise<unknown>): Promise<BrokerSettle | null> {
+  async settleBroker(target: PreparedTarget, maxSeconds: number, connections = SETTLE_CONNECTIONS): Promise<BrokerSettle | null> {
     const pid = target.servers[KAFKA_BROKER];
     if (pid === undefined || maxSeconds <= 0) return null;
-    this.log(`${target.name}: warm-up load until the broker's JIT compilers are quiet (at most ${maxSeconds} s)`);
+    this.log(`${target.name}: mission reads at ${connections} connections until the broker's JIT compilers are quiet (at most ${maxSeconds} s)`);
+    const load = async (seconds: number): Promise<void> => {
+      const run = await runLoad({ origin: target.origin, requests: target.requests, connections, pipelining: 1, durationSeconds: seconds, timeoutSeconds: 10 });
+      const problems = run.non2xx + run.errors + run.mismatches;
+      if (problems > 0) this.log(`${target.name}: broker warm-up: ${problems} of ${run.responses} reads failed (${run.errorSamples.join('; ') || 'non-2xx'})`);
+    };
     return settleCompilers({ maxSeconds, compilerMs: () => compilerCpuMs(pid), load, log: this.log, label: target.name, checkInterrupted: () => this.checkInterrupted() });
   }
 
@@ -135,6 +144,9 @@ export class Harness {
     );
   }
 }
+
+/** Connections of the broker warm-up's read load (the load the http goals are read at). */
+export const SETTLE_CONNECTIONS = 50;
 
 /** Seconds of the at-rest CPU sample taken after a target is up. */
 export const IDLE_SECONDS = 3;

@@ -377,7 +377,13 @@ export function markdownReport(report: BenchReport): string {
   const idle = cpuUseTable(
     report.targets.filter((result, index, all) => all.findIndex((other) => other.name === result.name) === index).map((result) => ({ label: result.name, cpu: result.idleCpu })),
   );
-  if (idle) lines.push('', 'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-request figure, most visibly at one connection):', '', idle);
+  if (idle)
+    lines.push(
+      '',
+      'CPU at rest (a few seconds without load once the target was up, and for a target with a broker after the broker warm-up; part of every CPU-per-request figure, most visibly at one connection):',
+      '',
+      idle,
+    );
   const perRequest = cpuPerRequestTable(report.targets);
   if (perRequest) lines.push('', 'CPU per request (milliseconds of CPU time over the measured run ÷ 2xx responses):', '', perRequest);
   return `${lines.join('\n')}\n`;

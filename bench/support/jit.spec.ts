@@ -1,4 +1,4 @@
-import { compilerTicksOf, QUIET_SLICES, SETTLE_SLICE_SECONDS, settleCompilers } from '../../bench/support/jit';
+import { compilerTicksOf, QUIET_SLICES, SETTLE_SLICE_SECONDS, settleCompilers } from './jit';
 
 /** A /proc/<pid>/task/<tid>/stat line: `name` with `utime` and `stime` in fields 14 and 15. */
 function stat(tid: number, name: string, utime: number, stime: number): string {
