@@ -27,17 +27,17 @@ import type { BrokerSettle } from './support/jit';
 import { gitInfo, machineInfo, settleText } from './support/report';
 import { percentiles, type Percentiles } from './support/stats';
 import { startTarget, type PreparedTarget, type TargetContext } from './support/targets';
-import { type BenchOptions, DEFAULT_SETTLE_SECONDS, TARGET_NAMES, type TargetName } from './support/options';
+import { type BenchOptions, DEFAULT_SETTLE_SECONDS, nonNegative, TARGET_NAMES, type TargetName } from './support/options';
 import { call } from '../test/support/api-client';
 import { openEventStream, type OpenStream } from '../test/support/event-stream-client';
 
 const harness = new Harness('bench:events');
 const { log, cleanup } = harness;
 
-function option(name: string, fallback: number, least = 1): number {
+function option(name: string, fallback: number): number {
   const raw = process.argv.find((arg) => arg.startsWith(`--${name}=`))?.split('=')[1];
   const value = raw === undefined ? fallback : Number(raw);
-  if (!Number.isInteger(value) || value < least) throw new Error(`--${name} must be an integer of at least ${least}`);
+  if (!Number.isInteger(value) || value < 1) throw new Error(`--${name} must be a positive integer`);
   return value;
 }
 
@@ -201,7 +201,8 @@ async function main(): Promise<number> {
   const duration = option('duration', 3);
   const webhookCount = option('webhooks', 20);
   // As in the other suites: a fresh broker's JIT compilers settle under load before anything is measured.
-  const settleSeconds = option('settle', DEFAULT_SETTLE_SECONDS, 0);
+  const settleRaw = process.argv.find((arg) => arg.startsWith('--settle='))?.slice('--settle='.length) ?? (process.env.BENCH_SETTLE || undefined);
+  const settleSeconds = settleRaw === undefined ? DEFAULT_SETTLE_SECONDS : nonNegative('--settle / BENCH_SETTLE', settleRaw);
   const targets = (process.argv
     .find((arg) => arg.startsWith('--targets='))
     ?.split('=')[1]
@@ -277,7 +278,10 @@ async function main(): Promise<number> {
     '|---|--:|--:|--:|--:|--:|',
     ...rows,
   ].join('\n');
-  const settle = settleText(Object.entries(results).map(([name, value]) => ({ name, brokerSettle: (value as { brokerSettle: BrokerSettle | null }).brokerSettle })));
+  const settle = settleText(
+    Object.entries(results).map(([name, value]) => ({ name, brokerSettle: (value as { brokerSettle: BrokerSettle | null }).brokerSettle })),
+    settleSeconds,
+  );
   const markdown = `# Events benchmark, ${report.date} (${report.git.commit ?? 'unknown commit'})\n\n${table}\n${settle ? `\n${settle}\n` : ''}`;
   return finishReport({ write: process.argv.includes('--write') }, `events-${report.date}`, report, markdown, table, '', log);
 }

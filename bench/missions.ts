@@ -517,7 +517,7 @@ function markdownReport(report: MissionsReport): string {
       `Throughput: ${parameters.polling} ` +
       "CPU ms/mission: CPU time of the Kafka broker started for the run and of all the target's processes over the phase, divided by its missions (sequential: the polls included).",
   ];
-  const settle = settleText(report.targets);
+  const settle = settleText(report.targets, parameters.settleSeconds);
   if (settle) lines.push('', settle);
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {

@@ -83,7 +83,9 @@ export class Harness {
    * target's mission read, closed loop at `connections`. It takes every path of the broker a
    * mission takes (produce with acks=all, fetch, offset commits) and writes nothing, so the
    * database a suite then measures is the one it prepared, not one grown, and being vacuumed,
-   * by the warm-up. Null for the other targets, a broker given by KAFKA_BROKERS, or `maxSeconds` 0.
+   * by the warm-up. Then a pause of SETTLE_PAUSE_SECONDS, so that the CPU at rest sampled next does
+   * not take in the load's tail (collections, the last fetches). Null for the other targets, a
+   * broker given by KAFKA_BROKERS, or `maxSeconds` 0.
    */
   async settleBroker(target: PreparedTarget, maxSeconds: number, connections = SETTLE_CONNECTIONS): Promise<BrokerSettle | null> {
     const pid = target.servers[KAFKA_BROKER];
@@ -94,7 +96,17 @@ export class Harness {
       const problems = run.non2xx + run.errors + run.mismatches;
       if (problems > 0) this.log(`${target.name}: broker warm-up: ${problems} of ${run.responses} reads failed (${run.errorSamples.join('; ') || 'non-2xx'})`);
     };
-    return settleCompilers({ maxSeconds, compilerMs: () => compilerCpuMs(pid), load, log: this.log, label: target.name, checkInterrupted: () => this.checkInterrupted() });
+    const settle = await settleCompilers({
+      maxSeconds,
+      compilerMs: () => compilerCpuMs(pid),
+      load,
+      log: this.log,
+      label: target.name,
+      checkInterrupted: () => this.checkInterrupted(),
+    });
+    await new Promise((resolve) => setTimeout(resolve, SETTLE_PAUSE_SECONDS * 1000));
+    this.checkInterrupted();
+    return settle;
   }
 
   /**
@@ -147,6 +159,8 @@ export class Harness {
 
 /** Connections of the broker warm-up's read load (the load the http goals are read at). */
 export const SETTLE_CONNECTIONS = 50;
+/** Seconds without load between the broker warm-up and what comes next. */
+export const SETTLE_PAUSE_SECONDS = 5;
 
 /** Seconds of the at-rest CPU sample taken after a target is up. */
 export const IDLE_SECONDS = 3;

@@ -19,10 +19,12 @@ export const QUIET_SLICES = 3;
 /** A thread's name in /proc/<pid>/task/<tid>/stat, cut to 15 characters by the kernel. */
 const COMPILER_THREAD = /^C[12] CompilerThre/;
 
-/** User plus system ticks of the JVM's compiler threads, from the text of each thread's stat file. */
-export function compilerTicksOf(statFiles: readonly string[]): number | null {
-  let ticks = 0;
-  let found = false;
+/**
+ * User plus system ticks of each of the JVM's compiler threads, by thread id, from the text of each
+ * thread's stat file (`<tid> (<name>) <state> …`); null when none is a compiler thread.
+ */
+export function compilerTicksOf(statFiles: readonly string[]): Map<string, number> | null {
+  const ticks = new Map<string, number>();
   for (const stat of statFiles) {
     const open = stat.indexOf('(');
     const close = stat.lastIndexOf(')');
@@ -31,15 +33,18 @@ export function compilerTicksOf(statFiles: readonly string[]): number | null {
     // Fields after the name, numbered from 1 over the whole line: utime(14) stime(15).
     const fields = stat.slice(close + 2).split(' ');
     const used = Number(fields[11]) + Number(fields[12]);
-    if (!Number.isFinite(used)) continue;
-    ticks += used;
-    found = true;
+    if (Number.isFinite(used)) ticks.set(stat.slice(0, open).trim(), used);
   }
-  return found ? ticks : null;
+  return ticks.size > 0 ? ticks : null;
 }
 
-/** CPU milliseconds the compiler threads of JVM `pid` have used so far; null where /proc cannot tell. */
-export function compilerCpuMs(pid: number): number | null {
+/**
+ * CPU milliseconds the compiler threads of JVM `pid` have used so far, by thread id; null where
+ * /proc cannot tell. By thread, because the JVM starts and ends extra compiler threads as its
+ * queue grows and shrinks (on machines of more cores than this one): a sum over the threads alive
+ * now would lose an ended thread's history and could go down.
+ */
+export function compilerCpuMs(pid: number): Map<string, number> | null {
   const stats: string[] = [];
   try {
     for (const tid of readdirSync(`/proc/${pid}/task`)) {
@@ -53,7 +58,16 @@ export function compilerCpuMs(pid: number): number | null {
     return null;
   }
   const ticks = compilerTicksOf(stats);
-  return ticks === null ? null : (ticks * 1000) / ticksPerSecond();
+  if (ticks === null) return null;
+  const hz = ticksPerSecond();
+  return new Map([...ticks].map(([tid, value]) => [tid, (value * 1000) / hz]));
+}
+
+/** CPU milliseconds the compiler threads used between two readings: a thread new since `before` counts from 0. */
+export function compilerMsBetween(before: ReadonlyMap<string, number>, after: ReadonlyMap<string, number>): number {
+  let used = 0;
+  for (const [tid, ms] of after) used += Math.max(0, ms - (before.get(tid) ?? 0));
+  return used;
 }
 
 /** How the warm-up waited for the broker's compilers (in a suite's report). */
@@ -64,13 +78,15 @@ export interface BrokerSettle {
   readonly settled: boolean;
   /** The compilers' share of one core in each slice, percent. */
   readonly compilerPercent: readonly number[];
+  /** Their share over the last QUIET_SLICES slices (or fewer, if it stopped sooner), percent: what the verdict read. */
+  readonly windowPercent: number;
 }
 
 export interface SettleOptions {
   /** Most seconds of load to spend; 0 skips the wait. */
   readonly maxSeconds: number;
-  /** Reads the compilers' CPU milliseconds so far (null: unknown, and the wait is skipped). */
-  readonly compilerMs: () => number | null;
+  /** Reads the compilers' CPU milliseconds so far, by thread (null: unknown, and the wait is skipped). */
+  readonly compilerMs: () => ReadonlyMap<string, number> | null;
   /** Runs the warm-up load for about `seconds`. */
   readonly load: (seconds: number) => Promise<unknown>;
   readonly log: (message: string) => void;
@@ -82,8 +98,9 @@ export interface SettleOptions {
 
 /**
  * Runs the warm-up load in slices until the broker's compilers used less than JIT_QUIET_PERCENT of
- * a core over the last QUIET_SLICES slices, or until `maxSeconds` of load. Null when there is
- * nothing to wait for (`maxSeconds` 0, or /proc cannot tell).
+ * a core over the last QUIET_SLICES slices, or until `maxSeconds` of load. The limit is looked at
+ * after each slice, so the load may run up to a slice longer; under QUIET_SLICES slices' worth it
+ * cannot end settled. Null when there is nothing to wait for (`maxSeconds` 0, or /proc cannot tell).
  */
 export async function settleCompilers(options: SettleOptions): Promise<BrokerSettle | null> {
   const now = options.now ?? (() => performance.now());
@@ -105,9 +122,9 @@ export async function settleCompilers(options: SettleOptions): Promise<BrokerSet
     const seconds = Math.round((sliceEnded - started) / 100) / 10;
     if (before === null || after === null) {
       options.log(`${options.label}: the broker's compiler threads went away; not waiting for them`);
-      return { seconds, settled: false, compilerPercent };
+      return { seconds, settled: false, compilerPercent, windowPercent: NaN };
     }
-    const slice = { ms: Math.max(1, sliceEnded - sliceStarted), compilerMs: after - before };
+    const slice = { ms: Math.max(1, sliceEnded - sliceStarted), compilerMs: compilerMsBetween(before, after) };
     compilerPercent.push(percentOf(slice));
     window.push(slice);
     if (window.length > QUIET_SLICES) window.shift();
@@ -115,11 +132,11 @@ export async function settleCompilers(options: SettleOptions): Promise<BrokerSet
     options.log(`${options.label}: broker warm-up, ${seconds} s: its JIT compilers used ${percentOf(slice)}% of a core in the last slice`);
     if (window.length === QUIET_SLICES && recent < JIT_QUIET_PERCENT) {
       options.log(`${options.label}: the broker's JIT compilers are quiet (${recent}% of a core over ${QUIET_SLICES * SETTLE_SLICE_SECONDS} s) after ${seconds} s of load`);
-      return { seconds, settled: true, compilerPercent };
+      return { seconds, settled: true, compilerPercent, windowPercent: recent };
     }
     if (seconds >= options.maxSeconds) {
       options.log(`${options.label}: the broker's JIT compilers still use ${recent}% of a core after ${seconds} s of load; measuring anyway`);
-      return { seconds, settled: false, compilerPercent };
+      return { seconds, settled: false, compilerPercent, windowPercent: recent };
     }
   }
 }

@@ -52,7 +52,7 @@ const COMMON_USAGE = `  --targets=<list>      comma-separated subset of {targets
                         results are not written
   --settle=<s>          with a Kafka broker started for the run, keep the warm-up load on until the
                         broker's JIT compilers use less than 5% of a core over 15 s, for at most
-                        <s> s (BENCH_SETTLE, default 240; quick: 0, i.e. no wait)
+                        <s> s, looked at every 5 s (BENCH_SETTLE, default 240; quick: 0, no wait)
   --wait-quiet[=<s>]    before each measured run, wait up to <s> s (default 300) until other
                         processes use less than a quarter of a core, and measure up to 3 times if
                         they get busy during the run, keeping the quietest run (BENCH_WAIT_QUIET)
@@ -101,9 +101,10 @@ export class UsageError extends Error {}
 /** Most seconds a full run waits for a fresh broker's JIT compilers (seen here: busy for the first 90 s or so of load). */
 export const DEFAULT_SETTLE_SECONDS = 240;
 
-function nonNegative(name: string, raw: string): number {
+/** Seconds, 0 or more (an empty value is refused, not read as 0). */
+export function nonNegative(name: string, raw: string): number {
   const value = Number(raw);
-  if (!Number.isFinite(value) || value < 0) throw new UsageError(`${name} must be a number of seconds, 0 or more, not "${raw}"`);
+  if (raw.trim() === '' || !Number.isFinite(value) || value < 0) throw new UsageError(`${name} must be a number of seconds, 0 or more, not "${raw}"`);
   return value;
 }
 

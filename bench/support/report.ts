@@ -319,25 +319,30 @@ function cpuPerRequestTable(results: readonly TargetResult[]): string {
 
 /**
  * What the warm-up did for the broker's JIT compilers, once per target that had a broker started
- * for the run; empty when none had.
+ * for the run; with `settleSeconds` 0, that there was none; otherwise empty when no target had one.
  */
-export function settleText(results: ReadonlyArray<{ readonly name: string; readonly brokerSettle?: BrokerSettle | null }>): string {
+export function settleText(results: ReadonlyArray<{ readonly name: string; readonly brokerSettle?: BrokerSettle | null }>, settleSeconds?: number): string {
+  if (settleSeconds === 0) {
+    return results.some((result) => result.name === 'distributed')
+      ? 'No broker warm-up (`--settle=0`): a broker started for the run was measured after the `--warmup` load only, its JIT compilers possibly still busy.'
+      : '';
+  }
   const seen = new Set<string>();
   const parts: string[] = [];
   for (const { name, brokerSettle } of results) {
     if (!brokerSettle || seen.has(name)) continue;
     seen.add(name);
-    const last = brokerSettle.compilerPercent.at(-1);
+    const slices = brokerSettle.compilerPercent.length > 0 ? `; per 5 s: ${brokerSettle.compilerPercent.join(', ')}%` : '';
     parts.push(
       brokerSettle.settled
-        ? `${name}: ${brokerSettle.seconds} s (its compilers at ${last}% of a core in the last 5 s; per 5 s before: ${brokerSettle.compilerPercent.join(', ')}%)`
-        : `${name}: ${brokerSettle.seconds} s, and its compilers still used ${last}% of a core (measured anyway)`,
+        ? `${name}: ${brokerSettle.seconds} s (its compilers at ${brokerSettle.windowPercent}% of a core over the last 15 s${slices})`
+        : `${name}: ${brokerSettle.seconds} s, and its compilers still used ${Number.isFinite(brokerSettle.windowPercent) ? `${brokerSettle.windowPercent}%` : 'an unknown share'} of a core (measured anyway${slices})`,
     );
   }
   if (parts.length === 0) return '';
   return (
     `Broker warm-up: the Kafka broker started for the run is a fresh JVM whose JIT compilers take much of a core for its first minutes under load; ` +
-    `before the first measured run the warm-up load went on until they used less than 5% of a core over 15 s (CPU at rest was sampled after it): ${parts.join('; ')}.`
+    `before the first measured run, mission reads at 50 connections went on until they used less than 5% of a core over 15 s (a 5 s pause, then CPU at rest was sampled): ${parts.join('; ')}.`
   );
 }
 
@@ -358,7 +363,7 @@ export function markdownReport(report: BenchReport): string {
       'Latency: every 2xx response, exact percentiles. Ratios are against the baseline of the same run at the same connection count. ' +
       `CPU ms/req: CPU time of the broker (the Kafka broker started for the run) and of all the target's processes over the measured run, divided by its 2xx responses. The goals are read at ${GOAL_CONNECTIONS} connections.`,
   ];
-  const settle = settleText(report.targets);
+  const settle = settleText(report.targets, parameters.settleSeconds);
   if (settle) lines.push('', settle);
   const flagged = report.targets.filter((result) => result.flags.length > 0);
   if (flagged.length > 0) {

@@ -81,11 +81,11 @@ export function attemptError(error: NodeJS.ErrnoException): string {
 }
 
 /**
- * Connections a reset on a kept-alive connection may move an attempt through: each such failure
- * closes that connection for good, so the pool's idle connections (64 per host at most) and one
- * new one bound them; this bounds them whatever the agent does.
+ * Resends an attempt may make after resets on kept-alive connections: each such reset closes that
+ * connection for good, so the pool's idle connections to the host (64 at most) bound them; this
+ * bounds them whatever the agent does. The attempt's timeout runs across them all.
  */
-const MAX_STALE_CONNECTIONS = DEFAULT_DISPATCH_CONCURRENCY + 1;
+const MAX_STALE_CONNECTIONS = DEFAULT_DISPATCH_CONCURRENCY;
 
 function isReset(error: NodeJS.ErrnoException): boolean {
   return error.code === 'ECONNRESET' || error.code === 'EPIPE';
@@ -93,10 +93,11 @@ function isReset(error: NodeJS.ErrnoException): boolean {
 
 /**
  * One signed POST (Standard Webhooks headers), answered within `timeoutMs`; redirects are not
- * followed. A kept-alive connection the receiver closed just as it was reused (its keep-alive
- * timeout ran out) resets before any answer: the same request then goes out at once on another
- * connection, within the same attempt and timeout, as Node's documentation advises. A receiver
- * may so see a delivery twice under one `webhook-id`, which the contract asks it to tolerate; a
+ * followed. A reset on a kept-alive connection before any answer (most often one the receiver
+ * closed just as it was reused, its keep-alive timeout running out) sends the same request again
+ * at once on another connection, within the same attempt and timeout, as Node's documentation
+ * advises for a reused socket. Delivery is at least once (the contract): a receiver that reset
+ * after taking the request in sees it twice under one `webhook-id`, as it would on a retry. A
  * reset on a new connection is the attempt's answer.
  */
 export function sendSigned(target: Attempt, policy: WebhookTargetPolicy, timeoutMs: number, now = new Date()): Promise<AttemptOutcome> {

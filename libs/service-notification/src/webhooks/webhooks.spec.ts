@@ -250,10 +250,10 @@ describe('webhook delivery', () => {
   });
 
   /**
-   * A receiver on raw sockets: answers 200 and keeps the connection, or resets it (RST) on a
-   * request, as one whose keep-alive timeout ran out just as the connection was reused does.
+   * A receiver on raw sockets: answers 200 and keeps the connection, resets it (RST) on a request,
+   * as one whose keep-alive timeout ran out just as the connection was reused does, or never answers.
    */
-  async function resettingReceiver(resetWhen: (connection: number, requestOnIt: number) => boolean) {
+  async function resettingReceiver(behave: (connection: number, requestOnIt: number) => 'answer' | 'reset' | 'reset 300 ms later' | 'silent') {
     let connections = 0;
     const requests: Array<{ connection: number; webhookId: string }> = [];
     const sockets = new Set<net.Socket>();
@@ -275,10 +275,16 @@ describe('webhook delivery', () => {
           const head = pending.slice(0, end);
           pending = pending.slice(end + 4 + length);
           onIt++;
-          if (resetWhen(connection, onIt)) {
+          const behaviour = behave(connection, onIt);
+          if (behaviour === 'reset') {
             socket.resetAndDestroy();
             return;
           }
+          if (behaviour === 'reset 300 ms later') {
+            setTimeout(() => socket.resetAndDestroy(), 300);
+            return;
+          }
+          if (behaviour === 'silent') continue;
           requests.push({ connection, webhookId: /webhook-id: (\S+)/i.exec(head)?.[1] ?? '' });
           socket.write('HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: keep-alive\r\n\r\n');
         }
@@ -299,7 +305,7 @@ describe('webhook delivery', () => {
 
   it('sends an attempt again at once on another connection when a kept-alive one is reset as it is reused, within the same attempt', async () => {
     // The second request on any connection finds it closed by the receiver.
-    const receiver = await resettingReceiver((_connection, onIt) => onIt === 2);
+    const receiver = await resettingReceiver((_connection, onIt) => (onIt === 2 ? 'reset' : 'answer'));
     const policy = new WebhookTargetPolicy(true);
     try {
       const first = { url: receiver.url, secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
@@ -317,8 +323,29 @@ describe('webhook delivery', () => {
     }
   });
 
+  it('keeps one timeout across the resend: a new connection that never answers ends the attempt when the first would have', async () => {
+    // The first connection answers once, then resets its second request 300 ms after it came; later connections never answer.
+    const receiver = await resettingReceiver((connection, onIt) => (connection > 1 ? 'silent' : onIt === 2 ? 'reset 300 ms later' : 'answer'));
+    const policy = new WebhookTargetPolicy(true);
+    try {
+      const first = { url: receiver.url, secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
+      await expect(sendSigned(first, policy, 5_000)).resolves.toEqual({ status: 200 });
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const started = performance.now();
+      await expect(sendSigned({ ...first, eventId: 'evt_1_000000000002' }, policy, 400)).resolves.toEqual({ error: 'no answer within 400 ms' });
+      const took = performance.now() - started;
+      // 400 ms from the start, not 300 + 400 (a timeout started again with the resend).
+      expect(took).toBeGreaterThanOrEqual(390);
+      expect(took).toBeLessThan(650);
+      // The resend went out on a second connection.
+      expect(receiver.connections()).toBe(2);
+    } finally {
+      await receiver.close();
+    }
+  });
+
   it('takes a reset on a new connection as the attempt’s answer (no second try)', async () => {
-    const receiver = await resettingReceiver(() => true);
+    const receiver = await resettingReceiver(() => 'reset');
     try {
       const target = { url: receiver.url, secret: newWebhookSecret(), eventId: 'evt_1_000000000001', body: '{}', attempt: 1 };
       await expect(sendSigned(target, new WebhookTargetPolicy(true), 5_000)).resolves.toEqual({ error: 'the connection was reset' });
