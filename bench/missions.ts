@@ -443,7 +443,7 @@ interface MissionsReport {
     readonly clients: number;
     readonly durationSeconds: number;
     readonly warmupSeconds: number;
-    /** Most seconds of throughput load spent waiting for a fresh broker's JIT compilers (0: no wait). */
+    /** Most seconds of mission reads spent waiting for a fresh broker's JIT compilers (0: no wait). */
     readonly settleSeconds: number;
     readonly timeoutSeconds: number;
     readonly mission: typeof MISSION_BODY;

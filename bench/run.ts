@@ -134,11 +134,10 @@ async function main(): Promise<number> {
     if (name !== 'baseline') missionBody ??= target.requests[0]?.body;
     harness.checkInterrupted();
     log(`${target.name}: up after ${target.startupSeconds.toFixed(1)} s`);
-    // Most connections first: the runs with fewer connections then find servers (and broker) warmed by the heavier load.
-    const heaviest = Math.max(...options.connections);
-    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, heaviest);
+    const brokerSettle = await harness.settleBroker(target, options.settleSeconds, Math.max(...options.connections));
     // At rest after that warm-up, as a broker in service is.
     const idleCpu = await harness.idleCpu(target, machine.cpus);
+    // Most connections first: the runs with fewer connections then find servers (and broker) warmed by the heavier load.
     const measured: TargetResult[] = [];
     for (const connections of [...options.connections].reverse()) {
       measured.push(await measure(target, options, connections, machine.cpus, idleCpu, brokerSettle));

@@ -50,7 +50,7 @@ export interface BenchOptions {
 const COMMON_USAGE = `  --targets=<list>      comma-separated subset of {targets} (BENCH_TARGETS)
   --cpu-prof[=<dir>]    profile the servers' CPU (profiles in <dir>, default a new temp dir);
                         results are not written
-  --settle=<s>          with a Kafka broker started for the run, keep the warm-up load on until the
+  --settle=<s>          with a Kafka broker started for the run, read the prepared mission until the
                         broker's JIT compilers use less than 5% of a core over 15 s, for at most
                         <s> s, looked at every 5 s (BENCH_SETTLE, default 240; quick: 0, no wait)
   --wait-quiet[=<s>]    before each measured run, wait up to <s> s (default 300) until other
@@ -98,7 +98,7 @@ export function usage(suite: Suite): string {
 
 export class UsageError extends Error {}
 
-/** Most seconds a full run waits for a fresh broker's JIT compilers (seen here: busy for the first 90 s or so of load). */
+/** Most seconds a full run waits for a fresh broker's JIT compilers (seen here: busy for the first 50-115 s of load). */
 export const DEFAULT_SETTLE_SECONDS = 240;
 
 /** Seconds, 0 or more (an empty value is refused, not read as 0). */

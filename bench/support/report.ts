@@ -324,7 +324,7 @@ function cpuPerRequestTable(results: readonly TargetResult[]): string {
 export function settleText(results: ReadonlyArray<{ readonly name: string; readonly brokerSettle?: BrokerSettle | null }>, settleSeconds?: number): string {
   if (settleSeconds === 0) {
     return results.some((result) => result.name === 'distributed')
-      ? 'No broker warm-up (`--settle=0`): a broker started for the run was measured after the `--warmup` load only, its JIT compilers possibly still busy.'
+      ? 'No broker warm-up (`--settle=0`): a broker started for the run, if any, was measured after the `--warmup` load only, its JIT compilers possibly still busy.'
       : '';
   }
   const seen = new Set<string>();
@@ -342,7 +342,7 @@ export function settleText(results: ReadonlyArray<{ readonly name: string; reado
   if (parts.length === 0) return '';
   return (
     `Broker warm-up: the Kafka broker started for the run is a fresh JVM whose JIT compilers take much of a core for its first minutes under load; ` +
-    `before the first measured run, mission reads at 50 connections went on until they used less than 5% of a core over 15 s (a 5 s pause, then CPU at rest was sampled): ${parts.join('; ')}.`
+    `before the first measured run, mission reads went on until they used less than 5% of a core over 15 s (a 5 s pause, then CPU at rest was sampled): ${parts.join('; ')}.`
   );
 }
 
