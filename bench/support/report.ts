@@ -342,7 +342,7 @@ export function settleText(results: ReadonlyArray<{ readonly name: string; reado
   if (parts.length === 0) return '';
   return (
     `Broker warm-up: the Kafka broker started for the run is a fresh JVM whose JIT compilers take much of a core for its first minutes under load; ` +
-    `before the first measured run, mission reads went on until they used less than 5% of a core over 15 s (a 5 s pause, then CPU at rest was sampled): ${parts.join('; ')}.`
+    `before the first measured run, mission reads went on until they used less than 5% of a core over 15 s, then 5 s without load: ${parts.join('; ')}.`
   );
 }
 
