@@ -6,7 +6,8 @@ import { ticksPerSecond } from './cpu';
  * just-in-time compilers (threads `C1 CompilerThread…`, `C2 CompilerThread…`) take a large share
  * of a core, more than its request handling. A broker in service has long compiled its hot paths,
  * so a run measured while they still compile reports the broker's start-up, not what a client of a
- * deployment meets. The suites therefore keep their warm-up load on until the compilers are quiet.
+ * deployment meets. The suites therefore read the prepared mission through the API until the
+ * compilers are quiet (Harness.settleBroker) before they measure anything.
  */
 
 /** Slices of warm-up load between two looks at the compilers. */
