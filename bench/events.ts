@@ -11,8 +11,10 @@
  * - Deliveries/s: `--webhooks` webhooks (20) of one tenant subscribed to `mission.completed`, a receiver that
  *   answers at once, and missions submitted by 16 clients for `--duration` seconds (3); deliveries
  *   per second at the receiver from the first to the last.
- * - Memory: the gateway's resident memory (the all-in-one process's, embedded) before and after
- *   opening `--streams` streams (100 per tenant, the per-instance limit).
+ * - Memory: what `--streams` open streams (100 per tenant, the per-instance limit) hold in the
+ *   gateway (the all-in-one process, embedded): its heap and buffers, read after a full garbage
+ *   collection (bench/support/memory-probe.cjs, preloaded into the servers) before the streams
+ *   open and while they are open; and its resident memory with them open.
  *
  * - Before all that, on the distributed target, mission reads run until the broker's JIT compilers
  *   are quiet (`--settle`, at most 240 s; 0 skips it), as in the http and missions suites.
@@ -21,7 +23,10 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
 import { finishReport, Harness } from './support/harness';
 import type { BrokerSettle } from './support/jit';
 import { gitInfo, machineInfo, settleText } from './support/report';
@@ -42,6 +47,8 @@ function option(name: string, fallback: number): number {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** Where the servers' memory probe answers (bench/support/memory-probe.cjs). */
+const MEMORY_DIR = mkdtempSync(path.join(os.tmpdir(), 'mission-bench-memory-'));
 
 /**
  * A receiver on loopback: records when each webhook-id first arrived, and when every request
@@ -169,17 +176,43 @@ async function deliveries(
   }
 }
 
-function rssMiB(pid: number): number {
-  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
-  return Math.round(Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024);
+/** What a server holds once all its garbage is collected (bench/support/memory-probe.cjs). */
+interface CollectedMemory {
+  readonly rss: number;
+  readonly heapUsed: number;
+  readonly external: number;
 }
 
-/** The gateway's resident memory before and after `count` open streams (100 per tenant). */
-async function streamMemory(target: PreparedTarget, count: number): Promise<{ streams: number; beforeMiB: number; afterMiB: number; perThousandMiB: number }> {
+/** Asks server `pid` to collect its garbage and report its memory, and waits for the answer. */
+async function collectedMemory(pid: number): Promise<CollectedMemory> {
+  const file = path.join(MEMORY_DIR, `${pid}.json`);
+  rmSync(file, { force: true });
+  process.kill(pid, 'SIGUSR2');
+  const deadline = performance.now() + 30_000;
+  while (!existsSync(file)) {
+    if (performance.now() > deadline) throw new Error(`Server ${pid} did not report its memory within 30 s (was it started with the memory probe?)`);
+    await sleep(50);
+  }
+  return JSON.parse(readFileSync(file, 'utf8')) as CollectedMemory;
+}
+
+const MiB = 1024 * 1024;
+const perThousand = (bytes: number, count: number): number => Math.round(((bytes / MiB) * 1000) / count);
+
+/**
+ * What `count` open streams (100 per tenant) hold in the gateway: its heap and buffers after a full
+ * collection, before the streams open and while they are open. Its resident memory at the same two
+ * moments is reported beside, not as the streams' cost: it may fall between them, as the
+ * allocator hands back what the earlier phases freed (-19 and -60 MiB in one run).
+ */
+async function streamMemory(
+  target: PreparedTarget,
+  count: number,
+): Promise<{ streams: number; beforeMiB: number; afterMiB: number; residentChangePerThousandMiB: number; livePerThousandMiB: number }> {
   const pid = target.servers.gateway ?? target.servers.standalone;
   if (pid === undefined) throw new Error(`No gateway process among ${Object.keys(target.servers).join(', ')}`);
   await sleep(2_000);
-  const beforeMiB = rssMiB(pid);
+  const before = await collectedMemory(pid);
   const streams: OpenStream[] = [];
   try {
     for (let index = 0; index < count; index++) {
@@ -188,8 +221,14 @@ async function streamMemory(target: PreparedTarget, count: number): Promise<{ st
       streams.push(stream);
     }
     await sleep(3_000);
-    const afterMiB = rssMiB(pid);
-    return { streams: count, beforeMiB, afterMiB, perThousandMiB: Math.round(((afterMiB - beforeMiB) * 1000) / count) };
+    const after = await collectedMemory(pid);
+    return {
+      streams: count,
+      beforeMiB: Math.round(before.rss / MiB),
+      afterMiB: Math.round(after.rss / MiB),
+      residentChangePerThousandMiB: perThousand(after.rss - before.rss, count),
+      livePerThousandMiB: perThousand(after.heapUsed + after.external - (before.heapUsed + before.external), count),
+    };
   } finally {
     for (const stream of streams) stream.close();
   }
@@ -210,17 +249,24 @@ async function main(): Promise<number> {
   for (const name of targets) if (!TARGET_NAMES.includes(name) || name === 'baseline') throw new Error(`--targets: embedded and/or distributed, not ${name}`);
   const startedAt = new Date();
   const machine = machineInfo();
+  // --cpu-prof[=dir]: the servers' CPU profiles, as in the other suites.
+  const profiling = harness.serverEnv({
+    cpuProfDir: process.argv.find((arg) => arg.startsWith('--cpu-prof'))?.split('=')[1] ?? (process.argv.includes('--cpu-prof') ? '' : undefined),
+  } as BenchOptions);
+  cleanup.add('memory probe directory', () => rm(MEMORY_DIR, { recursive: true, force: true }));
   const context: TargetContext = {
     cleanup,
     log,
     tenants: Math.max(2, Math.ceil(streams / 100)),
-    // Receivers listen on loopback, which webhooks may reach only with this (local benchmarks, never production).
     serverEnv: {
+      // Receivers listen on loopback, which webhooks may reach only with this (local benchmarks, never production).
       WEBHOOKS_ALLOW_PRIVATE: 'true',
-      // --cpu-prof[=dir]: the servers' CPU profiles, as in the other suites.
-      ...harness.serverEnv({
-        cpuProfDir: process.argv.find((arg) => arg.startsWith('--cpu-prof'))?.split('=')[1] ?? (process.argv.includes('--cpu-prof') ? '' : undefined),
-      } as BenchOptions),
+      ...profiling,
+      // Every server reports its memory after a full collection when asked (the streams' cost).
+      NODE_OPTIONS: [profiling.NODE_OPTIONS ?? process.env.NODE_OPTIONS, `--require ${JSON.stringify(path.join(__dirname, 'support', 'memory-probe.cjs'))}`]
+        .filter(Boolean)
+        .join(' '),
+      MISSION_BENCH_MEMORY_DIR: MEMORY_DIR,
     },
   };
   const results: Record<string, unknown> = {};
@@ -249,7 +295,9 @@ async function main(): Promise<number> {
       const throughput = await deliveries(target, token, webhookCount, duration);
       log(`${name}: ${throughput.perSecond} deliveries/s`);
       const memory = await streamMemory(target, streams);
-      log(`${name}: ${streams} streams: ${memory.beforeMiB} → ${memory.afterMiB} MiB`);
+      log(
+        `${name}: ${streams} streams: heap and buffers ${memory.livePerThousandMiB >= 0 ? '+' : ''}${memory.livePerThousandMiB} MiB per 1,000 after a full collection; resident ${memory.beforeMiB} → ${memory.afterMiB} MiB`,
+      );
       results[name] = { startupSeconds: Math.round(target.startupSeconds * 10) / 10, brokerSettle, latency: quiet, latencyBesideSlowEndpoint: beside, throughput, memory };
     } finally {
       await hooks.close();
@@ -270,12 +318,17 @@ async function main(): Promise<number> {
     ok: true,
   };
   const rows = Object.entries(results).map(([name, value]) => {
-    const r = value as { latency: LatencyRun; latencyBesideSlowEndpoint: LatencyRun; throughput: { perSecond: number }; memory: { perThousandMiB: number; afterMiB: number } };
-    return `| ${name} | ${r.latency.streamMs.p50} / ${r.latency.streamMs.p99} | ${r.latency.webhookMs.p50} / ${r.latency.webhookMs.p99} | ${r.latencyBesideSlowEndpoint.webhookMs.p50} / ${r.latencyBesideSlowEndpoint.webhookMs.p99} | ${r.throughput.perSecond} | ${r.memory.perThousandMiB} |`;
+    const r = value as {
+      latency: LatencyRun;
+      latencyBesideSlowEndpoint: LatencyRun;
+      throughput: { perSecond: number };
+      memory: { livePerThousandMiB: number; afterMiB: number };
+    };
+    return `| ${name} | ${r.latency.streamMs.p50} / ${r.latency.streamMs.p99} | ${r.latency.webhookMs.p50} / ${r.latency.webhookMs.p99} | ${r.latencyBesideSlowEndpoint.webhookMs.p50} / ${r.latencyBesideSlowEndpoint.webhookMs.p99} | ${r.throughput.perSecond} | ${r.memory.livePerThousandMiB} | ${r.memory.afterMiB} |`;
   });
   const table = [
-    '| target | stream p50 / p99 ms | webhook p50 / p99 ms | webhook beside a 10 s endpoint p50 / p99 ms | deliveries/s | MiB per 1,000 streams |',
-    '|---|--:|--:|--:|--:|--:|',
+    '| target | stream p50 / p99 ms | webhook p50 / p99 ms | webhook beside a 10 s endpoint p50 / p99 ms | deliveries/s | MiB held per 1,000 streams | gateway resident MiB with them open |',
+    '|---|--:|--:|--:|--:|--:|--:|',
     ...rows,
   ].join('\n');
   const settle = settleText(
