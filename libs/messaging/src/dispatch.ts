@@ -12,10 +12,13 @@
  *   is not taken twice.
  */
 
+import { Fifo } from './fifo';
+
 /** A FIFO counting semaphore: at most `max` holders at once, waiters served in arrival order. */
 export class InFlightLimit {
   private active = 0;
-  private readonly waiting: Array<() => void> = [];
+  // A backlog can queue thousands of waiters: an array's shift would copy them all each time.
+  private readonly waiting = new Fifo<() => void>();
 
   constructor(readonly max: number) {
     if (!Number.isInteger(max) || max < 1) throw new Error(`An in-flight limit must be a positive integer, got ${max}`);

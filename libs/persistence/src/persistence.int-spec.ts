@@ -410,12 +410,35 @@ describe('persistence on PostgreSQL', () => {
         await runWithTenant({ tenantId: tenantA }, () =>
           tenantTransaction(dataSource, async (manager) => {
             await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1), ($2)`, [43, 44]);
-            const [{ n }] = await manager.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = ANY($1::int[])`, [[43, 44, 45]]);
+            // A buffer is not inlined (node-postgres sends it as bytes).
+            const [{ n }] = await manager.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = ANY($1::int[]) AND $2::bytea IS NOT NULL`, [
+              [43, 44, 45],
+              Buffer.from([0, 1]),
+            ]);
             expect(n).toBe(2);
             throw new Error('roll back');
           }),
         ).catch((error: Error) => expect(error.message).toBe('roll back'));
         expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id IN (43, 44)`)).toEqual([{ n: 0 }]);
+      });
+
+      it('reads arrays inlined into a message exactly as the same arrays sent as parameters, in the message that opens the transaction', async () => {
+        const element = fc.oneof(
+          fc.string({ unit: 'grapheme', maxLength: 12 }).filter((text) => !text.includes('\u0000')),
+          fc.constantFrom('NULL', '"', '\\', '{', '}', ',', ' ', ''),
+          fc.constant(null),
+        );
+        await fc.assert(
+          fc.asyncProperty(fc.array(element, { maxLength: 8 }), fc.array(fc.integer(), { maxLength: 8 }), async (texts, numbers) => {
+            const statement = `SELECT $1::text[] AS texts, $2::bigint[] AS numbers, cardinality($1::text[]) AS count`;
+            const { result, messages } = await countingMessages(() =>
+              runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, (manager) => manager.query(statement, [texts, numbers]))),
+            );
+            expect(result).toEqual(await dataSource.query(statement, [texts, numbers]));
+            expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nSELECT .*::text\[\] AS texts/s);
+          }),
+          { numRuns: 60 },
+        );
       });
 
       it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {

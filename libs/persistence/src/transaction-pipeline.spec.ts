@@ -1,4 +1,10 @@
+import fc from 'fast-check';
+import { escapeLiteral } from 'pg';
 import { inlineParameters } from './transaction-pipeline';
+
+// node-postgres's own conversion of a parameter to the text it sends: the oracle for arrays.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): unknown };
 
 describe('inlineParameters', () => {
   it('inlines text, numbers, booleans, dates and null as untyped literals, $10 apart from $1', () => {
@@ -10,10 +16,45 @@ describe('inlineParameters', () => {
   });
 
   it('refuses what it cannot inline safely: other kinds of value, NUL, a missing parameter', () => {
-    for (const value of [[1, 2], Buffer.from('x'), { a: 1 }, Number.NaN, Infinity, new Date(Number.NaN), 'nul\u0000', 10n]) {
+    for (const value of [
+      Buffer.from('x'),
+      { a: 1 },
+      Number.NaN,
+      Infinity,
+      new Date(Number.NaN),
+      'nul\u0000',
+      10n,
+      [Buffer.from('x')],
+      [{ a: 1 }],
+      [10n],
+      [Number.NaN],
+      ['nul\u0000'],
+      [[new Date()]],
+    ]) {
       expect(inlineParameters('SELECT $1', [value])).toBeUndefined();
     }
     expect(inlineParameters('SELECT $2', ['only one'])).toBeUndefined();
+  });
+
+  it('inlines arrays of text, numbers, booleans and null in the text form node-postgres sends them in', () => {
+    expect(
+      inlineParameters('SELECT $1::bigint[], $2::text[]', [
+        [1, -2, '3'],
+        ['a"b', 'c\\d', null, 'e,{f}'],
+      ]),
+    ).toBe(`SELECT '{"1","-2","3"}'::bigint[],  E'{"a\\\\"b","c\\\\\\\\d",NULL,"e,{f}"}'::text[]`);
+    const element = fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 12 }).filter((text) => !text.includes('\u0000')),
+      fc.integer(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }),
+      fc.boolean(),
+      fc.constant(null),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.oneof(element, fc.array(element, { maxLength: 3 })), { maxLength: 8 }), (array) => {
+        expect(inlineParameters('SELECT $1', [array])).toBe(`SELECT ${escapeLiteral(prepareValue(array) as string)}`);
+      }),
+    );
   });
 
   it('leaves quoted identifiers as they are, and refuses comments, where a literal could escape into a statement of its own', () => {

@@ -21,19 +21,42 @@ interface Pending {
 const pendingOf = new WeakMap<QueryRunner, Pending>();
 
 /**
+ * An array's text form as node-postgres sends it as a parameter (`{"a","b",NULL,{"c"}}`), for
+ * arrays, nested or not, of text, finite numbers, booleans and null only; undefined otherwise.
+ */
+function arrayText(values: readonly unknown[]): string | undefined {
+  let text = '{';
+  for (let index = 0; index < values.length; index++) {
+    if (index > 0) text += ',';
+    const value = values[index];
+    if (value === null || value === undefined) text += 'NULL';
+    else if (Array.isArray(value)) {
+      const inner = arrayText(value);
+      if (inner === undefined) return undefined;
+      text += inner;
+    } else if (typeof value === 'string' || (typeof value === 'number' && Number.isFinite(value)) || typeof value === 'boolean') {
+      text += `"${String(value).replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
+    } else return undefined;
+  }
+  return `${text}}`;
+}
+
+/**
  * A parameter as PostgreSQL would receive it from node-postgres (its text form, untyped), as a
  * literal: an untyped literal is typed from its context exactly as an untyped parameter is. Only
- * text, finite numbers, booleans, dates and null; undefined for anything else (arrays, buffers,
- * objects), which then travels as a real parameter.
+ * text, finite numbers, booleans, dates, null, and arrays of text, finite numbers, booleans and
+ * null (in node-postgres's text form); undefined for anything else (buffers, objects, arrays of
+ * other things), which then travels as a real parameter.
  */
 function asLiteral(value: unknown): string | undefined {
   if (value === null || value === undefined) return 'NULL';
-  let text: string;
+  let text: string | undefined;
   if (typeof value === 'string') text = value;
   else if (typeof value === 'number' && Number.isFinite(value)) text = String(value);
   else if (typeof value === 'boolean') text = value ? 'true' : 'false';
   else if (value instanceof Date && Number.isFinite(value.getTime())) text = value.toISOString();
-  else return undefined;
+  else if (Array.isArray(value)) text = arrayText(value);
+  if (text === undefined) return undefined;
   // PostgreSQL refuses NUL in text either way; as a parameter the error names the statement.
   if (text.includes('\u0000')) return undefined;
   return escapeLiteral(text);

@@ -3,6 +3,7 @@
  * renewing a producer that a deleted topic has broken, and batching concurrent sends.
  */
 import { isStuckProducerError, isUnknownTopicError } from './kafka-mapping';
+import { Fifo } from '../fifo';
 
 /** What the adapter needs of a kafkajs producer. */
 export interface ProducerHandle<R> {
@@ -175,7 +176,7 @@ export interface BatchingSenderOptions {
  * without this every concurrent send would wait for all earlier acks.
  */
 export class BatchingSender<M> {
-  private waiting: Waiting<M>[] = [];
+  private readonly waiting = new Fifo<Waiting<M>>();
   private inFlight = 0;
   private scheduled = false;
   private readonly maxMessages: number;
@@ -213,7 +214,7 @@ export class BatchingSender<M> {
   private take(): Waiting<M>[] {
     const batch: Waiting<M>[] = [];
     let count = 0;
-    while (this.waiting.length > 0 && (batch.length === 0 || count + this.waiting[0].messages.length <= this.maxMessages)) {
+    while (this.waiting.length > 0 && (batch.length === 0 || count + (this.waiting.peek() as Waiting<M>).messages.length <= this.maxMessages)) {
       const next = this.waiting.shift() as Waiting<M>;
       batch.push(next);
       count += next.messages.length;

@@ -1,0 +1,50 @@
+import fc from 'fast-check';
+import { Fifo } from './fifo';
+
+describe('Fifo', () => {
+  it('gives the items back in the order they came, through any mix of pushes and shifts', () => {
+    fc.assert(
+      fc.property(fc.array(fc.oneof(fc.integer(), fc.constant('shift' as const)), { maxLength: 5_000 }), (operations) => {
+        const fifo = new Fifo<number>();
+        const reference: number[] = [];
+        for (const operation of operations) {
+          if (operation === 'shift') {
+            expect(fifo.peek()).toBe(reference[0]);
+            expect(fifo.shift()).toBe(reference.shift());
+          } else {
+            fifo.push(operation);
+            reference.push(operation);
+          }
+          expect(fifo.length).toBe(reference.length);
+        }
+      }),
+    );
+  });
+
+  it('keeps its order across the copies that drop what was taken', () => {
+    const fifo = new Fifo<number>();
+    let next = 0;
+    let expected = 0;
+    // Long enough for several compactions while the queue never empties.
+    for (let round = 0; round < 50_000; round++) {
+      fifo.push(next++);
+      fifo.push(next++);
+      expect(fifo.shift()).toBe(expected++);
+    }
+    while (fifo.length > 0) expect(fifo.shift()).toBe(expected++);
+    expect(expected).toBe(next);
+    expect(fifo.shift()).toBeUndefined();
+  });
+
+  it('drops the slots of taken items instead of growing for ever', () => {
+    const fifo = new Fifo<number>();
+    fifo.push(-1);
+    for (let round = 0; round < 100_000; round++) {
+      fifo.push(round);
+      fifo.shift();
+    }
+    // One item waits throughout: what the queue holds stays near its compaction threshold.
+    expect((fifo as unknown as { items: unknown[] }).items.length).toBeLessThanOrEqual(2 * 1024 + 1);
+    expect(fifo.length).toBe(1);
+  });
+});
