@@ -7,7 +7,7 @@ import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER 
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { dataKeysTableSql, RecordCipher } from './data-keys';
 import { openServiceDatabase, tenantTransaction } from './database';
-import { deferWrite } from './transaction-pipeline';
+import { deferWrite, queryInOneTrip } from './transaction-pipeline';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
 import { markProcessed, processedMessagesTableSql } from './processed-messages';
 import { createTestDatabase, TestDatabase } from './test-database';
@@ -95,11 +95,12 @@ function event(type: string, payload: unknown = { type }): OutboxEvent {
 }
 
 /** Messages sent to PostgreSQL while `run` runs (every pg client's query calls). */
-async function countingMessages<T>(run: () => Promise<T>): Promise<{ result: T; messages: string[] }> {
+async function countingMessages<T>(run: () => Promise<T>, ignoring: readonly Client[] = []): Promise<{ result: T; messages: string[] }> {
   const spy = jest.spyOn(Client.prototype, 'query');
   try {
     const result = await run();
-    return { result, messages: spy.mock.calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text))) };
+    const calls = spy.mock.calls.filter((_call, index) => !ignoring.includes(spy.mock.contexts[index] as Client));
+    return { result, messages: calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text))) };
   } finally {
     spy.mockRestore();
   }
@@ -439,6 +440,54 @@ describe('persistence on PostgreSQL', () => {
           }),
           { numRuns: 60 },
         );
+      });
+
+      it('runs queryInOneTrip statements in one message with what was held, each seeing what committed while the one before waited for a lock', async () => {
+        await dataSource.query(`INSERT INTO "${SCHEMA}".fixture (id) VALUES (60)`);
+        const holder = new Client({ connectionString: database.url });
+        await holder.connect();
+        try {
+          await holder.query('BEGIN');
+          await holder.query(`UPDATE "${SCHEMA}".fixture SET id = 60 WHERE id = 60`);
+          const counted = countingMessages(
+            () =>
+              runWithTenant({ tenantId: tenantA }, () =>
+                tenantTransaction(dataSource, async (manager) => {
+                  await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [61]);
+                  return queryInOneTrip(manager, [
+                    { sql: `UPDATE "${SCHEMA}".fixture SET id = id WHERE id = $1 RETURNING id AS one_trip_probe`, parameters: [60] },
+                    { sql: `SELECT id FROM "${SCHEMA}".fixture WHERE id = ANY($1::int[]) ORDER BY id`, parameters: [[61, 62]] },
+                  ]);
+                }),
+              ),
+            [holder],
+          );
+          // The update waits for the holder's lock; meanwhile another transaction commits row 62.
+          for (let waited = 0; ; waited += 20) {
+            const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%one_trip_probe%'`);
+            if (n > 0) break;
+            if (waited > 10_000) throw new Error('The update never waited for the lock');
+            await new Promise((resolve) => setTimeout(resolve, 20));
+          }
+          await dataSource.query(`INSERT INTO "${SCHEMA}".fixture (id) VALUES (62)`);
+          await holder.query('COMMIT');
+          const { result, messages: all } = await counted;
+          // The transaction's own messages (the wait and the other insert above went meanwhile).
+          const messages = all.filter((text) => !text.includes('pg_stat_activity') && !text.includes('VALUES (62)'));
+          expect(result).toEqual([[{ one_trip_probe: 60 }], [{ id: 61 }, { id: 62 }]]);
+          expect(messages).toHaveLength(2);
+          expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nINSERT .*;\nUPDATE .*;\nSELECT id .*$/s);
+          expect(messages[1]).toBe('COMMIT');
+          // Outside a pipelined transaction the statements run one after the other, with the same rows.
+          expect(await queryInOneTrip(dataSource.manager, [{ sql: `SELECT id FROM "${SCHEMA}".fixture WHERE id = $1`, parameters: [62] }, { sql: 'SELECT 1 AS one' }])).toEqual([
+            [{ id: 62 }],
+            [{ one: 1 }],
+          ]);
+        } finally {
+          await holder.query('ROLLBACK').catch(() => undefined);
+          await holder.end();
+          await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (60, 61, 62)`);
+        }
       });
 
       it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {

@@ -16,6 +16,8 @@ const ROLLBACK_TO_SAVEPOINT = 'ROLLBACK TO SAVEPOINT';
 interface Pending {
   opening: string | null;
   writes: string[];
+  /** Sends what was held and then `statements` (inlined) in one message: their results, in order. */
+  sendWithHeld(statements: readonly string[], label: string): Promise<PgResult[]>;
 }
 
 const pendingOf = new WeakMap<QueryRunner, Pending>();
@@ -129,7 +131,24 @@ function typeormResult(raw: PgResult, structured: boolean | undefined): unknown 
  */
 export async function pipelinedTransaction<T>(dataSource: DataSource, opening: string, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const runner = dataSource.createQueryRunner();
-  const pending: Pending = { opening: null, writes: [] };
+  const pending: Pending = {
+    opening: null,
+    writes: [],
+    sendWithHeld: async (statements, label) => {
+      const held = [...(pending.opening !== null ? [pending.opening] : []), ...pending.writes];
+      pending.opening = null;
+      pending.writes = [];
+      const client = (await runner.connect()) as PoolClient;
+      let results: PgResult | PgResult[];
+      try {
+        results = (await client.query([...held, ...statements].join(';\n'))) as unknown as PgResult | PgResult[];
+      } catch (error) {
+        throw new QueryFailedError(label, [], error as Error);
+      }
+      const all = Array.isArray(results) ? results : [results];
+      return all.slice(all.length - statements.length);
+    },
+  };
   pendingOf.set(runner, pending);
   const query = runner.query.bind(runner);
   let begun = false;
@@ -257,4 +276,28 @@ export async function deferWrite(manager: EntityManager, statement: string, para
     return;
   }
   await manager.query(statement, [...parameters]);
+}
+
+/**
+ * The rows of each of `statements`, run in order in one round trip: inside a pipelinedTransaction,
+ * in one message with what the transaction held (each statement with its own snapshot, as in any
+ * READ COMMITTED transaction: a statement after one that waited for a lock sees what committed
+ * meanwhile); one after the other when not in one, or when a statement's parameters cannot be
+ * inlined. A failure names the first statement (values inlined stay out of errors and logs).
+ */
+export async function queryInOneTrip(manager: EntityManager, statements: ReadonlyArray<{ readonly sql: string; readonly parameters?: readonly unknown[] }>): Promise<unknown[][]> {
+  const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
+  const inlined = pending ? statements.map(({ sql, parameters }) => inlineParameters(sql, parameters)) : [];
+  if (pending && statements.length > 0 && inlined.every((text) => text !== undefined)) {
+    const results = await pending.sendWithHeld(inlined as string[], statements[0].sql);
+    return results.map((result) => result.rows);
+  }
+  const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
+  try {
+    const rows: unknown[][] = [];
+    for (const { sql, parameters } of statements) rows.push((await runner.query(sql, [...(parameters ?? [])], true)).records);
+    return rows;
+  } finally {
+    if (!manager.queryRunner) await runner.release();
+  }
 }

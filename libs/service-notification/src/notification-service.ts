@@ -98,7 +98,10 @@ export async function startNotificationService(options: NotificationServiceOptio
   );
   const webhooks = new Webhooks(dataSource, cipher, policy, () => dispatcher.kick());
   const log = new EventLog(dataSource, cipher, {
-    whileRecording: (manager, tenantId, event) => webhooks.enqueue(manager, tenantId, event),
+    whileRecording: {
+      read: (tenantId, eventType) => webhooks.subscribersRead(tenantId, eventType),
+      write: (manager, tenantId, event, rows) => webhooks.enqueue(manager, tenantId, event, rows as Array<{ id: string }>),
+    },
     afterCommit: () => {
       relay.kick();
       dispatcher.kick();

@@ -11,7 +11,7 @@ import {
   type TenantEventPage,
   type TenantEventType,
 } from '@mission/contracts';
-import { deferWrite, enqueueOutbox, RecordCipher, tenantTransaction } from '@mission/persistence';
+import { deferWrite, enqueueOutbox, queryInOneTrip, RecordCipher, tenantTransaction } from '@mission/persistence';
 import { currentTenant } from '@mission/tenant-context';
 import type { LoggedEvent } from './public-events';
 
@@ -47,8 +47,15 @@ export class EventLog {
     private readonly dataSource: DataSource,
     private readonly cipher: RecordCipher,
     private readonly hooks: {
-      /** In the recording transaction, after the event: what else must commit with it (its webhook deliveries). */
-      readonly whileRecording?: (manager: EntityManager, tenantId: string, event: TenantEvent) => Promise<unknown>;
+      /**
+       * In the recording transaction: what else must commit with the event (its webhook
+       * deliveries). `read` (a statement and its parameters) travels in the round trip that takes
+       * the event's position, after it; `write` gets its rows once the event is known.
+       */
+      readonly whileRecording?: {
+        readonly read: (tenantId: string, eventType: string) => { readonly sql: string; readonly parameters: readonly unknown[] };
+        readonly write: (manager: EntityManager, tenantId: string, event: TenantEvent, rows: readonly unknown[]) => Promise<unknown>;
+      };
       /** After an event committed: its announcement (and deliveries) are waiting. */
       readonly afterCommit?: () => void;
     } = {},
@@ -61,9 +68,9 @@ export class EventLog {
    * outbox, in the same transaction. Returns the event as readers see it, or undefined when it was
    * recorded before.
    *
-   * Round trips while the row is locked: the position (with the duplicate check), what else
-   * commits with the event (its webhooks' deliveries), and the commit; the event's own writes go
-   * with the statements after them.
+   * Round trips while the row is locked: the position (with the duplicate check, and the read of
+   * whileRecording in the same message), then the event's writes, what else commits with it (its
+   * webhooks' deliveries) and the commit, in one message.
    */
   async record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
     const { tenantId } = currentTenant();
@@ -71,13 +78,19 @@ export class EventLog {
       // No row when the message was recorded before. Two deliveries of one message racing past
       // this check both take a position; the second one's insert then breaks the unique
       // (tenant, source message) and its transaction, position included, rolls back (below).
-      const [next]: Array<{ last_position: string }> = await manager.query(
-        `INSERT INTO notify.positions AS p (tenant_id, last_position)
-         SELECT $1, 1 WHERE NOT EXISTS (SELECT 1 FROM notify.events WHERE tenant_id = $1 AND source_message_id = $2)
-         ON CONFLICT (tenant_id) DO UPDATE SET last_position = p.last_position + 1
-         RETURNING last_position`,
-        [tenantId, sourceMessageId],
-      );
+      const extra = this.hooks.whileRecording?.read(tenantId, event.type);
+      const [positions, extraRows] = await queryInOneTrip(manager, [
+        {
+          sql: `INSERT INTO notify.positions AS p (tenant_id, last_position)
+                SELECT $1, 1 WHERE NOT EXISTS (SELECT 1 FROM notify.events WHERE tenant_id = $1 AND source_message_id = $2)
+                ON CONFLICT (tenant_id) DO UPDATE SET last_position = p.last_position + 1
+                RETURNING last_position`,
+          parameters: [tenantId, sourceMessageId],
+        },
+        // After the position in the same message: its own snapshot, taken once the position's row is ours.
+        ...(extra ? [extra] : []),
+      ]);
+      const [next] = positions as Array<{ last_position: string }>;
       if (!next) return undefined;
       const position = String(next.last_position);
       const nonce = randomBytes(6).toString('hex');
@@ -90,7 +103,7 @@ export class EventLog {
       );
       const logged: TenantEvent = { id: formatEventId(position, nonce), type: event.type, timestamp: new Date(event.occurredAt).toISOString(), data: { ...event.data } };
       await enqueueOutbox(manager, NOTIFY_SCHEMA, { topic: Topics.notifyEvents, type: MessageTypes.tenantEventRecorded, key: tenantId, payload: logged }, this.cipher);
-      await this.hooks.whileRecording?.(manager, tenantId, logged);
+      if (this.hooks.whileRecording) await this.hooks.whileRecording.write(manager, tenantId, logged, extraRows ?? []);
       return logged;
     }).catch((error: unknown) => {
       if (isUniqueViolation(error, SOURCE_MESSAGE_CONSTRAINT)) return undefined;

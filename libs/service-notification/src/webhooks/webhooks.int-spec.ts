@@ -59,7 +59,10 @@ describe('webhook deliveries on PostgreSQL', () => {
     const dispatcher = new WebhookDispatcher(dataSource, cipher, policy, { retryScheduleSeconds: [1, 1], timeoutMs: options.timeoutMs ?? 2_000, pollMs: 100 }, quiet);
     const webhooks = new Webhooks(dataSource, cipher, policy, () => dispatcher.kick());
     const log = new EventLog(dataSource, cipher, {
-      whileRecording: (manager, tenantId, event) => webhooks.enqueue(manager, tenantId, event),
+      whileRecording: {
+        read: (tenantId, eventType) => webhooks.subscribersRead(tenantId, eventType),
+        write: (manager, tenantId, event, rows) => webhooks.enqueue(manager, tenantId, event, rows as Array<{ id: string }>),
+      },
       afterCommit: () => dispatcher.kick(),
     });
     return { dataSource, dispatcher, webhooks, log };
@@ -104,9 +107,20 @@ describe('webhook deliveries on PostgreSQL', () => {
       node.log.record(randomUUID(), { type: 'mission.completed', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
     );
     expect(await deliveryOf(tenant, created.id)).toEqual([]);
-    await runWithTenant({ tenantId: tenant }, () =>
-      node.log.record(randomUUID(), { type: 'hit.decided', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { decision: 'approved' } }),
-    );
+    const sent = jest.spyOn(Client.prototype, 'query');
+    try {
+      await runWithTenant({ tenantId: tenant }, () =>
+        node.log.record(randomUUID(), { type: 'hit.decided', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: { decision: 'approved' } }),
+      );
+      // Two round trips while the tenant's position row is locked: the position with the webhooks
+      // subscribed (read after it), then the event, its announcement, its delivery and the commit.
+      const messages = sent.mock.calls.map(([text]) => String(text));
+      expect(messages).toHaveLength(2);
+      expect(messages[0]).toMatch(/INSERT INTO notify\.positions .*;\nSELECT id FROM notify\.webhooks /s);
+      expect(messages[1]).toMatch(/^INSERT INTO notify\.events .*INSERT INTO "notify"\.outbox .*INSERT INTO notify\.deliveries .*;\nCOMMIT$/s);
+    } finally {
+      sent.mockRestore();
+    }
     expect(await deliveryOf(tenant, created.id)).toEqual([{ state: 'pending', attempts: 0, response_status: null, error: null }]);
     const [delivery] = (await inspector.query(`SELECT payload FROM notify.deliveries WHERE webhook_id = $1`, [created.id])).rows;
     expect(delivery.payload).toMatch(/^enc1\./);

@@ -179,12 +179,16 @@ export class Webhooks {
     return deliveryView(row);
   }
 
+  /** The tenant's webhooks subscribed to events of `eventType`: read while an event is recorded (EventLog's whileRecording). */
+  subscribersRead(tenantId: string, eventType: string): { sql: string; parameters: string[] } {
+    return { sql: `SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, parameters: [tenantId, eventType] };
+  }
+
   /**
-   * In the transaction recording `event`: one delivery of it to each of the tenant's webhooks
-   * subscribed to its type. The insert goes with the transaction's commit.
+   * In the transaction recording `event`: one delivery of it to each of `subscribed` (the rows of
+   * subscribersRead). The insert goes with the transaction's commit.
    */
-  async enqueue(manager: EntityManager, tenantId: string, event: TenantEvent): Promise<number> {
-    const subscribed: Array<{ id: string }> = await manager.query(`SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, [tenantId, event.type]);
+  async enqueue(manager: EntityManager, tenantId: string, event: TenantEvent, subscribed: ReadonlyArray<{ readonly id: string }>): Promise<number> {
     if (subscribed.length === 0) return 0;
     const insert = await this.deliveriesInsert(
       manager,
