@@ -109,10 +109,27 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
  * simple-protocol message, and writes handed to deferWrite go with the next statement or the
  * COMMIT (pipelinedTransaction): a mission transition costs two round trips.
  */
-export async function tenantTransaction<T>(dataSource: DataSource, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+export async function tenantTransaction<T>(
+  dataSource: DataSource,
+  work: (manager: EntityManager) => Promise<T>,
+  options: {
+    /**
+     * Settings (names to values) of this transaction only, set with the tenant: they travel in
+     * the same message, and apply from the transaction's first statement on (its planning included).
+     */
+    readonly settings?: Readonly<Record<string, string>>;
+  } = {},
+): Promise<T> {
   const { tenantId } = currentTenant();
-  return pipelinedTransaction(dataSource, `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)`, work);
+  const settings = Object.entries(options.settings ?? {}).map(([name, value]) => {
+    if (!SETTING_NAME.test(name)) throw new TypeError(`Not a setting's name: ${name}`);
+    return `, set_config(${literal(name)}, ${literal(value)}, true)`;
+  });
+  return pipelinedTransaction(dataSource, `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)${settings.join('')}`, work);
 }
+
+/** A PostgreSQL setting's name, extension prefix allowed (`work_mem`, `app.tenant_id`). */
+const SETTING_NAME = /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/;
 
 /** What runs a parameterised query: an EntityManager, a DataSource, or tenantReader(). */
 export interface Queryable {

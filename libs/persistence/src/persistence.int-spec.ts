@@ -258,6 +258,32 @@ describe('persistence on PostgreSQL', () => {
       }
     });
 
+    it("sets a transaction's own settings with the tenant, in its first message, and only for it", async () => {
+      const { result, messages } = await countingMessages(() =>
+        runWithTenant({ tenantId: tenantA }, () =>
+          tenantTransaction(
+            dataSource,
+            (manager) =>
+              manager.query(`SELECT current_setting($1) AS tenant, current_setting($2) AS work_mem, current_setting($3) AS seqscan`, [
+                'app.tenant_id',
+                'work_mem',
+                'enable_seqscan',
+              ]),
+            { settings: { work_mem: '48MB', enable_seqscan: 'off' } },
+          ),
+        ),
+      );
+      expect(result).toEqual([{ tenant: tenantA, work_mem: '48MB', seqscan: 'off' }]);
+      expect(messages[0]).toMatch(
+        /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('work_mem', '48MB', true\), set_config\('enable_seqscan', 'off', true\);\nSELECT current_setting/s,
+      );
+      const [after] = await runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, (manager) => manager.query(`SELECT current_setting('work_mem') AS work_mem`)));
+      expect(after.work_mem).not.toBe('48MB');
+      await expect(
+        runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, async () => undefined, { settings: { "work_mem'; DROP TABLE x; --": '1' } })),
+      ).rejects.toThrow("Not a setting's name");
+    });
+
     it('binds concurrent transactions each to its own tenant', async () => {
       const seen = await Promise.all(
         [tenantA, tenantB].map((tenantId) =>

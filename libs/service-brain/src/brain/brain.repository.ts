@@ -177,6 +177,15 @@ export const MERGE_BATCH_CHUNKS = 4_096;
  */
 const INDEX_ACCESS_ONLY = `set_config('enable_seqscan', 'off', true)`;
 
+/**
+ * The settings of a query's transaction (statistics, then ranking; tenantTransaction's
+ * `settings`, sent with the tenant): no JIT compilation (cheap per row, but it can look expensive
+ * to the planner, and compiling would cost more than running it), no memoizing of the per-term
+ * scans (each term is scanned once), memory enough to sort the waiting chunks' postings or a
+ * pruned ranking's candidates without spilling to disk, and index access only (as INDEX_ACCESS_ONLY).
+ */
+export const RANKING_SETTINGS: Readonly<Record<string, string>> = { jit: 'off', enable_memoize: 'off', work_mem: '32MB', enable_seqscan: 'off' };
+
 /** The tenant's ($1) merge lock: a merge tries it, a deletion waits for it, so the two take turns. */
 const TENANT_MERGE_LOCK = `hashtextextended('brain.merge:' || $1::text, 0)`;
 
@@ -543,16 +552,12 @@ export class BrainRepository {
    * The tenant's collection statistics and the document frequencies of `termHashes` (term_stats
    * counts the merged chunks, the chunks waiting for a merge are counted here), read in one
    * statement (one snapshot). Usually no chunk waits: an uncorrelated EXISTS, a plain index probe
-   * (which also skips, and marks, the entries merges left dead), says so before any join. Also sets up the transaction for the ranking's statements: no JIT
-   * compilation (cheap per row, but it can look expensive to the planner, and compiling would cost
-   * more than running it), no memoizing of the per-term scans (each term is scanned once), memory
-   * enough to sort the waiting chunks' postings or a pruned ranking's candidates without spilling
-   * to disk, and index access only (INDEX_ACCESS_ONLY).
+   * (which also skips, and marks, the entries merges left dead), says so before any join. Runs in
+   * a transaction with RANKING_SETTINGS, as the ranking's statements after it do.
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
     const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
-      `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, t.waiting, set_config('jit', 'off', true), set_config('enable_memoize', 'off', true),
-         set_config('work_mem', '32MB', true), ${INDEX_ACCESS_ONLY}
+      `SELECT s.chunk_count, s.total_length, s.key_check, t.term_hash, t.df, t.waiting
        FROM brain.tenant_stats s
        LEFT JOIN (
          SELECT f.term_hash, sum(f.df)::int AS df, bool_or(f.waiting) AS waiting

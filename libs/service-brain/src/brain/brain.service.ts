@@ -26,7 +26,7 @@ import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
-import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, MERGE_BATCH_CHUNKS, RankedChunkRow } from './brain.repository';
+import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, MERGE_BATCH_CHUNKS, RANKING_SETTINGS, RankedChunkRow } from './brain.repository';
 
 export const BRAIN_SCHEMA = 'brain';
 
@@ -333,19 +333,23 @@ export class BrainService {
     // A query of stop words and punctuation only has nothing to look for: an empty ranking.
     if (queryFrequencies.size === 0) return [];
 
-    const rows = await tenantTransaction(this.dataSource, async (manager) => {
-      const stats = await this.repository.statistics(manager, tenantId, [...queryFrequencies.keys()]);
-      if (!stats || stats.chunkCount === 0) return [];
-      if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
-      const weights = [...queryFrequencies]
-        .filter(([hash]) => stats.documentFrequencies.has(hash))
-        .map(([termHash, queryFrequency]) => {
-          const documentFrequency = stats.documentFrequencies.get(termHash) ?? 0;
-          return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
-        });
-      if (weights.length === 0) return [];
-      return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit, stats.waiting);
-    });
+    const rows = await tenantTransaction(
+      this.dataSource,
+      async (manager) => {
+        const stats = await this.repository.statistics(manager, tenantId, [...queryFrequencies.keys()]);
+        if (!stats || stats.chunkCount === 0) return [];
+        if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
+        const weights = [...queryFrequencies]
+          .filter(([hash]) => stats.documentFrequencies.has(hash))
+          .map(([termHash, queryFrequency]) => {
+            const documentFrequency = stats.documentFrequencies.get(termHash) ?? 0;
+            return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
+          });
+        if (weights.length === 0) return [];
+        return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit, stats.waiting);
+      },
+      { settings: RANKING_SETTINGS },
+    );
     return rows.map(resultView);
   }
 }
