@@ -47,8 +47,8 @@ function option(name: string, fallback: number): number {
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-/** Where the servers' memory probe answers (bench/support/memory-probe.cjs). */
-const MEMORY_DIR = mkdtempSync(path.join(os.tmpdir(), 'mission-bench-memory-'));
+/** Where the servers' memory probe answers (bench/support/memory-probe.cjs); made in main(). */
+let memoryDir = '';
 
 /**
  * A receiver on loopback: records when each webhook-id first arrived, and when every request
@@ -185,12 +185,14 @@ interface CollectedMemory {
 
 /** Asks server `pid` to collect its garbage and report its memory, and waits for the answer. */
 async function collectedMemory(pid: number): Promise<CollectedMemory> {
-  const file = path.join(MEMORY_DIR, `${pid}.json`);
+  // Without the probe, SIGUSR2 would end the server.
+  if (!existsSync(path.join(memoryDir, `${pid}.ready`))) throw new Error(`Server ${pid} runs without the memory probe`);
+  const file = path.join(memoryDir, `${pid}.json`);
   rmSync(file, { force: true });
   process.kill(pid, 'SIGUSR2');
   const deadline = performance.now() + 30_000;
   while (!existsSync(file)) {
-    if (performance.now() > deadline) throw new Error(`Server ${pid} did not report its memory within 30 s (was it started with the memory probe?)`);
+    if (performance.now() > deadline) throw new Error(`Server ${pid} did not report its memory within 30 s`);
     await sleep(50);
   }
   return JSON.parse(readFileSync(file, 'utf8')) as CollectedMemory;
@@ -203,7 +205,7 @@ const perThousand = (bytes: number, count: number): number => Math.round(((bytes
  * What `count` open streams (100 per tenant) hold in the gateway: its heap and buffers after a full
  * collection, before the streams open and while they are open. Its resident memory at the same two
  * moments is reported beside, not as the streams' cost: it may fall between them, as the
- * allocator hands back what the earlier phases freed (-19 and -60 MiB in one run).
+ * allocator hands back what the earlier phases freed (-65 and -22 MiB in events-2026-11-27-fast-machine.json).
  */
 async function streamMemory(
   target: PreparedTarget,
@@ -253,7 +255,8 @@ async function main(): Promise<number> {
   const profiling = harness.serverEnv({
     cpuProfDir: process.argv.find((arg) => arg.startsWith('--cpu-prof'))?.split('=')[1] ?? (process.argv.includes('--cpu-prof') ? '' : undefined),
   } as BenchOptions);
-  cleanup.add('memory probe directory', () => rm(MEMORY_DIR, { recursive: true, force: true }));
+  memoryDir = mkdtempSync(path.join(os.tmpdir(), 'mission-bench-memory-'));
+  cleanup.add('memory probe directory', () => rm(memoryDir, { recursive: true, force: true }));
   const context: TargetContext = {
     cleanup,
     log,
@@ -266,7 +269,7 @@ async function main(): Promise<number> {
       NODE_OPTIONS: [profiling.NODE_OPTIONS ?? process.env.NODE_OPTIONS, `--require ${JSON.stringify(path.join(__dirname, 'support', 'memory-probe.cjs'))}`]
         .filter(Boolean)
         .join(' '),
-      MISSION_BENCH_MEMORY_DIR: MEMORY_DIR,
+      MISSION_BENCH_MEMORY_DIR: memoryDir,
     },
   };
   const results: Record<string, unknown> = {};

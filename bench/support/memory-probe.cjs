@@ -15,6 +15,8 @@ const entry = (process.argv[1] ?? '').replace(/\\/g, '/');
 if (dir && /apps\/[^/]+\/src\/main\.ts$/.test(entry)) {
   v8.setFlagsFromString('--expose-gc');
   const collect = vm.runInNewContext('gc');
+  // The suite signals only a server that says it has the probe: SIGUSR2 would otherwise end it.
+  fs.writeFileSync(path.join(dir, `${process.pid}.ready`), '');
   process.on('SIGUSR2', () => {
     collect();
     collect();

@@ -123,13 +123,18 @@ export async function tenantTransaction<T>(
   const { tenantId } = currentTenant();
   const settings = Object.entries(options.settings ?? {}).map(([name, value]) => {
     if (!SETTING_NAME.test(name)) throw new TypeError(`Not a setting's name: ${name}`);
+    // Set after the tenant, these would win: nothing that decides who the statements run as, or what they see.
+    if (PROTECTED_SETTINGS.has(name)) throw new TypeError(`The setting ${name} cannot be changed by a transaction's settings`);
     return `, set_config(${literal(name)}, ${literal(value)}, true)`;
   });
   return pipelinedTransaction(dataSource, `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)${settings.join('')}`, work);
 }
 
-/** A PostgreSQL setting's name, extension prefix allowed (`work_mem`, `app.tenant_id`). */
-const SETTING_NAME = /^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$/;
+/** A PostgreSQL setting's own name (`work_mem`, `enable_seqscan`); names with a prefix (`app.tenant_id`) are not for this. */
+const SETTING_NAME = /^[a-z_][a-z0-9_]*$/;
+
+/** Settings that decide who statements run as, under which policies and which schemas: never per transaction. */
+const PROTECTED_SETTINGS: ReadonlySet<string> = new Set(['role', 'session_authorization', 'row_security', 'search_path', 'default_transaction_read_only', 'transaction_read_only']);
 
 /** What runs a parameterised query: an EntityManager, a DataSource, or tenantReader(). */
 export interface Queryable {

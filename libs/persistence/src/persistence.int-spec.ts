@@ -282,6 +282,17 @@ describe('persistence on PostgreSQL', () => {
       await expect(
         runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, async () => undefined, { settings: { "work_mem'; DROP TABLE x; --": '1' } })),
       ).rejects.toThrow("Not a setting's name");
+      // Nothing that would override the tenant, the role or the policies.
+      for (const name of ['app.tenant_id', 'role', 'search_path', 'row_security', 'session_authorization']) {
+        await expect(runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, async () => undefined, { settings: { [name]: tenantB } }))).rejects.toThrow(
+          TypeError,
+        );
+      }
+      // A value is a literal, whatever it holds.
+      const [quoted] = await runWithTenant({ tenantId: tenantA }, () =>
+        tenantTransaction(dataSource, (manager) => manager.query(`SELECT current_setting($1) AS value`, ['application_name']), { settings: { application_name: "it's; --" } }),
+      );
+      expect(quoted.value).toBe("it's; --");
     });
 
     it('binds concurrent transactions each to its own tenant', async () => {
@@ -488,6 +499,8 @@ describe('persistence on PostgreSQL', () => {
               ),
             [holder],
           );
+          // Awaited below; a failure while the wait loop polls must not go unhandled meanwhile.
+          counted.catch(() => undefined);
           // The update waits for the holder's lock; meanwhile another transaction commits row 62.
           for (let waited = 0; ; waited += 20) {
             const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%one_trip_probe%'`);

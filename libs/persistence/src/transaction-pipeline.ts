@@ -128,6 +128,9 @@ function typeormResult(raw: PgResult, structured: boolean | undefined): unknown 
  *
  * Parameters are inlined as escaped literals (see inlineParameters); a statement that cannot be
  * inlined goes as an ordinary parameterised query after a message carrying what was pending.
+ * PostgreSQL's own log of a failed statement, and pg_stat_activity, therefore show the values
+ * where a parameterised statement would show `$n` (content is sealed before it is written; ids,
+ * states and times are not).
  */
 export async function pipelinedTransaction<T>(dataSource: DataSource, opening: string, work: (manager: EntityManager) => Promise<T>): Promise<T> {
   const runner = dataSource.createQueryRunner();
@@ -162,7 +165,7 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
   /**
    * Sends one simple-protocol message on the transaction's connection; its last statement's
    * result. A failure names the caller's statement (values inlined into the message stay out of
-   * errors and logs).
+   * the application's errors and logs).
    */
   const send = async (text: string, statement: string): Promise<PgResult> => {
     const client = (await runner.connect()) as PoolClient;
@@ -283,13 +286,17 @@ export async function deferWrite(manager: EntityManager, statement: string, para
  * in one message with what the transaction held (each statement with its own snapshot, as in any
  * READ COMMITTED transaction: a statement after one that waited for a lock sees what committed
  * meanwhile); one after the other when not in one, or when a statement's parameters cannot be
- * inlined. A failure names the first statement (values inlined stay out of errors and logs).
+ * inlined. A failure names the statements as written, with `$n` (the values inlined into the message
+ * stay out of the application's errors and logs; PostgreSQL's own log of a failed statement and
+ * pg_stat_activity show the message as sent, values included, as for every inlined statement).
  */
 export async function queryInOneTrip(manager: EntityManager, statements: ReadonlyArray<{ readonly sql: string; readonly parameters?: readonly unknown[] }>): Promise<unknown[][]> {
   const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
   const inlined = pending ? statements.map(({ sql, parameters }) => inlineParameters(sql, parameters)) : [];
+  // An empty statement would answer nothing, and the rows of the one before it would pass for its own.
+  if (statements.some(({ sql }) => sql.replace(/;\s*$/, '').trim() === '')) throw new TypeError('queryInOneTrip: an empty statement');
   if (pending && statements.length > 0 && inlined.every((text) => text !== undefined)) {
-    const results = await pending.sendWithHeld(inlined as string[], statements[0].sql);
+    const results = await pending.sendWithHeld(inlined as string[], statements.map(({ sql }) => sql).join(';\n'));
     return results.map((result) => result.rows);
   }
   const runner = manager.queryRunner ?? manager.connection.createQueryRunner();

@@ -285,6 +285,22 @@ describe('brain on PostgreSQL', () => {
       expect([...scores].sort((a, b) => b - a)).toEqual(scores);
     });
 
+    it("runs a query's statistics in the message that opens its transaction, with the ranking's settings set beside the tenant", async () => {
+      const tenant = randomUUID();
+      await seed(tenant);
+      const sent = jest.spyOn(Client.prototype, 'query');
+      try {
+        expect((await query(tenant, 'microwave power')).results.length).toBeGreaterThan(0);
+        const statistics = sent.mock.calls.map(([text]) => String(text)).filter((text) => text.includes('SELECT s.chunk_count'));
+        expect(statistics).toHaveLength(1);
+        expect(statistics[0]).toMatch(
+          /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('jit', 'off', true\), set_config\('enable_memoize', 'off', true\), set_config\('work_mem', '32MB', true\), set_config\('enable_seqscan', 'off', true\);\nSELECT s\.chunk_count/s,
+        );
+      } finally {
+        sent.mockRestore();
+      }
+    });
+
     it('finds a passage by its document title', async () => {
       const tenant = randomUUID();
       const ids = await seed(tenant);

@@ -127,6 +127,40 @@ describe('webhook deliveries on PostgreSQL', () => {
     await runWithTenant({ tenantId: tenant }, () => node.webhooks.delete(created.id));
   });
 
+  it('lets a webhook deleted while an event is recorded wait for it: the event is recorded, and its delivery goes with the webhook', async () => {
+    const node = await replica({ allowPrivate: true });
+    const tenant = randomUUID();
+    const hook = await runWithTenant({ tenantId: tenant }, () => node.webhooks.create({ url, events: ['mission.completed'] }));
+    let deletion: Promise<unknown> | undefined;
+    let deleted = false;
+    const log = new EventLog(node.dataSource, new RecordCipher('notify', keys), {
+      whileRecording: {
+        read: (tenantId, eventType) => node.webhooks.subscribersRead(tenantId, eventType),
+        write: async (manager, tenantId, event, rows) => {
+          // Between the lookup and the deliveries' insert, the webhook's deletion starts, and
+          // waits for the recording's lock (or, were there none, ends at once).
+          deletion = runWithTenant({ tenantId: tenant }, () => node.webhooks.delete(hook.id)).finally(() => (deleted = true));
+          await until(
+            async () =>
+              deleted ||
+              (await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM notify.webhooks%FOR UPDATE%'`)).rows[0]
+                .n > 0,
+            'the deletion to wait or end',
+          );
+          return node.webhooks.enqueue(manager, tenantId, event, rows as Array<{ id: string }>);
+        },
+      },
+    });
+    const recorded = await runWithTenant({ tenantId: tenant }, () =>
+      log.record(randomUUID(), { type: 'mission.completed', missionId: randomUUID(), occurredAt: new Date().toISOString(), data: {} }),
+    );
+    expect(recorded?.type).toBe('mission.completed');
+    expect(deleted).toBe(false);
+    await deletion;
+    expect((await inspector.query(`SELECT count(*)::int AS n FROM notify.webhooks WHERE id = $1`, [hook.id])).rows[0].n).toBe(0);
+    expect(await deliveryOf(tenant, hook.id)).toEqual([]);
+  });
+
   it('loses no delivery when a replica dies mid-attempt: another takes it up once the lease ends, under the same webhook-id', async () => {
     const first = await replica({ allowPrivate: true, timeoutMs: 300 });
     const second = await replica({ allowPrivate: true, timeoutMs: 300 });

@@ -179,9 +179,14 @@ export class Webhooks {
     return deliveryView(row);
   }
 
-  /** The tenant's webhooks subscribed to events of `eventType`: read while an event is recorded (EventLog's whileRecording). */
+  /**
+   * The tenant's webhooks subscribed to events of `eventType`: read while an event is recorded
+   * (EventLog's whileRecording), and held (FOR KEY SHARE) until it commits, so that a webhook
+   * deleted meanwhile waits and takes the event's delivery with it, instead of failing the
+   * delivery's insert and with it the event's recording.
+   */
   subscribersRead(tenantId: string, eventType: string): { sql: string; parameters: string[] } {
-    return { sql: `SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events)`, parameters: [tenantId, eventType] };
+    return { sql: `SELECT id FROM notify.webhooks WHERE tenant_id = $1 AND $2 = ANY(events) FOR KEY SHARE`, parameters: [tenantId, eventType] };
   }
 
   /**
