@@ -1,4 +1,4 @@
-import { call, eventually, politeCall, waitForMission } from '../api-client';
+import { eventually, politeCall, waitForMission } from '../api-client';
 import { openEventStream } from '../event-stream-client';
 import type { ScenarioContext, Tenant } from '../gateway-scenarios';
 import { expectProblem } from '../gateway-scenarios';
@@ -9,12 +9,14 @@ import { ensureUser, userToken as userTokenFor } from '../user-token';
  * `hit.expired`) and assignees (only the named users decide; `assignedTo=me`).
  */
 export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): void {
+  // Every request goes politely (a 429 is asked again after its Retry-After): these scenarios share
+  // their tenant's budget with the others, and a 429 must not stand in for the answer under test.
   const gateway = (): string => context.deployment.gatewayUrl;
 
   const userToken = (tenant: Tenant, username: string): Promise<string> => userTokenFor(context.deployment, tenant, username);
 
   async function submitApproval(tenant: Tenant, approval: Record<string, unknown>): Promise<{ missionId: string; hitId: string }> {
-    const submitted = await call(gateway(), 'POST', '/api/missions', {
+    const submitted = await politeCall(gateway(), 'POST', '/api/missions', {
       token: tenant.token,
       body: { title: 'Needs the right human', objective: 'Decide in time', steps: [{ type: 'approval', title: 'Go?', ...approval }] },
     });
@@ -41,7 +43,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       try {
         expect(stream.status).toBe(200);
         const { missionId, hitId } = await submitApproval(tenantA, { expiresIn: 2 });
-        const item = await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
+        const item = await politeCall(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
         expect(item.body.status).toBe('pending');
         expect(Date.parse(item.body.expiresAt) - Date.parse(item.body.createdAt)).toBe(2_000);
 
@@ -52,10 +54,10 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
         expect(Date.parse(ended.completedAt) - Date.parse(item.body.expiresAt)).toBeLessThan(3_000);
         expect(Date.parse(ended.completedAt)).toBeGreaterThanOrEqual(Date.parse(item.body.expiresAt));
 
-        const expired = await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
+        const expired = await politeCall(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
         expect(expired.body.status).toBe('expired');
         expect(await pendingIds(tenantA.token)).not.toContain(hitId);
-        expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: {} }), 409, 'conflict');
+        expectProblem(await politeCall(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: {} }), 409, 'conflict');
 
         const pushed = await stream.waitFor((events) => events.some((event) => event.event === 'hit.expired' && event.data.data.hitId === hitId));
         expect(pushed.filter((event) => event.event === 'hit.expired' && event.data.data.hitId === hitId)).toHaveLength(1);
@@ -77,7 +79,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
     it('lets a decision made before the deadline stand', async () => {
       const { tenantA } = context;
       const { missionId, hitId } = await submitApproval(tenantA, { expiresIn: 3_600 });
-      const approved = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { comment: 'in time' } });
+      const approved = await politeCall(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: { comment: 'in time' } });
       expect(approved.status).toBe(200);
       expect(approved.body).toMatchObject({ status: 'approved', comment: 'in time', expiresAt: expect.any(String) });
       expect((await waitForMission(gateway(), tenantA.token, missionId)).status).toBe('succeeded');
@@ -86,7 +88,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
     it('refuses a deadline or an onExpiry out of range, naming the field', async () => {
       const { tenantA } = context;
       for (const approval of [{ expiresIn: 0 }, { expiresIn: 2_592_001 }, { expiresIn: 1.5 }, { expiresIn: '60' }, { onExpiry: 'ignore' }, { onExpiry: 'fail' }]) {
-        const refused = await call(gateway(), 'POST', '/api/missions', {
+        const refused = await politeCall(gateway(), 'POST', '/api/missions', {
           token: tenantA.token,
           body: { title: 't', objective: 'o', steps: [{ type: 'approval', title: 'Go?', ...approval }] },
         });
@@ -107,13 +109,13 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       const { missionId, hitId } = await submitApproval(tenantA, { assignees: ['Ada', 'bob'] });
       const [ada, carol] = await Promise.all([userToken(tenantA, 'ada'), userToken(tenantA, 'carol')]);
 
-      const item = await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
+      const item = await politeCall(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token });
       expect(item.body.assignees).toEqual(['ada', 'bob']);
-      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: {} }), 403, 'not_an_assignee');
-      expectProblem(await call(gateway(), 'POST', `/api/hit/${hitId}/reject`, { token: carol, body: {} }), 403, 'not_an_assignee');
-      expect((await call(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('pending');
+      expectProblem(await politeCall(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: tenantA.token, body: {} }), 403, 'not_an_assignee');
+      expectProblem(await politeCall(gateway(), 'POST', `/api/hit/${hitId}/reject`, { token: carol, body: {} }), 403, 'not_an_assignee');
+      expect((await politeCall(gateway(), 'GET', `/api/hit/${hitId}`, { token: tenantA.token })).body.status).toBe('pending');
 
-      const approved = await call(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: ada, body: { comment: 'Mine to decide' } });
+      const approved = await politeCall(gateway(), 'POST', `/api/hit/${hitId}/approve`, { token: ada, body: { comment: 'Mine to decide' } });
       expect(approved.status).toBe(200);
       expect(approved.body).toMatchObject({ status: 'approved', comment: 'Mine to decide' });
       expect((await waitForMission(gateway(), tenantA.token, missionId)).status).toBe('succeeded');
@@ -132,15 +134,15 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       for (const id of [bobs, anyones, otherTenants]) expect(mine).not.toContain(id);
       // Without the filter, every pending item of the tenant, each showing its assignees.
       expect(await pendingIds(ada)).toEqual(expect.arrayContaining([adas, bobs, anyones]));
-      expectProblem(await call(gateway(), 'GET', '/api/hit?assignedTo=me', { token: tenantA.token }), 403, 'not_an_assignee');
-      expectProblem(await call(gateway(), 'GET', '/api/hit?assignedTo=someone', { token: ada }), 400, 'validation_failed');
+      expectProblem(await politeCall(gateway(), 'GET', '/api/hit?assignedTo=me', { token: tenantA.token }), 403, 'not_an_assignee');
+      expectProblem(await politeCall(gateway(), 'GET', '/api/hit?assignedTo=someone', { token: ada }), 400, 'validation_failed');
     });
 
     it('refuses assignees the tenant has no user of, or whose user may not approve, naming each step and name', async () => {
       const { tenantA, tenantB } = context;
       await ensureUser(gateway(), context.adminToken, tenantB.id, 'only-in-b');
       await ensureUser(gateway(), context.adminToken, tenantA.id, 'watcher', ['hits:read']);
-      const refused = await call(gateway(), 'POST', '/api/missions', {
+      const refused = await politeCall(gateway(), 'POST', '/api/missions', {
         token: tenantA.token,
         body: {
           title: 't',
@@ -163,7 +165,7 @@ export function describeDeadlineAndAssigneeScenarios(context: ScenarioContext): 
       const { tenantA } = context;
       const many = Array.from({ length: 21 }, (_, index) => `user${index}`);
       for (const assignees of [[], many, ['ada', 'ADA'], ['not a name'], 'ada']) {
-        const refused = await call(gateway(), 'POST', '/api/missions', {
+        const refused = await politeCall(gateway(), 'POST', '/api/missions', {
           token: tenantA.token,
           body: { title: 't', objective: 'o', steps: [{ type: 'approval', title: 'Go?', assignees }] },
         });
