@@ -1,12 +1,38 @@
 import fc from 'fast-check';
 import { escapeLiteral } from 'pg';
-import { inlineParameters } from './transaction-pipeline';
+import { inlineParameters, quoteLiteral } from './transaction-pipeline';
 
 // node-postgres's own conversion of a parameter to the text it sends: the oracle for arrays.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const { prepareValue } = require('pg/lib/utils') as { prepareValue(value: unknown): unknown };
 
+describe('quoteLiteral', () => {
+  it("writes exactly what node-postgres's escapeLiteral writes", () => {
+    for (const text of ['', 'plain', "it's", 'back\\slash', "both ' and \\", "''", '\\\\', 'é€𝄞']) expect(quoteLiteral(text)).toBe(escapeLiteral(text));
+    fc.assert(
+      fc.property(fc.string({ unit: fc.constantFrom('a', "'", '\\', '"', ' ', 'é', '\n') }), (text) => {
+        expect(quoteLiteral(text)).toBe(escapeLiteral(text));
+      }),
+    );
+    fc.assert(
+      fc.property(fc.string({ unit: 'binary' }), (text) => {
+        expect(quoteLiteral(text)).toBe(escapeLiteral(text));
+      }),
+    );
+  });
+});
+
 describe('inlineParameters', () => {
+  it('cuts a statement once and fills it anew for every call', () => {
+    const statement = 'UPDATE t SET a = $2, b = $1 WHERE "$3" = $3 AND c = $2';
+    expect(inlineParameters(statement, ['x', 1, true])).toBe(`UPDATE t SET a = '1', b = 'x' WHERE "$3" = 'true' AND c = '1'`);
+    expect(inlineParameters(statement, ["y'", null, false])).toBe(`UPDATE t SET a = NULL, b = 'y''' WHERE "$3" = 'false' AND c = NULL`);
+    expect(inlineParameters(statement, ['x', Buffer.from('b'), true])).toBeUndefined();
+    expect(inlineParameters(statement, ['x', 1])).toBeUndefined();
+    expect(inlineParameters(`SELECT '$1'`, ['x'])).toBeUndefined();
+    expect(inlineParameters(`SELECT '$1'`, ['x'])).toBeUndefined();
+  });
+
   it('inlines text, numbers, booleans, dates and null as untyped literals, $10 apart from $1', () => {
     const parameters = ['a', 2, true, new Date('2026-11-26T09:00:00.000Z'), null, undefined, "it's", 'back\\slash', -1.5, false];
     expect(inlineParameters('INSERT INTO t VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)', parameters)).toBe(

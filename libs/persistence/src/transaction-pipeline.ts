@@ -1,4 +1,4 @@
-import { escapeLiteral, type PoolClient, type QueryResult as PgResult } from 'pg';
+import { type PoolClient, type QueryResult as PgResult } from 'pg';
 import { DataSource, EntityManager, QueryFailedError, QueryRunner } from 'typeorm';
 import { QueryResult } from 'typeorm/query-runner/QueryResult';
 
@@ -44,6 +44,20 @@ function arrayText(values: readonly unknown[]): string | undefined {
 }
 
 /**
+ * `text` as a string constant, exactly as node-postgres's escapeLiteral writes it (quotes doubled;
+ * with a backslash, backslashes doubled and an E prefix), without building it a character at a
+ * time: most values (ids, states, times, sealed payloads) hold neither, and are copied once.
+ */
+export function quoteLiteral(text: string): string {
+  if (!QUOTE_OR_BACKSLASH.test(text)) return `'${text}'`;
+  const quoted = text.replace(QUOTES, "''");
+  return text.includes('\\') ? ` E'${quoted.replace(BACKSLASHES, '\\\\')}'` : `'${quoted}'`;
+}
+const QUOTE_OR_BACKSLASH = /['\\]/;
+const QUOTES = /'/g;
+const BACKSLASHES = /\\/g;
+
+/**
  * A parameter as PostgreSQL would receive it from node-postgres (its text form, untyped), as a
  * literal: an untyped literal is typed from its context exactly as an untyped parameter is. Only
  * text, finite numbers, booleans, dates, null, and arrays of text, finite numbers, booleans and
@@ -61,21 +75,28 @@ function asLiteral(value: unknown): string | undefined {
   if (text === undefined) return undefined;
   // PostgreSQL refuses NUL in text either way; as a parameter the error names the statement.
   if (text.includes('\u0000')) return undefined;
-  return escapeLiteral(text);
+  return quoteLiteral(text);
 }
 
 /**
- * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
- * parameter of another kind, or a statement where a `$n` could be something other than a
- * placeholder or a literal could end up outside the statement: string constants, dollar quotes,
- * comments, or a second statement. Quoted identifiers are copied as they are (a `$1` inside one
- * stays a name).
+ * A statement cut at its placeholders: `pieces[0]`, then parameter `slots[0]` (0-based), then
+ * `pieces[1]`, and so on; null when its placeholders cannot be replaced safely.
  */
-export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
+interface Template {
+  readonly pieces: readonly string[];
+  readonly slots: readonly number[];
+}
+
+/**
+ * `statement` cut at its `$n`, or null when a `$n` could be something other than a placeholder or
+ * a literal could end up outside the statement: string constants, dollar quotes, comments, or a
+ * second statement. Quoted identifiers are copied as they are (a `$1` inside one stays a name).
+ */
+function templateOf(statement: string): Template | null {
   const text = statement.replace(/;\s*$/, '');
-  const literals = parameters.map(asLiteral);
-  if (literals.some((literal) => literal === undefined)) return undefined;
-  let inlined = '';
+  const pieces: string[] = [];
+  const slots: number[] = [];
+  let piece = 0;
   for (let at = 0; at < text.length;) {
     const char = text[at];
     if (char === '"') {
@@ -83,26 +104,63 @@ export function inlineParameters(statement: string, parameters: readonly unknown
       let end = at + 1;
       for (;;) {
         end = text.indexOf('"', end);
-        if (end < 0) return undefined;
+        if (end < 0) return null;
         if (text[end + 1] === '"') end += 2;
         else break;
       }
-      inlined += text.slice(at, end + 1);
       at = end + 1;
       continue;
     }
-    if (char === "'" || char === ';' || (char === '-' && text[at + 1] === '-') || (char === '/' && text[at + 1] === '*')) return undefined;
+    if (char === "'" || char === ';' || (char === '-' && text[at + 1] === '-') || (char === '/' && text[at + 1] === '*')) return null;
     if (char === '$') {
-      const digits = /^\d+/.exec(text.slice(at + 1))?.[0];
-      // A dollar quote, or a placeholder without its parameter.
-      const literal = digits === undefined ? undefined : literals[Number(digits) - 1];
-      if (digits === undefined || literal === undefined) return undefined;
-      inlined += literal;
-      at += 1 + digits.length;
+      let end = at + 1;
+      while (end < text.length && text.charCodeAt(end) >= 48 && text.charCodeAt(end) <= 57) end++;
+      // A dollar quote.
+      if (end === at + 1) return null;
+      pieces.push(text.slice(piece, at));
+      slots.push(Number(text.slice(at + 1, end)) - 1);
+      piece = at = end;
       continue;
     }
-    inlined += char;
     at++;
+  }
+  pieces.push(text.slice(piece));
+  return { pieces, slots };
+}
+
+/**
+ * Statements are mostly constants of the code, run thousands of times: each is cut once. Bounded,
+ * for the few built at run time (a list of values of varying length).
+ */
+const TEMPLATE_CACHE_LIMIT = 2_000;
+const templates = new Map<string, Template | null>();
+
+/**
+ * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
+ * parameter of another kind, or a statement where a `$n` could be something other than a
+ * placeholder or a literal could end up outside the statement (see templateOf).
+ */
+export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
+  let template = templates.get(statement);
+  if (template === undefined) {
+    template = templateOf(statement);
+    if (templates.size >= TEMPLATE_CACHE_LIMIT) templates.clear();
+    templates.set(statement, template);
+  }
+  if (template === null) return undefined;
+  const literals: string[] = [];
+  for (const parameter of parameters) {
+    const literal = asLiteral(parameter);
+    if (literal === undefined) return undefined;
+    literals.push(literal);
+  }
+  const { pieces, slots } = template;
+  let inlined = pieces[0] as string;
+  for (let index = 0; index < slots.length; index++) {
+    // A placeholder without its parameter.
+    const literal = literals[slots[index] as number];
+    if (literal === undefined) return undefined;
+    inlined += literal + (pieces[index + 1] as string);
   }
   return inlined;
 }
