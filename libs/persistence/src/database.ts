@@ -107,7 +107,8 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
  *
  * The setting travels with the transaction's opening and its first statement, in one
  * simple-protocol message, and writes handed to deferWrite go with the next statement or the
- * COMMIT (pipelinedTransaction): a mission transition costs two round trips.
+ * COMMIT (pipelinedTransaction): a mission transition costs two round trips. The statements run
+ * prepared (see pipelinedTransaction), but in a transaction with `settings`.
  */
 export async function tenantTransaction<T>(
   dataSource: DataSource,
@@ -121,13 +122,18 @@ export async function tenantTransaction<T>(
   } = {},
 ): Promise<T> {
   const { tenantId } = currentTenant();
-  const settings = Object.entries(options.settings ?? {}).map(([name, value]) => {
+  const settings = Object.entries(options.settings ?? {});
+  const parameters: string[] = ['app.tenant_id', tenantId];
+  for (const [name, value] of settings) {
     if (!SETTING_NAME.test(name)) throw new TypeError(`Not a setting's name: ${name}`);
     // Set after the tenant, these would win: nothing that decides who the statements run as, or what they see.
     if (PROTECTED_SETTINGS.has(name)) throw new TypeError(`The setting ${name} cannot be changed by a transaction's settings`);
-    return `, set_config(${literal(name)}, ${literal(value)}, true)`;
-  });
-  return pipelinedTransaction(dataSource, `SELECT set_config('app.tenant_id', ${literal(tenantId)}, true)${settings.join('')}`, work);
+    parameters.push(name, value);
+  }
+  const calls = Array.from({ length: parameters.length / 2 }, (_call, index) => `set_config($${2 * index + 1}, $${2 * index + 2}, true)`);
+  // Settings change how the transaction's statements are planned: a plan PostgreSQL kept for a
+  // prepared statement would outlive them, so with settings every statement is planned anew.
+  return pipelinedTransaction(dataSource, [{ sql: `SELECT ${calls.join(', ')}`, parameters }], work, { prepare: settings.length === 0 });
 }
 
 /** A PostgreSQL setting's own name (`work_mem`, `enable_seqscan`); names with a prefix (`app.tenant_id`) are not for this. */

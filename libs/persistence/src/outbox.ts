@@ -165,7 +165,7 @@ export class OutboxRelay {
       // Two round trips a pass: the lock and the rows in one message with the transaction's
       // opening, the marks with its commit. The advisory lock is taken once, before the scan (an
       // uncorrelated subquery is a one-time filter): a relay that does not get it reads and locks nothing.
-      const published = await pipelinedTransaction(this.dataSource, '', async (manager) => {
+      const published = await pipelinedTransaction(this.dataSource, [], async (manager) => {
         const rows: OutboxRow[] = await manager.query(
           `SELECT id, topic, type, key, payload, headers FROM "${this.schema}".outbox
            WHERE published_at IS NULL AND (SELECT pg_try_advisory_xact_lock(hashtext($1)))
@@ -195,11 +195,8 @@ export class OutboxRelay {
           );
           // Stop at an unreadable row, but keep what went before published: it is not sent again on every pass.
           const ids = readable.map((row) => row.id);
-          await deferWrite(
-            manager,
-            `UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id IN (${ids.map((_id, index) => `$${index + 1}`).join(', ')})`,
-            ids,
-          );
+          // One statement whatever the number of rows: PostgreSQL keeps it prepared.
+          await deferWrite(manager, `UPDATE "${this.schema}".outbox SET published_at = clock_timestamp() WHERE id = ANY($1::uuid[])`, [ids]);
         }
         return unreadable === undefined ? rows.length : { stoppedBy: unreadable };
       });

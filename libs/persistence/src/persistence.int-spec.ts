@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import fc from 'fast-check';
 import { Client } from 'pg';
-import { Column, DataSource, Entity, MigrationInterface, PrimaryColumn, QueryFailedError, QueryRunner } from 'typeorm';
+import { Column, DataSource, Entity, EntityManager, MigrationInterface, PrimaryColumn, QueryFailedError, QueryRunner } from 'typeorm';
 import { InProcessBroker, InProcessBus, IncomingMessage, isDependencyUnavailable } from '@mission/messaging';
 import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER } from '@mission/tenant-context';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
@@ -94,16 +94,28 @@ function event(type: string, payload: unknown = { type }): OutboxEvent {
   return { topic: 'fixture.events.v1', type, key: `key-${type}`, payload };
 }
 
-/** Messages sent to PostgreSQL while `run` runs (every pg client's query calls). */
+/**
+ * Messages sent to PostgreSQL while `run` runs (every pg client's query calls), but the probes
+ * that try whether a statement prepares (they go on other connections, whenever a statement is new).
+ */
 async function countingMessages<T>(run: () => Promise<T>, ignoring: readonly Client[] = []): Promise<{ result: T; messages: string[] }> {
   const spy = jest.spyOn(Client.prototype, 'query');
   try {
     const result = await run();
     const calls = spy.mock.calls.filter((_call, index) => !ignoring.includes(spy.mock.contexts[index] as Client));
-    return { result, messages: calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text))) };
+    const messages = calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text)));
+    return { result, messages: messages.filter((text) => !text.startsWith('PREPARE mission_probe AS ')) };
   } finally {
     spy.mockRestore();
   }
+}
+
+/**
+ * A statement starting with `start` in a message (a regular expression's source): inlined, or as
+ * the EXECUTE of its prepared form, prepared in the same message or in an earlier one.
+ */
+function sent(start: string): string {
+  return `(?:${start}|(?:PREPARE mission_[0-9a-f]{32} AS ${start}[^;]*;\\n)?EXECUTE mission_[0-9a-f]{32})`;
 }
 
 describe('persistence on PostgreSQL', () => {
@@ -366,8 +378,8 @@ describe('persistence on PostgreSQL', () => {
         // The write was there for the read, in the tenant's transaction.
         expect(result).toEqual({ topic: tenantA, payload: { n: 1 } });
         expect(messages).toHaveLength(2);
-        expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nINSERT .*;\nSELECT topic/s);
-        expect(messages[1]).toMatch(/^UPDATE .*;\nCOMMIT$/s);
+        expect(messages[0]).toMatch(new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('INSERT ')}.*;\\n${sent('SELECT topic')}`, 's'));
+        expect(messages[1]).toMatch(new RegExp(`^${sent('UPDATE ')}.*;\\nCOMMIT$`, 's'));
         const [stored] = await dataSource.query(`SELECT type FROM "${SCHEMA}".outbox WHERE id = $1`, [id]);
         expect(stored.type).toBe('updated');
       });
@@ -473,10 +485,137 @@ describe('persistence on PostgreSQL', () => {
               runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, (manager) => manager.query(statement, [texts, numbers]))),
             );
             expect(result).toEqual(await dataSource.query(statement, [texts, numbers]));
-            expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nSELECT .*::text\[\] AS texts/s);
+            expect(messages[0]).toMatch(new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('SELECT .*::text\\[\\] AS texts')}`, 's'));
           }),
           { numRuns: 60 },
         );
+      });
+
+      describe('prepared statements', () => {
+        const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+        const inTenantA = <T>(source: DataSource, work: (manager: EntityManager) => Promise<T>) => runWithTenant({ tenantId: tenantA }, () => tenantTransaction(source, work));
+
+        it('prepares a statement once a probe has shown it prepares, then sends only its EXECUTE, with the same rows', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          try {
+            const select = `SELECT $1::int + 1 AS next, $2::text AS label`;
+            const forms: string[] = [];
+            for (let run = 0; run < 200 && !forms.includes('execute'); run++) {
+              const { result, messages } = await countingMessages(() => inTenantA(single, (manager) => manager.query(select, [run, `run ${run}`])));
+              expect(result).toEqual([{ next: run + 1, label: `run ${run}` }]);
+              const [message] = messages;
+              const form = new RegExp(`PREPARE (mission_[0-9a-f]{32}) AS ${select.replace(/[$()+:]/g, '\\$&')};\\nEXECUTE \\1\\('${run}', 'run ${run}'\\)`).test(message ?? '')
+                ? 'prepare'
+                : /EXECUTE mission_[0-9a-f]{32}\('\d+', 'run \d+'\)/.test(message ?? '')
+                  ? 'execute'
+                  : message?.includes(`SELECT '${run}'::int + 1 AS next`)
+                    ? 'inline'
+                    : `unexpected: ${message}`;
+              if (forms[forms.length - 1] !== form) forms.push(form);
+              if (form === 'inline') await pause(10);
+            }
+            // Inlined until the probe answered, prepared once on the pool's one connection, then only executed.
+            expect(forms).toEqual(['inline', 'prepare', 'execute']);
+          } finally {
+            await single.destroy();
+          }
+        });
+
+        it('keeps inlined a statement PostgreSQL cannot prepare (`$1 IS NULL`: a parameter of no inferable type), without failing a transaction', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          try {
+            for (let run = 0; run < 20; run++) {
+              const { result, messages } = await countingMessages(() =>
+                inTenantA(single, (manager) => manager.query(`SELECT $1 IS NULL AS missing, $2::int AS run`, [run % 2 === 0 ? null : 'x', run])),
+              );
+              expect(result).toEqual([{ missing: run % 2 === 0, run }]);
+              expect(messages[0]).toMatch(/SELECT (NULL|'x') IS NULL AS missing, '\d+'::int AS run$/);
+              await pause(10);
+            }
+          } finally {
+            await single.destroy();
+          }
+        });
+
+        it('makes the connection forget its prepared statements when a message that prepared some failed, so the next transaction prepares them again', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          const insert = `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`;
+          try {
+            // Until one failing message carries PREPAREs: the statements are inlined while their probes run.
+            let prepared = false;
+            for (let run = 0; run < 200 && !prepared; run++) {
+              const { messages } = await countingMessages(() =>
+                inTenantA(single, async (manager) => {
+                  await deferWrite(manager, insert, [70]);
+                  return manager.query(`SELECT 1 / $1::int AS broken`, [0]).catch((error: Error) => error);
+                }).catch((error: Error) => error),
+              );
+              prepared = messages.some((text) => /PREPARE mission_\w+ AS INSERT/.test(text) && text.includes('/ $1::int'));
+              if (!prepared) await pause(10);
+            }
+            expect(prepared).toBe(true);
+            expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 70`)).toEqual([{ n: 0 }]);
+            // The same statements again on the same connection: prepared anew, not refused as existing.
+            const { messages } = await countingMessages(() =>
+              inTenantA(single, async (manager) => {
+                await deferWrite(manager, insert, [71]);
+                return manager.query(`SELECT 1 / $1::int AS broken`, [1]);
+              }),
+            );
+            expect(messages.find((text) => text.includes('/ $1::int'))).toMatch(/PREPARE mission_\w+ AS INSERT/);
+            expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = 71`)).toEqual([{ n: 1 }]);
+          } finally {
+            await single.destroy();
+            await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (70, 71)`);
+          }
+        });
+
+        it('prepares anew on a connection whose kept plan a migration made obsolete (a column added under a SELECT *): one transaction fails, the next succeeds', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          await dataSource.query(`CREATE TABLE "${SCHEMA}".reshaped (id int PRIMARY KEY)`);
+          const select = `SELECT * FROM "${SCHEMA}".reshaped WHERE id = $1`;
+          try {
+            let executed = false;
+            for (let run = 0; run < 200 && !executed; run++) {
+              const { messages } = await countingMessages(() => inTenantA(single, (manager) => manager.query(select, [run])));
+              executed = messages.some((text) => /^START TRANSACTION;\nEXECUTE mission_\w+\([^)]*\);\nEXECUTE mission_\w+\('\d+'\)$/.test(text));
+              if (!executed) await pause(10);
+            }
+            expect(executed).toBe(true);
+            await dataSource.query(`ALTER TABLE "${SCHEMA}".reshaped ADD COLUMN label text`);
+            await dataSource.query(`INSERT INTO "${SCHEMA}".reshaped VALUES (1, 'one')`);
+            await expect(inTenantA(single, (manager) => manager.query(select, [1]))).rejects.toThrow(/cached plan must not change result type/);
+            await expect(inTenantA(single, (manager) => manager.query(select, [1]))).resolves.toEqual([{ id: 1, label: 'one' }]);
+          } finally {
+            await single.destroy();
+            await dataSource.query(`DROP TABLE "${SCHEMA}".reshaped`);
+          }
+        });
+
+        it('never prepares the statements of a transaction with settings of its own (a kept plan would outlive them)', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          try {
+            const spy = jest.spyOn(Client.prototype, 'query');
+            try {
+              for (let run = 0; run < 15; run++) {
+                const rows = await runWithTenant({ tenantId: tenantA }, () =>
+                  tenantTransaction(single, (manager) => manager.query(`SELECT $1::int AS n, current_setting($2) AS work_mem`, [run, 'work_mem']), {
+                    settings: { work_mem: '40MB' },
+                  }),
+                );
+                expect(rows).toEqual([{ n: run, work_mem: '40MB' }]);
+                await pause(5);
+              }
+              const sent = spy.mock.calls.map(([text]) => String(text));
+              expect(sent.filter((text) => text.includes('AS work_mem'))).toHaveLength(15);
+              expect(sent.filter((text) => /PREPARE|EXECUTE/.test(text))).toEqual([]);
+            } finally {
+              spy.mockRestore();
+            }
+          } finally {
+            await single.destroy();
+          }
+        });
       });
 
       it('runs queryInOneTrip statements in one message with what was held, each seeing what committed while the one before waited for a lock', async () => {
@@ -484,6 +623,7 @@ describe('persistence on PostgreSQL', () => {
         const holder = new Client({ connectionString: database.url });
         await holder.connect();
         try {
+          const [{ pid: holderPid }] = (await holder.query('SELECT pg_backend_pid() AS pid')).rows;
           await holder.query('BEGIN');
           await holder.query(`UPDATE "${SCHEMA}".fixture SET id = 60 WHERE id = 60`);
           const counted = countingMessages(
@@ -503,7 +643,10 @@ describe('persistence on PostgreSQL', () => {
           counted.catch(() => undefined);
           // The update waits for the holder's lock; meanwhile another transaction commits row 62.
           for (let waited = 0; ; waited += 20) {
-            const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%one_trip_probe%'`);
+            const [{ n }] = await dataSource.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND pid <> $1`,
+              [holderPid],
+            );
             if (n > 0) break;
             if (waited > 10_000) throw new Error('The update never waited for the lock');
             await new Promise((resolve) => setTimeout(resolve, 20));
@@ -515,7 +658,9 @@ describe('persistence on PostgreSQL', () => {
           const messages = all.filter((text) => !text.includes('pg_stat_activity') && !text.includes('VALUES (62)'));
           expect(result).toEqual([[{ one_trip_probe: 60 }], [{ id: 61 }, { id: 62 }]]);
           expect(messages).toHaveLength(2);
-          expect(messages[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*;\nINSERT .*;\nUPDATE .*;\nSELECT id .*$/s);
+          expect(messages[0]).toMatch(
+            new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('INSERT ')}.*;\\n${sent('UPDATE ')}.*;\\n${sent('SELECT id ')}.*$`, 's'),
+          );
           expect(messages[1]).toBe('COMMIT');
           // Outside a pipelined transaction the statements run one after the other, with the same rows.
           expect(await queryInOneTrip(dataSource.manager, [{ sql: `SELECT id FROM "${SCHEMA}".fixture WHERE id = $1`, parameters: [62] }, { sql: 'SELECT 1 AS one' }])).toEqual([
@@ -608,7 +753,10 @@ describe('persistence on PostgreSQL', () => {
       // Outside any tenant context, as the relay runs in production; in two messages (the lock and
       // the rows with the opening, the marks with the commit).
       const { messages } = await countingMessages(() => relayPass(publisher));
-      expect(messages).toEqual([expect.stringMatching(/^START TRANSACTION;\nSELECT id, topic/), expect.stringMatching(/^UPDATE .*;\nCOMMIT$/s)]);
+      expect(messages).toEqual([
+        expect.stringMatching(new RegExp(`^START TRANSACTION;\\n${sent('SELECT id, topic')}`)),
+        expect.stringMatching(new RegExp(`^${sent('UPDATE ')}.*;\\nCOMMIT$`, 's')),
+      ]);
 
       expect(publisher.published).toEqual([
         {

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { Client } from 'pg';
 import { DataSource, MigrationInterface, QueryRunner } from 'typeorm';
 import { runWithTenant } from '@mission/tenant-context';
 import { openServiceDatabase, tenantTransaction } from './database';
@@ -54,6 +55,26 @@ describe('row-level security helpers', () => {
     await expect(dataSource.query(`SELECT body FROM ${SCHEMA}.notes`)).resolves.toEqual([]);
     await expect(inTenant(tenantA, `SELECT body FROM ${SCHEMA}.notes`)).resolves.toEqual([{ body: 'a' }]);
     await expect(inTenant(tenantB, `SELECT body FROM ${SCHEMA}.notes`)).resolves.toEqual([{ body: 'b' }]);
+  });
+
+  it('answers each tenant with its own rows through a prepared statement, after PostgreSQL settles on a generic plan too', async () => {
+    const select = `SELECT body FROM ${SCHEMA}.notes WHERE body = ANY($1::text[]) ORDER BY body`;
+    const spy = jest.spyOn(Client.prototype, 'query');
+    try {
+      let executed = 0;
+      for (let attempt = 0; executed < 16 && attempt < 400; attempt++) {
+        const tenant = attempt % 2 === 0 ? tenantA : tenantB;
+        spy.mockClear();
+        await expect(inTenant(tenant, select, [['a', 'b']])).resolves.toEqual([{ body: tenant === tenantA ? 'a' : 'b' }]);
+        if (spy.mock.calls.some(([text]) => typeof text === 'string' && /EXECUTE mission_\w+\('\{"a","b"\}'\)/.test(text))) executed++;
+        // The probe that shows the statement prepares goes on its own, once.
+        else await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // Beyond PostgreSQL's five custom plans, both tenants alike.
+      expect(executed).toBe(16);
+    } finally {
+      spy.mockRestore();
+    }
   });
 
   it('forgets the tenant when the transaction ends, on the same pooled connection', async () => {

@@ -31,3 +31,21 @@ export async function createTestDatabase(adminUrl: string, prefix = 'ms_test'): 
     },
   };
 }
+
+/**
+ * Whether a message is a probe that tries whether a statement prepares (see pipelinedTransaction):
+ * probes go on connections of their own whenever a statement is new, so tests that count a
+ * transaction's messages leave them out.
+ */
+export function isPreparationProbe(message: string): boolean {
+  return message.startsWith('PREPARE mission_probe AS ');
+}
+
+/**
+ * A regular expression's source for a statement starting with `start` (itself a source) in a
+ * message: inlined, or as the EXECUTE of its prepared form, prepared in the same message or in an
+ * earlier one.
+ */
+export function sentStatement(start: string): string {
+  return `(?:${start}|(?:PREPARE mission_[0-9a-f]{32} AS ${start}[^;]*;\\n)?EXECUTE mission_[0-9a-f]{32}(?:\\([^;]*\\))?)`;
+}

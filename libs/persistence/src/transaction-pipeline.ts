@@ -1,4 +1,5 @@
-import { type PoolClient, type QueryResult as PgResult } from 'pg';
+import { createHash } from 'node:crypto';
+import { DatabaseError, type Pool, type PoolClient, type QueryResult as PgResult } from 'pg';
 import { DataSource, EntityManager, QueryFailedError, QueryRunner } from 'typeorm';
 import { QueryResult } from 'typeorm/query-runner/QueryResult';
 
@@ -14,10 +15,10 @@ const ROLLBACK_TO_SAVEPOINT = 'ROLLBACK TO SAVEPOINT';
  * the COMMIT.
  */
 interface Pending {
-  opening: string | null;
-  writes: string[];
-  /** Sends what was held and then `statements` (inlined) in one message: their results, in order. */
-  sendWithHeld(statements: readonly string[], label: string): Promise<PgResult[]>;
+  opening: Item[] | null;
+  writes: Item[];
+  /** Sends what was held and then `statements` in one message: their results, in order. */
+  sendWithHeld(statements: readonly Bound[], label: string): Promise<PgResult[]>;
 }
 
 const pendingOf = new WeakMap<QueryRunner, Pending>();
@@ -83,8 +84,12 @@ function asLiteral(value: unknown): string | undefined {
  * `pieces[1]`, and so on; null when its placeholders cannot be replaced safely.
  */
 interface Template {
+  /** The statement as written, without a trailing semicolon. */
+  readonly text: string;
   readonly pieces: readonly string[];
   readonly slots: readonly number[];
+  /** The highest `$n` it uses: what PREPARE infers as its number of parameters. */
+  readonly parameterCount: number;
 }
 
 /**
@@ -125,7 +130,7 @@ function templateOf(statement: string): Template | null {
     at++;
   }
   pieces.push(text.slice(piece));
-  return { pieces, slots };
+  return { text, pieces, slots, parameterCount: slots.reduce((highest, slot) => Math.max(highest, slot + 1), 0) };
 }
 
 /**
@@ -135,34 +140,184 @@ function templateOf(statement: string): Template | null {
 const TEMPLATE_CACHE_LIMIT = 2_000;
 const templates = new Map<string, Template | null>();
 
+/** A statement with its parameters as literals, ready to travel inlined or as an EXECUTE. */
+interface Bound {
+  readonly template: Template;
+  readonly literals: readonly string[];
+}
+
 /**
- * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
- * parameter of another kind, or a statement where a `$n` could be something other than a
- * placeholder or a literal could end up outside the statement (see templateOf).
+ * `statement` with its parameters as literals, or undefined when it cannot be inlined safely: a
+ * parameter of another kind, a placeholder without its parameter, or a statement where a `$n`
+ * could be something other than a placeholder or a literal could end up outside the statement
+ * (see templateOf).
  */
-export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
+function bind(statement: string, parameters: readonly unknown[] = []): Bound | undefined {
   let template = templates.get(statement);
   if (template === undefined) {
     template = templateOf(statement);
     if (templates.size >= TEMPLATE_CACHE_LIMIT) templates.clear();
     templates.set(statement, template);
   }
-  if (template === null) return undefined;
+  if (template === null || template.parameterCount > parameters.length) return undefined;
   const literals: string[] = [];
   for (const parameter of parameters) {
     const literal = asLiteral(parameter);
     if (literal === undefined) return undefined;
     literals.push(literal);
   }
-  const { pieces, slots } = template;
+  return { template, literals };
+}
+
+function inlineText({ template: { pieces, slots }, literals }: Bound): string {
   let inlined = pieces[0] as string;
-  for (let index = 0; index < slots.length; index++) {
-    // A placeholder without its parameter.
-    const literal = literals[slots[index] as number];
-    if (literal === undefined) return undefined;
-    inlined += literal + (pieces[index + 1] as string);
-  }
+  for (let index = 0; index < slots.length; index++) inlined += (literals[slots[index] as number] as string) + (pieces[index + 1] as string);
   return inlined;
+}
+
+/**
+ * `statement` with its `$n` replaced by literals, or undefined when that cannot be done safely: a
+ * parameter of another kind, or a statement where a `$n` could be something other than a
+ * placeholder or a literal could end up outside the statement (see templateOf).
+ */
+export function inlineParameters(statement: string, parameters: readonly unknown[] = []): string | undefined {
+  const bound = bind(statement, parameters);
+  return bound && inlineText(bound);
+}
+
+/** What one message carries: SQL sent as it is (one statement each), or a bound statement. */
+type Item = string | Bound;
+
+/** A message's text, where each item's result is among the message's results, and the statements it prepares. */
+interface Rendered {
+  readonly text: string;
+  readonly resultIndexes: readonly number[];
+  readonly introduced: readonly string[];
+}
+
+/** SQLSTATE of "cached plan must not change result type" (among others): see Preparation. */
+const FEATURE_NOT_SUPPORTED = '0A000';
+
+/** A pool's prepared statements: at most this many distinct statements (each costs memory on every connection). */
+const MAX_PREPARED_STATEMENTS = 200;
+/** Longer statements (rare, built at run time) are not worth a place among them. */
+const MAX_PREPARED_LENGTH = 8_000;
+
+/**
+ * Server-side prepared statements for one pool, used from simple-protocol messages: the first
+ * time a connection runs a statement its message carries `PREPARE name AS …` before
+ * `EXECUTE name(literals)`, and afterwards only the EXECUTE. PostgreSQL then parses and analyses
+ * the statement once per connection and keeps its plan (custom plans for the first executions,
+ * then a generic one where its estimated cost is no worse), where an inlined statement is parsed,
+ * analysed and planned on every execution: most of PostgreSQL's work per mission. The messages
+ * stay one round trip, with the same order and the same all-or-nothing errors.
+ *
+ * A statement is prepared only after a probe (PREPARE and DEALLOCATE on a connection of the pool,
+ * outside any transaction) has shown it prepares: a parameter whose type PostgreSQL cannot infer
+ * (`$1 IS NULL`) refuses it, and it stays inlined, where an untyped literal is read as text. Until
+ * the probe answers it is inlined, so no transaction ever waits for it or fails because of it.
+ * PREPARE outlives a rollback; a message that failed may or may not have run its PREPAREs, so the
+ * transaction's connection then forgets them all (DEALLOCATE ALL) before it returns to the pool.
+ * So does a connection whose kept plan a migration made obsolete in a way PostgreSQL does not
+ * re-plan by itself ("cached plan must not change result type", after a column was added to a
+ * table a `RETURNING *` reads): that transaction fails, and the next one prepares anew.
+ */
+class Preparation {
+  private readonly verdicts = new Map<string, { readonly name: string } | 'probing' | 'refused'>();
+  private readonly names = new WeakMap<PoolClient, Set<string>>();
+  private readonly unusable = new WeakSet<PoolClient>();
+  private preparable = 0;
+
+  constructor(private readonly pool: Pool) {}
+
+  render(client: PoolClient, items: readonly Item[]): Rendered {
+    const prepared = this.unusable.has(client) ? undefined : this.namesOn(client);
+    const parts: string[] = [];
+    const resultIndexes: number[] = [];
+    const introduced: string[] = [];
+    for (const item of items) {
+      if (typeof item === 'string') parts.push(item);
+      else {
+        const name = prepared && this.nameOf(item.template);
+        if (name === undefined) parts.push(inlineText(item));
+        else {
+          if (!prepared?.has(name) && !introduced.includes(name)) {
+            parts.push(`PREPARE ${name} AS ${item.template.text}`);
+            introduced.push(name);
+          }
+          const { literals, template } = item;
+          parts.push(template.parameterCount === 0 ? `EXECUTE ${name}` : `EXECUTE ${name}(${literals.slice(0, template.parameterCount).join(', ')})`);
+        }
+      }
+      resultIndexes.push(parts.length - 1);
+    }
+    return { text: parts.join(';\n'), resultIndexes, introduced };
+  }
+
+  /** After a message ran: what it prepared is known to its connection. */
+  ran(client: PoolClient, rendered: Rendered): void {
+    for (const name of rendered.introduced) this.namesOn(client).add(name);
+  }
+
+  /**
+   * After a transaction whose message failed with PREPAREs in it (which may or may not have run),
+   * before its connection returns to the pool: the connection forgets every prepared statement,
+   * or, if it cannot, is never used for them again.
+   */
+  async forget(client: PoolClient): Promise<void> {
+    this.names.delete(client);
+    try {
+      await client.query('DEALLOCATE ALL');
+    } catch {
+      this.unusable.add(client);
+    }
+  }
+
+  private namesOn(client: PoolClient): Set<string> {
+    let names = this.names.get(client);
+    if (names === undefined) this.names.set(client, (names = new Set()));
+    return names;
+  }
+
+  /** The statement's name once a probe has shown it prepares; undefined meanwhile, or if it does not. */
+  private nameOf(template: Template): string | undefined {
+    const verdict = this.verdicts.get(template.text);
+    if (verdict === undefined) {
+      if (this.verdicts.size < MAX_PREPARED_STATEMENTS * 2 && this.preparable < MAX_PREPARED_STATEMENTS && template.text.length <= MAX_PREPARED_LENGTH) {
+        this.verdicts.set(template.text, 'probing');
+        void this.probe(template.text);
+      }
+      return undefined;
+    }
+    return typeof verdict === 'string' ? undefined : verdict.name;
+  }
+
+  private async probe(text: string): Promise<void> {
+    try {
+      await this.pool.query(`PREPARE mission_probe AS ${text};\nDEALLOCATE mission_probe`);
+    } catch (error) {
+      // PostgreSQL refused the statement (a type it cannot infer): it stays inlined. Anything else
+      // (no connection, a restart) says nothing of the statement: it is probed again later.
+      if (error instanceof DatabaseError) this.verdicts.set(text, 'refused');
+      else this.verdicts.delete(text);
+      return;
+    }
+    if (this.preparable >= MAX_PREPARED_STATEMENTS) {
+      this.verdicts.set(text, 'refused');
+      return;
+    }
+    this.preparable++;
+    this.verdicts.set(text, { name: `mission_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` });
+  }
+}
+
+const preparations = new WeakMap<Pool, Preparation>();
+
+function preparationOf(dataSource: DataSource): Preparation {
+  const pool = (dataSource.driver as unknown as { master: Pool }).master;
+  let preparation = preparations.get(pool);
+  if (preparation === undefined) preparations.set(pool, (preparation = new Preparation(pool)));
+  return preparation;
 }
 
 /** TypeORM's answer to `query(statement, parameters, structured)` for pg's result of it. */
@@ -172,6 +327,12 @@ function typeormResult(raw: PgResult, structured: boolean | undefined): unknown 
   result.affected = raw.rowCount ?? undefined;
   result.raw = raw.command === 'UPDATE' || raw.command === 'DELETE' ? [raw.rows, raw.rowCount] : raw.rows;
   return structured ? result : result.raw;
+}
+
+/** SQL run first in a transaction (the tenant setting), with its parameters. */
+export interface OpeningStatement {
+  readonly sql: string;
+  readonly parameters?: readonly unknown[];
 }
 
 /**
@@ -184,30 +345,62 @@ function typeormResult(raw: PgResult, structured: boolean | undefined): unknown 
  * then aborts the transaction and surfaces where the message was sent (the next statement, or
  * the commit): the transaction rolls back as a whole, as before.
  *
- * Parameters are inlined as escaped literals (see inlineParameters); a statement that cannot be
- * inlined goes as an ordinary parameterised query after a message carrying what was pending.
- * PostgreSQL's own log of a failed statement, and pg_stat_activity, therefore show the values
- * where a parameterised statement would show `$n` (content is sealed before it is written; ids,
- * states and times are not).
+ * Parameters are inlined as escaped literals (see inlineParameters), into the statement or into
+ * the EXECUTE of its prepared form (see Preparation; `prepare: false` keeps every statement
+ * inlined, for transactions whose settings change how statements are planned: a prepared plan
+ * would outlive them). A statement that cannot be inlined goes as an ordinary parameterised query
+ * after a message carrying what was pending. PostgreSQL's own log of a failed statement, and
+ * pg_stat_activity, therefore show the values where a parameterised statement would show `$n`
+ * (content is sealed before it is written; ids, states and times are not).
  */
-export async function pipelinedTransaction<T>(dataSource: DataSource, opening: string, work: (manager: EntityManager) => Promise<T>): Promise<T> {
+export async function pipelinedTransaction<T>(
+  dataSource: DataSource,
+  opening: readonly OpeningStatement[],
+  work: (manager: EntityManager) => Promise<T>,
+  options: { readonly prepare?: boolean } = {},
+): Promise<T> {
+  const openingItems: Item[] = [START_TRANSACTION];
+  for (const { sql, parameters } of opening) {
+    const bound = bind(sql, parameters);
+    if (bound === undefined) throw new TypeError(`A transaction's opening statement must take only values that can be inlined: ${sql}`);
+    openingItems.push(bound);
+  }
+  const preparation = options.prepare === false ? undefined : preparationOf(dataSource);
   const runner = dataSource.createQueryRunner();
+  /** A message with PREPAREs failed: the connection may hold statements it does not know of. */
+  let uncertain: PoolClient | undefined;
+
+  /**
+   * Sends `items` as one simple-protocol message on the transaction's connection: the results of
+   * all of them, in order. A failure names the caller's statement (values inlined into the
+   * message stay out of the application's errors and logs).
+   */
+  const sendItems = async (items: readonly Item[], label: string): Promise<PgResult[]> => {
+    const client = (await runner.connect()) as PoolClient;
+    const rendered: Rendered = preparation
+      ? preparation.render(client, items)
+      : { text: items.map((item) => (typeof item === 'string' ? item : inlineText(item))).join(';\n'), resultIndexes: items.map((_item, index) => index), introduced: [] };
+    let results: PgResult | PgResult[];
+    try {
+      results = (await client.query(rendered.text)) as unknown as PgResult | PgResult[];
+    } catch (error) {
+      if (rendered.introduced.length > 0 || (error instanceof DatabaseError && error.code === FEATURE_NOT_SUPPORTED)) uncertain = client;
+      throw new QueryFailedError(label, [], error as Error);
+    }
+    preparation?.ran(client, rendered);
+    const all = Array.isArray(results) ? results : [results];
+    return rendered.resultIndexes.map((index) => all[index] as PgResult);
+  };
+
   const pending: Pending = {
     opening: null,
     writes: [],
     sendWithHeld: async (statements, label) => {
-      const held = [...(pending.opening !== null ? [pending.opening] : []), ...pending.writes];
+      const held = [...(pending.opening ?? []), ...pending.writes];
       pending.opening = null;
       pending.writes = [];
-      const client = (await runner.connect()) as PoolClient;
-      let results: PgResult | PgResult[];
-      try {
-        results = (await client.query([...held, ...statements].join(';\n'))) as unknown as PgResult | PgResult[];
-      } catch (error) {
-        throw new QueryFailedError(label, [], error as Error);
-      }
-      const all = Array.isArray(results) ? results : [results];
-      return all.slice(all.length - statements.length);
+      const results = await sendItems([...held, ...statements], label);
+      return results.slice(held.length);
     },
   };
   pendingOf.set(runner, pending);
@@ -220,25 +413,16 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
   // transaction keeps the connection's error and fails with it instead.
   const watch = watchConnection(runner);
 
-  /**
-   * Sends one simple-protocol message on the transaction's connection; its last statement's
-   * result. A failure names the caller's statement (values inlined into the message stay out of
-   * the application's errors and logs).
-   */
-  const send = async (text: string, statement: string): Promise<PgResult> => {
-    const client = (await runner.connect()) as PoolClient;
-    try {
-      const results = (await client.query(text)) as unknown as PgResult | PgResult[];
-      return Array.isArray(results) ? results[results.length - 1] : results;
-    } catch (error) {
-      throw new QueryFailedError(statement, [], error as Error);
-    }
+  /** Sends `items` in one message: the last one's result. */
+  const send = async (items: readonly Item[], statement: string): Promise<PgResult> => {
+    const results = await sendItems(items, statement);
+    return results[results.length - 1] as PgResult;
   };
 
   runner.query = (async (statement: string, parameters?: unknown[], structured?: boolean) => {
     if (!begun && statement === START_TRANSACTION && parameters === undefined) {
       begun = true;
-      pending.opening = opening ? `${START_TRANSACTION};\n${opening}` : START_TRANSACTION;
+      pending.opening = openingItems;
       return undefined;
     }
     const neverSent = pending.opening !== null;
@@ -250,26 +434,26 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
     }
     // Writes held since the savepoint (a savepoint's own statement sends those before it) are undone with it.
     if (statement.startsWith(ROLLBACK_TO_SAVEPOINT)) pending.writes = [];
-    const held = [...(neverSent ? [pending.opening as string] : []), ...pending.writes];
+    const held = [...(pending.opening ?? []), ...pending.writes];
     pending.opening = null;
     pending.writes = [];
     if (statement === COMMIT) {
       // A transaction that neither read nor wrote has nothing to commit.
-      if (neverSent && held.length === 1) return undefined;
+      if (neverSent && held.length === openingItems.length) return undefined;
       // PostgreSQL answers the COMMIT of a transaction an earlier statement aborted with ROLLBACK,
       // not an error: a caller that caught that statement's error (which may have been a held
       // write's) must not take the transaction for committed.
-      const outcome = await send([...held, COMMIT].join(';\n'), COMMIT);
+      const outcome = await send([...held, COMMIT], COMMIT);
       if (outcome.command === ROLLBACK) throw new QueryFailedError(COMMIT, [], new Error('The transaction was rolled back: one of its statements failed'));
       return typeormResult(outcome, structured);
     }
     if (held.length === 0) return query(statement, parameters, structured as never);
-    const inlined = inlineParameters(statement, parameters);
-    if (inlined === undefined) {
-      await send(held.join(';\n'), statement);
+    const bound = bind(statement, parameters);
+    if (bound === undefined) {
+      await send(held, statement);
       return query(statement, parameters, structured as never);
     }
-    return typeormResult(await send([...held, inlined].join(';\n'), statement), structured);
+    return typeormResult(await send([...held, bound], statement), structured);
   }) as typeof runner.query;
 
   try {
@@ -277,7 +461,7 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
     // Should TypeORM ever open a transaction with other words, the opening is sent on its own: never skipped.
     if (!begun) {
       begun = true;
-      if (opening) await query(opening);
+      for (const { sql, parameters } of opening) await query(sql, parameters ? [...parameters] : undefined);
     }
     const result = await work(runner.manager);
     await runner.commitTransaction();
@@ -289,6 +473,7 @@ export async function pipelinedTransaction<T>(dataSource: DataSource, opening: s
   } finally {
     pendingOf.delete(runner);
     watch.stop();
+    if (uncertain && preparation && !watch.lost) await preparation.forget(uncertain);
     await runner.release();
   }
 }
@@ -331,9 +516,9 @@ function watchConnection(runner: QueryRunner): { readonly lost: Error | undefine
  */
 export async function deferWrite(manager: EntityManager, statement: string, parameters: readonly unknown[] = []): Promise<void> {
   const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
-  const inlined = pending ? inlineParameters(statement, parameters) : undefined;
-  if (pending && inlined !== undefined) {
-    pending.writes.push(inlined);
+  const bound = pending ? bind(statement, parameters) : undefined;
+  if (pending && bound !== undefined) {
+    pending.writes.push(bound);
     return;
   }
   await manager.query(statement, [...parameters]);
@@ -350,11 +535,11 @@ export async function deferWrite(manager: EntityManager, statement: string, para
  */
 export async function queryInOneTrip(manager: EntityManager, statements: ReadonlyArray<{ readonly sql: string; readonly parameters?: readonly unknown[] }>): Promise<unknown[][]> {
   const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
-  const inlined = pending ? statements.map(({ sql, parameters }) => inlineParameters(sql, parameters)) : [];
+  const bound = pending ? statements.map(({ sql, parameters }) => bind(sql, parameters)) : [];
   // An empty statement would answer nothing, and the rows of the one before it would pass for its own.
   if (statements.some(({ sql }) => sql.replace(/;\s*$/, '').trim() === '')) throw new TypeError('queryInOneTrip: an empty statement');
-  if (pending && statements.length > 0 && inlined.every((text) => text !== undefined)) {
-    const results = await pending.sendWithHeld(inlined as string[], statements.map(({ sql }) => sql).join(';\n'));
+  if (pending && statements.length > 0 && bound.every((item) => item !== undefined)) {
+    const results = await pending.sendWithHeld(bound as Bound[], statements.map(({ sql }) => sql).join(';\n'));
     return results.map((result) => result.rows);
   }
   const runner = manager.queryRunner ?? manager.connection.createQueryRunner();
