@@ -2,7 +2,7 @@ import { DatabaseError, escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
-import { pipelinedTransaction } from './transaction-pipeline';
+import { bind, type Item, pipelinedTransaction, Preparation, preparationOfPool } from './transaction-pipeline';
 
 export interface ServiceDatabaseOptions {
   /** postgres:// URL of the schema's owner: migrations run as this user. */
@@ -162,7 +162,8 @@ function literal(value: unknown): string {
 const MAX_READS_PER_MESSAGE = 32;
 
 interface QueuedRead {
-  readonly text: string;
+  /** Its tenant's setting, then its statement. */
+  readonly items: readonly [Item, Item];
   resolve(rows: unknown[]): void;
   reject(error: unknown): void;
 }
@@ -172,23 +173,57 @@ interface QueuedRead {
  * every socket that was ready has been read) as one simple-protocol message (each its own
  * `set_config` and statement, in order, so every statement runs as its own tenant): under load
  * a service sends one message and wakes one backend per batch of reads instead of per read.
- * When one statement fails PostgreSQL aborts the rest of the message; the reads of that batch
- * then run one by one, so each caller gets its own rows or its own error.
+ * The statements run prepared, as in pipelinedTransaction. When one statement fails PostgreSQL
+ * aborts the rest of the message; the reads of that batch then run one by one, so each caller
+ * gets its own rows or its own error.
  */
 class ReadBatcher {
   private readonly batcher = new TurnBatcher<QueuedRead>(MAX_READS_PER_MESSAGE, (batch) => void this.send(batch));
+  private readonly preparation: Preparation;
 
-  constructor(private readonly pool: Pool) {}
+  constructor(private readonly pool: Pool) {
+    this.preparation = preparationOfPool(pool);
+  }
 
-  read(text: string): Promise<unknown[]> {
-    return new Promise((resolve, reject) => this.batcher.add({ text, resolve, reject }));
+  read(items: readonly [Item, Item]): Promise<unknown[]> {
+    return new Promise((resolve, reject) => this.batcher.add({ items, resolve, reject }));
+  }
+
+  /** The results of `reads`' statements, in order: two per read (its setting and its statement). */
+  private async run(reads: readonly QueuedRead[]): Promise<QueryResult[]> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      const rendered = this.preparation.render(
+        client,
+        reads.flatMap((read) => read.items),
+      );
+      let results: unknown;
+      try {
+        results = await client.query(rendered.text);
+      } catch (error) {
+        if (!(error instanceof DatabaseError)) broken = error as Error;
+        else if (Preparation.leavesUncertain(rendered, error)) await this.preparation.forget(client);
+        throw error;
+      }
+      this.preparation.ran(client, rendered);
+      const all = (Array.isArray(results) ? results : [results]) as QueryResult[];
+      // Every read's two statements must have answered, or the answer cannot be attributed.
+      if (rendered.resultIndexes.length !== 2 * reads.length || rendered.resultIndexes.some((index) => all[index] === undefined)) {
+        throw new Error(`PostgreSQL answered ${reads.length} tenant reads with ${all.length} results instead of ${rendered.resultIndexes.length}`);
+      }
+      return rendered.resultIndexes.map((index) => all[index] as QueryResult);
+    } finally {
+      // A connection that failed otherwise than by PostgreSQL's answer is not reused.
+      client.release(broken);
+    }
   }
 
   private async send(batch: QueuedRead[]): Promise<void> {
-    if (batch.length === 1) return this.sendOne(batch[0]);
-    let results: unknown;
+    if (batch.length === 1) return this.sendOne(batch[0] as QueuedRead);
+    let results: QueryResult[];
     try {
-      results = await this.pool.query(batch.map((read) => read.text).join(';\n'));
+      results = await this.run(batch);
     } catch (error) {
       // A statement PostgreSQL refused aborted the others: each runs again on its own. Anything
       // else (no connection, a timeout) would fail them all again: each gets the error now.
@@ -196,21 +231,13 @@ class ReadBatcher {
       else batch.forEach((read) => read.reject(error));
       return;
     }
-    // Two results per read (its setting and its statement), or the answer cannot be attributed.
-    if (!Array.isArray(results) || results.length !== 2 * batch.length) {
-      const error = new Error(`PostgreSQL answered ${batch.length} batched reads with ${Array.isArray(results) ? results.length : 1} results instead of ${2 * batch.length}`);
-      batch.forEach((read) => read.reject(error));
-      return;
-    }
-    batch.forEach((read, index) => read.resolve((results as QueryResult[])[2 * index + 1].rows));
+    batch.forEach((read, index) => read.resolve((results[2 * index + 1] as QueryResult).rows));
   }
 
   private async sendOne(read: QueuedRead): Promise<void> {
     try {
-      const results = (await this.pool.query(read.text)) as unknown;
-      if (!Array.isArray(results) || results.length !== 2)
-        throw new Error(`PostgreSQL answered a tenant read with ${Array.isArray(results) ? results.length : 1} results instead of 2`);
-      read.resolve((results as QueryResult[])[1].rows);
+      const [, result] = await this.run([read]);
+      read.resolve((result as QueryResult).rows);
     } catch (error) {
       read.reject(error);
     }
@@ -225,8 +252,9 @@ const batchers = new WeakMap<Pool, ReadBatcher>();
  * message as one implicit transaction, so `set_config(…, true)` holds for the statement after it
  * (until the next `set_config`) and ends with the message, and row-level security applies
  * exactly as in tenantTransaction. Reads issued in the same turn of the event loop share a message (ReadBatcher).
- * The simple protocol takes no parameters, so `$n` are inlined as escaped literals. For single
- * SELECT statements only: a statement that writes belongs in tenantTransaction.
+ * The simple protocol takes no parameters, so `$n` are inlined as escaped literals, into the
+ * statement or into the EXECUTE of its prepared form. For single SELECT statements only: a
+ * statement that writes belongs in tenantTransaction.
  */
 export function tenantReader(dataSource: DataSource): Queryable {
   const pool = (dataSource.driver as unknown as { master: Pool }).master;
@@ -237,15 +265,24 @@ export function tenantReader(dataSource: DataSource): Queryable {
     async query(sql: string, parameters: unknown[] = []): Promise<unknown[]> {
       const { tenantId } = currentTenant();
       if (/;\s*\S/.test(sql)) throw new TypeError('A tenant read is one statement');
-      const statement = sql.replace(/;\s*$/, '').replace(/\$(\d+)/g, (_match, index: string) => {
-        const position = Number(index) - 1;
-        if (position >= parameters.length) throw new RangeError(`No parameter $${index}`);
-        return literal(parameters[position]);
-      });
-      return reads.read(`SELECT set_config('app.tenant_id', ${literal(tenantId)}, true); ${statement}`);
+      const setting = bind(TENANT_SETTING, ['app.tenant_id', tenantId]);
+      if (setting === undefined) throw new TypeError('The tenant cannot be inlined into a tenant read');
+      // A statement with string constants cannot be prepared (nor cut safely at its `$n`): its
+      // values are inlined where they stand.
+      const statement: Item =
+        bind(sql, parameters) ??
+        sql.replace(/;\s*$/, '').replace(/\$(\d+)/g, (_match, index: string) => {
+          const position = Number(index) - 1;
+          if (position >= parameters.length) throw new RangeError(`No parameter $${index}`);
+          return literal(parameters[position]);
+        });
+      return reads.read([setting, statement]);
     },
   };
 }
+
+/** The tenant's setting for one statement or transaction. */
+const TENANT_SETTING = `SELECT set_config($1, $2, true)`;
 
 export async function pingDatabase(dataSource: DataSource): Promise<boolean> {
   try {

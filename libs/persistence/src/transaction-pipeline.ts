@@ -141,7 +141,7 @@ const TEMPLATE_CACHE_LIMIT = 2_000;
 const templates = new Map<string, Template | null>();
 
 /** A statement with its parameters as literals, ready to travel inlined or as an EXECUTE. */
-interface Bound {
+export interface Bound {
   readonly template: Template;
   readonly literals: readonly string[];
 }
@@ -152,7 +152,7 @@ interface Bound {
  * could be something other than a placeholder or a literal could end up outside the statement
  * (see templateOf).
  */
-function bind(statement: string, parameters: readonly unknown[] = []): Bound | undefined {
+export function bind(statement: string, parameters: readonly unknown[] = []): Bound | undefined {
   let template = templates.get(statement);
   if (template === undefined) {
     template = templateOf(statement);
@@ -186,10 +186,10 @@ export function inlineParameters(statement: string, parameters: readonly unknown
 }
 
 /** What one message carries: SQL sent as it is (one statement each), or a bound statement. */
-type Item = string | Bound;
+export type Item = string | Bound;
 
 /** A message's text, where each item's result is among the message's results, and the statements it prepares. */
-interface Rendered {
+export interface Rendered {
   readonly text: string;
   readonly resultIndexes: readonly number[];
   readonly introduced: readonly string[];
@@ -222,7 +222,7 @@ const MAX_PREPARED_LENGTH = 8_000;
  * re-plan by itself ("cached plan must not change result type", after a column was added to a
  * table a `RETURNING *` reads): that transaction fails, and the next one prepares anew.
  */
-class Preparation {
+export class Preparation {
   private readonly verdicts = new Map<string, { readonly name: string } | 'probing' | 'refused'>();
   private readonly names = new WeakMap<PoolClient, Set<string>>();
   private readonly unusable = new WeakSet<PoolClient>();
@@ -252,6 +252,15 @@ class Preparation {
       resultIndexes.push(parts.length - 1);
     }
     return { text: parts.join(';\n'), resultIndexes, introduced };
+  }
+
+  /**
+   * Whether a message that failed with `error` may have left its connection with prepared
+   * statements it does not know of, or with a kept plan a migration made obsolete: then the
+   * connection must forget them all (forget) before it serves anything else.
+   */
+  static leavesUncertain(rendered: Rendered, error: unknown): boolean {
+    return rendered.introduced.length > 0 || (error instanceof DatabaseError && error.code === FEATURE_NOT_SUPPORTED);
   }
 
   /** After a message ran: what it prepared is known to its connection. */
@@ -313,8 +322,11 @@ class Preparation {
 
 const preparations = new WeakMap<Pool, Preparation>();
 
-function preparationOf(dataSource: DataSource): Preparation {
-  const pool = (dataSource.driver as unknown as { master: Pool }).master;
+export function preparationOf(dataSource: DataSource): Preparation {
+  return preparationOfPool((dataSource.driver as unknown as { master: Pool }).master);
+}
+
+export function preparationOfPool(pool: Pool): Preparation {
   let preparation = preparations.get(pool);
   if (preparation === undefined) preparations.set(pool, (preparation = new Preparation(pool)));
   return preparation;
@@ -384,7 +396,7 @@ export async function pipelinedTransaction<T>(
     try {
       results = (await client.query(rendered.text)) as unknown as PgResult | PgResult[];
     } catch (error) {
-      if (rendered.introduced.length > 0 || (error instanceof DatabaseError && error.code === FEATURE_NOT_SUPPORTED)) uncertain = client;
+      if (Preparation.leavesUncertain(rendered, error)) uncertain = client;
       throw new QueryFailedError(label, [], error as Error);
     }
     preparation?.ran(client, rendered);

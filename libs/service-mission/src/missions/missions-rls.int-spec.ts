@@ -172,14 +172,40 @@ describe('mission tables under row-level security', () => {
       expect((outcomes[3] as PromiseRejectedResult).reason).toMatchObject({ message: expect.stringMatching(/division by zero/) });
       expect(rowsOf(4)).toEqual([{ id: missionB.id, tenant: tenantB }]);
       // More reads than one message takes still each get their own tenant's rows, in three messages (32 at most each).
-      const pool = (dataSource.driver as unknown as { master: { query: (...args: unknown[]) => unknown } }).master;
-      const messages = jest.spyOn(pool, 'query');
+      const messages = jest.spyOn(Client.prototype, 'query');
       const many = await Promise.all(Array.from({ length: 70 }, (_, index) => readAs(index % 2 ? tenantB : tenantA)));
-      expect(messages).toHaveBeenCalledTimes(3);
+      expect(messages.mock.calls.filter(([text]) => !isPreparationProbe(String(text)))).toHaveLength(3);
       messages.mockRestore();
       expect(many.every((rows, index) => JSON.stringify(rows) === JSON.stringify([index % 2 ? { id: missionB.id, tenant: tenantB } : { id: missionA.id, tenant: tenantA }]))).toBe(
         true,
       );
+    });
+
+    it('reads through prepared statements, batched or not, each under its own tenant', async () => {
+      const reader = tenantReader(dataSource);
+      const select = `SELECT id FROM mission.missions WHERE id = ANY($1::uuid[])`;
+      const both = [missionA.id, missionB.id];
+      const messages = jest.spyOn(Client.prototype, 'query');
+      try {
+        let executed = 0;
+        for (let round = 0; executed < 12 && round < 300; round++) {
+          messages.mockClear();
+          const [a, b, alone] = await Promise.all([
+            runWithTenant({ tenantId: tenantA }, () => reader.query(select, [both])),
+            runWithTenant({ tenantId: tenantB }, () => reader.query(select, [both])),
+            round % 2 ? Promise.resolve(undefined) : runWithTenant({ tenantId: tenantB }, () => reader.query(select, [[missionA.id]])),
+          ]);
+          expect(a).toEqual([{ id: missionA.id }]);
+          expect(b).toEqual([{ id: missionB.id }]);
+          if (alone !== undefined) expect(alone).toEqual([]);
+          const sent = messages.mock.calls.map(([text]) => String(text)).filter((text) => !isPreparationProbe(text));
+          if (sent.some((text) => /EXECUTE mission_\w+\('\{/.test(text))) executed++;
+          else await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        expect(executed).toBe(12);
+      } finally {
+        messages.mockRestore();
+      }
     });
 
     it('takes one statement: a second one is refused before anything is sent', async () => {
