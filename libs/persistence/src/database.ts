@@ -2,7 +2,7 @@ import { DatabaseError, escapeLiteral, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
-import { bind, type Item, pipelinedTransaction, Preparation, preparationOfPool } from './transaction-pipeline';
+import { bind, type Item, pipelinedTransaction, type Preparation, preparationOfPool } from './transaction-pipeline';
 
 export interface ServiceDatabaseOptions {
   /** postgres:// URL of the schema's owner: migrations run as this user. */
@@ -107,8 +107,9 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
  *
  * The setting travels with the transaction's opening and its first statement, in one
  * simple-protocol message, and writes handed to deferWrite go with the next statement or the
- * COMMIT (pipelinedTransaction): a mission transition costs two round trips. The statements run
- * prepared (see pipelinedTransaction), but in a transaction with `settings`.
+ * COMMIT (pipelinedTransaction): a mission transition costs two round trips. Statements whose
+ * parameters can be inlined run prepared (see pipelinedTransaction), except in a transaction with
+ * `settings`; the others go as TypeORM's parameterised queries.
  */
 export async function tenantTransaction<T>(
   dataSource: DataSource,
@@ -193,6 +194,12 @@ class ReadBatcher {
   private async run(reads: readonly QueuedRead[]): Promise<QueryResult[]> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // A checked-out connection has no listener of the pool's: a session the server ends while
+    // this read runs would otherwise be an uncaught error event.
+    const onError = (error: Error): void => {
+      broken ??= error;
+    };
+    client.on('error', onError);
     try {
       const rendered = this.preparation.render(
         client,
@@ -202,9 +209,9 @@ class ReadBatcher {
       try {
         results = await client.query(rendered.text);
       } catch (error) {
-        if (!(error instanceof DatabaseError)) broken = error as Error;
-        else if (Preparation.leavesUncertain(rendered, error)) await this.preparation.forget(client);
-        throw error;
+        if (!(error instanceof DatabaseError)) broken ??= error as Error;
+        else if (this.preparation.failed(rendered, error) && !broken) await this.preparation.forget(client);
+        throw broken ?? error;
       }
       this.preparation.ran(client, rendered);
       const all = (Array.isArray(results) ? results : [results]) as QueryResult[];
@@ -214,6 +221,7 @@ class ReadBatcher {
       }
       return rendered.resultIndexes.map((index) => all[index] as QueryResult);
     } finally {
+      client.removeListener('error', onError);
       // A connection that failed otherwise than by PostgreSQL's answer is not reused.
       client.release(broken);
     }
@@ -267,15 +275,20 @@ export function tenantReader(dataSource: DataSource): Queryable {
       if (/;\s*\S/.test(sql)) throw new TypeError('A tenant read is one statement');
       const setting = bind(TENANT_SETTING, ['app.tenant_id', tenantId]);
       if (setting === undefined) throw new TypeError('The tenant cannot be inlined into a tenant read');
-      // A statement with string constants cannot be prepared (nor cut safely at its `$n`): its
-      // values are inlined where they stand.
-      const statement: Item =
-        bind(sql, parameters) ??
-        sql.replace(/;\s*$/, '').replace(/\$(\d+)/g, (_match, index: string) => {
-          const position = Number(index) - 1;
-          if (position >= parameters.length) throw new RangeError(`No parameter $${index}`);
-          return literal(parameters[position]);
-        });
+      const bound = bind(sql, parameters);
+      let statement: Item;
+      if (bound !== undefined) statement = bound;
+      else {
+        for (const [placeholder, index] of sql.matchAll(/\$(\d+)/g)) {
+          if (Number(index) > parameters.length) throw new RangeError(`No parameter ${placeholder}`);
+        }
+        // Values PostgreSQL could not take (NUL, other kinds) are refused as such.
+        parameters.forEach(literal);
+        // A statement with string constants, comments or dollar quotes cannot be cut safely at its
+        // `$n` (a value could land inside a constant, or outside its quotes): it takes no parameters.
+        if (/\$\d/.test(sql)) throw new TypeError('A tenant read with parameters cannot hold string constants, comments or dollar quotes');
+        statement = sql.replace(/;\s*$/, '');
+      }
       return reads.read([setting, statement]);
     },
   };

@@ -570,6 +570,35 @@ describe('persistence on PostgreSQL', () => {
           }
         });
 
+        it('lets a savepoint recover a statement whose message prepared it and failed: the rest of the transaction goes inlined', async () => {
+          const single = await open(database.url, SCHEMA, 1);
+          const insert = `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`;
+          await dataSource.query(`INSERT INTO "${SCHEMA}".fixture (id) VALUES (80)`);
+          try {
+            let prepared = false;
+            for (let run = 0; run < 200 && !prepared; run++) {
+              const id = 81 + run;
+              const { messages } = await countingMessages(() =>
+                inTenantA(single, async (manager) => {
+                  await manager.query('SAVEPOINT retry');
+                  await deferWrite(manager, insert, [80]);
+                  const failed = await manager.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = $1`, [80]).catch((error: Error) => error);
+                  expect(failed).toBeInstanceOf(QueryFailedError);
+                  await manager.query('ROLLBACK TO SAVEPOINT retry');
+                  await deferWrite(manager, insert, [id]);
+                }),
+              );
+              prepared = messages.some((text) => /PREPARE mission_\w+ AS INSERT INTO/.test(text) && text.includes("'80'"));
+              expect(await dataSource.query(`SELECT count(*)::int AS n FROM "${SCHEMA}".fixture WHERE id = $1`, [id])).toEqual([{ n: 1 }]);
+              if (!prepared) await pause(10);
+            }
+            expect(prepared).toBe(true);
+          } finally {
+            await single.destroy();
+            await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id >= 80 AND id < 300`);
+          }
+        });
+
         it('prepares anew on a connection whose kept plan a migration made obsolete (a column added under a SELECT *): one transaction fails, the next succeeds', async () => {
           const single = await open(database.url, SCHEMA, 1);
           await dataSource.query(`CREATE TABLE "${SCHEMA}".reshaped (id int PRIMARY KEY)`);

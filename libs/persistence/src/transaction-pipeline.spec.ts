@@ -96,5 +96,8 @@ describe('inlineParameters', () => {
     expect(inlineParameters('SELECT $$ $1 $$', ['x'])).toBeUndefined();
     expect(inlineParameters('SELECT $tag$ $1 $tag$', ['x'])).toBeUndefined();
     expect(inlineParameters('SELECT $1; DROP TABLE t', ['x'])).toBeUndefined();
+    // `$0` is no parameter; `a$1` is one name to PostgreSQL.
+    expect(inlineParameters('SELECT $0', ['x'])).toBeUndefined();
+    expect(inlineParameters('SELECT a$1 FROM t WHERE id = $1', ['x'])).toBeUndefined();
   });
 });

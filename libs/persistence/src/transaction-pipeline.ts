@@ -120,8 +120,8 @@ function templateOf(statement: string): Template | null {
     if (char === '$') {
       let end = at + 1;
       while (end < text.length && text.charCodeAt(end) >= 48 && text.charCodeAt(end) <= 57) end++;
-      // A dollar quote.
-      if (end === at + 1) return null;
+      // A dollar quote; `$0`, which is no parameter; or a `$` inside a name (`a$1` is one identifier).
+      if (end === at + 1 || Number(text.slice(at + 1, end)) < 1 || (at > 0 && IDENTIFIER_CHARACTER.test(text[at - 1] as string))) return null;
       pieces.push(text.slice(piece, at));
       slots.push(Number(text.slice(at + 1, end)) - 1);
       piece = at = end;
@@ -132,6 +132,9 @@ function templateOf(statement: string): Template | null {
   pieces.push(text.slice(piece));
   return { text, pieces, slots, parameterCount: slots.reduce((highest, slot) => Math.max(highest, slot + 1), 0) };
 }
+
+/** A character that continues an unquoted name in PostgreSQL. */
+const IDENTIFIER_CHARACTER = /[\p{L}\p{N}_$]/u;
 
 /**
  * Statements are mostly constants of the code, run thousands of times: each is cut once. Bounded,
@@ -197,6 +200,12 @@ export interface Rendered {
 
 /** SQLSTATE of "cached plan must not change result type" (among others): see Preparation. */
 const FEATURE_NOT_SUPPORTED = '0A000';
+/** SQLSTATEs of a prepared statement that exists where none was expected, or the reverse: the registry is out of step. */
+const OUT_OF_STEP = new Set(['42P05', '26000']);
+/** A probe that learnt nothing of its statement (no connection, a shutdown) is tried again after this long. */
+const PROBE_RETRY_MS = 30_000;
+/** SQLSTATE class of a statement PostgreSQL refuses as written (syntax, types, names). */
+const SYNTAX_OR_ACCESS_RULE = '42';
 
 /** A pool's prepared statements: at most this many distinct statements (each costs memory on every connection). */
 const MAX_PREPARED_STATEMENTS = 200;
@@ -215,24 +224,36 @@ const MAX_PREPARED_LENGTH = 8_000;
  * A statement is prepared only after a probe (PREPARE and DEALLOCATE on a connection of the pool,
  * outside any transaction) has shown it prepares: a parameter whose type PostgreSQL cannot infer
  * (`$1 IS NULL`) refuses it, and it stays inlined, where an untyped literal is read as text. Until
- * the probe answers it is inlined, so no transaction ever waits for it or fails because of it.
+ * the probe answers it is inlined, so no transaction waits for a probe's answer or fails because
+ * of one (a probe takes one of the pool's connections for one round trip). A probe that learnt
+ * nothing (no connection, a shutdown) is tried again 30 s later.
  * PREPARE outlives a rollback; a message that failed may or may not have run its PREPAREs, so the
  * transaction's connection then forgets them all (DEALLOCATE ALL) before it returns to the pool.
- * So does a connection whose kept plan a migration made obsolete in a way PostgreSQL does not
- * re-plan by itself ("cached plan must not change result type", after a column was added to a
- * table a `RETURNING *` reads): that transaction fails, and the next one prepares anew.
+ * A kept plan a migration made obsolete in a way PostgreSQL does not re-plan by itself ("cached
+ * plan must not change result type", after a column was added to a table a `SELECT *` reads)
+ * fails the transaction that met it; every connection of the pool then forgets its prepared
+ * statements before its next message (`DEALLOCATE ALL` at its head), so each replica fails one
+ * transaction, not one per connection. The statements of this code name their columns.
  */
 export class Preparation {
-  private readonly verdicts = new Map<string, { readonly name: string } | 'probing' | 'refused'>();
+  private readonly verdicts = new Map<string, { readonly name: string } | { readonly retryAt: number } | 'probing' | 'refused'>();
   private readonly names = new WeakMap<PoolClient, Set<string>>();
+  /** Bumped when a kept plan turned out obsolete; a connection's names hold for the generation they were prepared in. */
+  private generation = 0;
+  private readonly generationOf = new WeakMap<PoolClient, number>();
   private readonly unusable = new WeakSet<PoolClient>();
   private preparable = 0;
 
   constructor(private readonly pool: Pool) {}
 
   render(client: PoolClient, items: readonly Item[]): Rendered {
-    const prepared = this.unusable.has(client) ? undefined : this.namesOn(client);
     const parts: string[] = [];
+    if (!this.unusable.has(client) && (this.generationOf.get(client) ?? 0) < this.generation) {
+      if (this.names.get(client)?.size) parts.push('DEALLOCATE ALL');
+      this.names.delete(client);
+    }
+    this.generationOf.set(client, this.generation);
+    const prepared = this.unusable.has(client) ? undefined : this.namesOn(client);
     const resultIndexes: number[] = [];
     const introduced: string[] = [];
     for (const item of items) {
@@ -259,8 +280,12 @@ export class Preparation {
    * statements it does not know of, or with a kept plan a migration made obsolete: then the
    * connection must forget them all (forget) before it serves anything else.
    */
-  static leavesUncertain(rendered: Rendered, error: unknown): boolean {
-    return rendered.introduced.length > 0 || (error instanceof DatabaseError && error.code === FEATURE_NOT_SUPPORTED);
+  failed(rendered: Rendered, error: unknown): boolean {
+    const code = error instanceof DatabaseError ? (error.code ?? '') : '';
+    // A kept plan a migration made obsolete is so on every connection of the pool: each forgets
+    // its prepared statements before its next message, instead of failing a transaction each.
+    if (code === FEATURE_NOT_SUPPORTED) this.generation++;
+    return rendered.introduced.length > 0 || code === FEATURE_NOT_SUPPORTED || OUT_OF_STEP.has(code);
   }
 
   /** After a message ran: what it prepared is known to its connection. */
@@ -290,7 +315,11 @@ export class Preparation {
 
   /** The statement's name once a probe has shown it prepares; undefined meanwhile, or if it does not. */
   private nameOf(template: Template): string | undefined {
-    const verdict = this.verdicts.get(template.text);
+    let verdict = this.verdicts.get(template.text);
+    if (verdict !== undefined && typeof verdict !== 'string' && 'retryAt' in verdict && Date.now() >= verdict.retryAt) {
+      this.verdicts.delete(template.text);
+      verdict = undefined;
+    }
     if (verdict === undefined) {
       if (this.verdicts.size < MAX_PREPARED_STATEMENTS * 2 && this.preparable < MAX_PREPARED_STATEMENTS && template.text.length <= MAX_PREPARED_LENGTH) {
         this.verdicts.set(template.text, 'probing');
@@ -298,18 +327,38 @@ export class Preparation {
       }
       return undefined;
     }
-    return typeof verdict === 'string' ? undefined : verdict.name;
+    return typeof verdict === 'string' || !('name' in verdict) ? undefined : verdict.name;
   }
 
   private async probe(text: string): Promise<void> {
+    let client: PoolClient;
     try {
-      await this.pool.query(`PREPARE mission_probe AS ${text};\nDEALLOCATE mission_probe`);
-    } catch (error) {
-      // PostgreSQL refused the statement (a type it cannot infer): it stays inlined. Anything else
-      // (no connection, a restart) says nothing of the statement: it is probed again later.
-      if (error instanceof DatabaseError) this.verdicts.set(text, 'refused');
-      else this.verdicts.delete(text);
+      client = await this.pool.connect();
+    } catch {
+      // No connection now (a restart, a full server): nothing is known of the statement; probed again later.
+      this.verdicts.set(text, { retryAt: Date.now() + PROBE_RETRY_MS });
       return;
+    }
+    let broken: Error | undefined;
+    const onError = (error: Error): void => {
+      broken ??= error;
+    };
+    client.on('error', onError);
+    try {
+      await client.query(`PREPARE mission_probe AS ${text};\nDEALLOCATE mission_probe`);
+    } catch (error) {
+      // PostgreSQL refused the statement itself (a type it cannot infer, a syntax it rejects): it
+      // stays inlined. Anything else (a lost connection, a shutdown, a cancelled or timed-out
+      // query) says nothing of the statement: it is probed again later.
+      if (error instanceof DatabaseError && (error.code ?? '').startsWith(SYNTAX_OR_ACCESS_RULE)) this.verdicts.set(text, 'refused');
+      else {
+        this.verdicts.set(text, { retryAt: Date.now() + PROBE_RETRY_MS });
+        if (!(error instanceof DatabaseError)) broken ??= error as Error;
+      }
+      return;
+    } finally {
+      client.removeListener('error', onError);
+      client.release(broken);
     }
     if (this.preparable >= MAX_PREPARED_STATEMENTS) {
       this.verdicts.set(text, 'refused');
@@ -389,14 +438,18 @@ export async function pipelinedTransaction<T>(
    */
   const sendItems = async (items: readonly Item[], label: string): Promise<PgResult[]> => {
     const client = (await runner.connect()) as PoolClient;
-    const rendered: Rendered = preparation
-      ? preparation.render(client, items)
-      : { text: items.map((item) => (typeof item === 'string' ? item : inlineText(item))).join(';\n'), resultIndexes: items.map((_item, index) => index), introduced: [] };
+    // Once a message of this transaction failed with PREPAREs in it, which of them ran is unknown
+    // until the connection forgets them all at the end: the rest of the transaction (after a
+    // savepoint's rollback) goes inlined.
+    const rendered: Rendered =
+      preparation && uncertain === undefined
+        ? preparation.render(client, items)
+        : { text: items.map((item) => (typeof item === 'string' ? item : inlineText(item))).join(';\n'), resultIndexes: items.map((_item, index) => index), introduced: [] };
     let results: PgResult | PgResult[];
     try {
       results = (await client.query(rendered.text)) as unknown as PgResult | PgResult[];
     } catch (error) {
-      if (Preparation.leavesUncertain(rendered, error)) uncertain = client;
+      if (preparation?.failed(rendered, error)) uncertain = client;
       throw new QueryFailedError(label, [], error as Error);
     }
     preparation?.ran(client, rendered);
@@ -459,8 +512,9 @@ export async function pipelinedTransaction<T>(
       if (outcome.command === ROLLBACK) throw new QueryFailedError(COMMIT, [], new Error('The transaction was rolled back: one of its statements failed'));
       return typeormResult(outcome, structured);
     }
-    if (held.length === 0) return query(statement, parameters, structured as never);
     const bound = bind(statement, parameters);
+    // Nothing held: a statement that can be inlined still goes through the pipeline, prepared.
+    if (held.length === 0) return bound === undefined ? query(statement, parameters, structured as never) : typeormResult(await send([bound], statement), structured);
     if (bound === undefined) {
       await send(held, statement);
       return query(statement, parameters, structured as never);

@@ -208,6 +208,26 @@ describe('mission tables under row-level security', () => {
       }
     });
 
+    it('fails a read whose session the server ends, without an uncaught error, and serves the next one', async () => {
+      const reader = tenantReader(dataSource);
+      const reading = runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT pg_sleep(5)::text AS slept, count(*)::int AS n FROM mission.missions`));
+      reading.catch(() => undefined);
+      const admin = new Client({ connectionString: database.url });
+      await admin.connect();
+      try {
+        for (let waited = 0; ; waited += 20) {
+          const { rows } = await admin.query(`SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity WHERE query LIKE '%pg_sleep(5)%' AND pid <> pg_backend_pid()`);
+          if (rows.length > 0) break;
+          if (waited > 10_000) throw new Error('The read never started');
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      } finally {
+        await admin.end();
+      }
+      await expect(reading).rejects.toThrow(/terminat|Connection|connection/);
+      await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT count(*)::int AS n FROM mission.missions`))).resolves.toEqual([{ n: 1 }]);
+    });
+
     it('takes one statement: a second one is refused before anything is sent', async () => {
       const reader = tenantReader(dataSource);
       await expect(runWithTenant({ tenantId: tenantA }, () => reader.query(`SELECT 1; SELECT 2`))).rejects.toThrow(/one statement/);
