@@ -77,6 +77,45 @@ describe('row-level security helpers', () => {
     }
   });
 
+  it('answers each tenant with its own rows through one generic plan, kept on one connection', async () => {
+    const name = new URL(database.url).pathname.slice(1);
+    const owner = new Client({ connectionString: database.url });
+    await owner.connect();
+    // Every new session of the test database plans prepared statements generically, at once.
+    await owner.query(`ALTER DATABASE "${name}" SET plan_cache_mode = force_generic_plan`);
+    const single = await openServiceDatabase({
+      url: database.url,
+      schema: SCHEMA,
+      entities: [],
+      migrations: [CreateNotes1700000000000],
+      applicationName: 'rls-test-generic',
+      serviceRole: serviceRoleName(SCHEMA),
+      poolSize: 1,
+    });
+    const select = `SELECT body FROM ${SCHEMA}.notes WHERE body <> ALL($1::text[]) ORDER BY body`;
+    const inTenantOnOne = (tenantId: string) => runWithTenant({ tenantId }, () => tenantTransaction(single, (manager) => manager.query(select, [['c']])));
+    try {
+      let generic = 0;
+      for (let attempt = 0; generic < 6 && attempt < 400; attempt++) {
+        const tenant = attempt % 2 === 0 ? tenantA : tenantB;
+        await expect(inTenantOnOne(tenant)).resolves.toEqual([{ body: tenant === tenantA ? 'a' : 'b' }]);
+        const [plans] = await runWithTenant({ tenantId: tenant }, () =>
+          tenantTransaction(single, (manager) =>
+            manager.query(`SELECT coalesce(sum(generic_plans), 0)::int AS generic FROM pg_prepared_statements WHERE statement LIKE $1`, ['%<> ALL(%']),
+          ),
+        );
+        generic = plans.generic;
+        if (generic === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      // The same plan answered tenant A and tenant B, each with its own rows.
+      expect(generic).toBeGreaterThanOrEqual(6);
+    } finally {
+      await single.destroy();
+      await owner.query(`ALTER DATABASE "${name}" RESET plan_cache_mode`);
+      await owner.end();
+    }
+  });
+
   it('forgets the tenant when the transaction ends, on the same pooled connection', async () => {
     await inTenant(tenantA, `SELECT 1`);
     await expect(dataSource.query(`SELECT body FROM ${SCHEMA}.notes`)).resolves.toEqual([]);
