@@ -1,4 +1,4 @@
-import { DatabaseError, escapeLiteral, type Pool, type QueryResult } from 'pg';
+import { DatabaseError, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
@@ -150,15 +150,6 @@ export interface Queryable {
   query(sql: string, parameters?: unknown[]): Promise<any>;
 }
 
-/** A value inlined into a statement sent without parameters: text, numbers and booleans only, escaped by the driver. */
-function literal(value: unknown): string {
-  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
-  if (typeof value === 'boolean') return value ? 'true' : 'false';
-  if (typeof value !== 'string') throw new TypeError('Only text, finite numbers and booleans can be inlined into a tenant read');
-  if (value.includes('\u0000')) throw new TypeError('Text with a NUL character cannot be sent to PostgreSQL');
-  return escapeLiteral(value);
-}
-
 /** Reads of one turn of the event loop gathered into one message: at most this many. */
 const MAX_READS_PER_MESSAGE = 32;
 
@@ -282,11 +273,14 @@ export function tenantReader(dataSource: DataSource): Queryable {
         for (const [placeholder, index] of sql.matchAll(/\$(\d+)/g)) {
           if (Number(index) > parameters.length) throw new RangeError(`No parameter ${placeholder}`);
         }
-        // Values PostgreSQL could not take (NUL, other kinds) are refused as such.
-        parameters.forEach(literal);
+        if (parameters.some((value) => typeof value === 'string' && value.includes('\u0000'))) throw new TypeError('Text with a NUL character cannot be sent to PostgreSQL');
         // A statement with string constants, comments or dollar quotes cannot be cut safely at its
         // `$n` (a value could land inside a constant, or outside its quotes): it takes no parameters.
-        if (/\$\d/.test(sql)) throw new TypeError('A tenant read with parameters cannot hold string constants, comments or dollar quotes');
+        if (parameters.length > 0 || /\$\d/.test(sql)) {
+          throw new TypeError(
+            'A tenant read takes text, finite numbers, booleans, dates, null and arrays of them, in a statement without string constants, comments or dollar quotes',
+          );
+        }
         statement = sql.replace(/;\s*$/, '');
       }
       return reads.read([setting, statement]);

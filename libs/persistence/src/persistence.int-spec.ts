@@ -10,7 +10,7 @@ import { openServiceDatabase, tenantTransaction } from './database';
 import { deferWrite, queryInOneTrip } from './transaction-pipeline';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
 import { markProcessed, processedMessagesTableSql } from './processed-messages';
-import { createTestDatabase, TestDatabase } from './test-database';
+import { createTestDatabase, isPreparationProbe, sentStatement, TestDatabase } from './test-database';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SCHEMA = 'persistence_it';
@@ -104,18 +104,10 @@ async function countingMessages<T>(run: () => Promise<T>, ignoring: readonly Cli
     const result = await run();
     const calls = spy.mock.calls.filter((_call, index) => !ignoring.includes(spy.mock.contexts[index] as Client));
     const messages = calls.map(([text]) => (typeof text === 'string' ? text : String((text as { text?: string }).text)));
-    return { result, messages: messages.filter((text) => !text.startsWith('PREPARE mission_probe AS ')) };
+    return { result, messages: messages.filter((text) => !isPreparationProbe(text)) };
   } finally {
     spy.mockRestore();
   }
-}
-
-/**
- * A statement starting with `start` in a message (a regular expression's source): inlined, or as
- * the EXECUTE of its prepared form, prepared in the same message or in an earlier one.
- */
-function sent(start: string): string {
-  return `(?:${start}|(?:PREPARE mission_[0-9a-f]{32} AS ${start}[^;]*;\\n)?EXECUTE mission_[0-9a-f]{32})`;
 }
 
 describe('persistence on PostgreSQL', () => {
@@ -378,8 +370,10 @@ describe('persistence on PostgreSQL', () => {
         // The write was there for the read, in the tenant's transaction.
         expect(result).toEqual({ topic: tenantA, payload: { n: 1 } });
         expect(messages).toHaveLength(2);
-        expect(messages[0]).toMatch(new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('INSERT ')}.*;\\n${sent('SELECT topic')}`, 's'));
-        expect(messages[1]).toMatch(new RegExp(`^${sent('UPDATE ')}.*;\\nCOMMIT$`, 's'));
+        expect(messages[0]).toMatch(
+          new RegExp(`^START TRANSACTION;\\n${sentStatement('SELECT set_config\\(')}.*;\\n${sentStatement('INSERT ')}.*;\\n${sentStatement('SELECT topic')}`, 's'),
+        );
+        expect(messages[1]).toMatch(new RegExp(`^${sentStatement('UPDATE ')}.*;\\nCOMMIT$`, 's'));
         const [stored] = await dataSource.query(`SELECT type FROM "${SCHEMA}".outbox WHERE id = $1`, [id]);
         expect(stored.type).toBe('updated');
       });
@@ -485,7 +479,7 @@ describe('persistence on PostgreSQL', () => {
               runWithTenant({ tenantId: tenantA }, () => tenantTransaction(dataSource, (manager) => manager.query(statement, [texts, numbers]))),
             );
             expect(result).toEqual(await dataSource.query(statement, [texts, numbers]));
-            expect(messages[0]).toMatch(new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('SELECT .*::text\\[\\] AS texts')}`, 's'));
+            expect(messages[0]).toMatch(new RegExp(`^START TRANSACTION;\\n${sentStatement('SELECT set_config\\(')}.*;\\n${sentStatement('SELECT .*::text\\[\\] AS texts')}`, 's'));
           }),
           { numRuns: 60 },
         );
@@ -688,7 +682,10 @@ describe('persistence on PostgreSQL', () => {
           expect(result).toEqual([[{ one_trip_probe: 60 }], [{ id: 61 }, { id: 62 }]]);
           expect(messages).toHaveLength(2);
           expect(messages[0]).toMatch(
-            new RegExp(`^START TRANSACTION;\\n${sent('SELECT set_config\\(')}.*;\\n${sent('INSERT ')}.*;\\n${sent('UPDATE ')}.*;\\n${sent('SELECT id ')}.*$`, 's'),
+            new RegExp(
+              `^START TRANSACTION;\\n${sentStatement('SELECT set_config\\(')}.*;\\n${sentStatement('INSERT ')}.*;\\n${sentStatement('UPDATE ')}.*;\\n${sentStatement('SELECT id ')}.*$`,
+              's',
+            ),
           );
           expect(messages[1]).toBe('COMMIT');
           // Outside a pipelined transaction the statements run one after the other, with the same rows.
@@ -783,8 +780,8 @@ describe('persistence on PostgreSQL', () => {
       // the rows with the opening, the marks with the commit).
       const { messages } = await countingMessages(() => relayPass(publisher));
       expect(messages).toEqual([
-        expect.stringMatching(new RegExp(`^START TRANSACTION;\\n${sent('SELECT id, topic')}`)),
-        expect.stringMatching(new RegExp(`^${sent('UPDATE ')}.*;\\nCOMMIT$`, 's')),
+        expect.stringMatching(new RegExp(`^START TRANSACTION;\\n${sentStatement('SELECT id, topic')}`)),
+        expect.stringMatching(new RegExp(`^${sentStatement('UPDATE ')}.*;\\nCOMMIT$`, 's')),
       ]);
 
       expect(publisher.published).toEqual([
