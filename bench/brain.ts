@@ -24,6 +24,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 import { seededRandom } from '../test/support/seeded-random';
+import { cpuBetween, cpuSnapshot, POSTGRES_BENCH_DATABASE, POSTGRES_SERVER } from './support/cpu';
 import { gitInfo } from './support/report';
 import { percentiles, Percentiles } from './support/stats';
 
@@ -135,6 +136,7 @@ async function main(): Promise<void> {
     let chunks = 0;
     let bytes = 0;
     let documents = 0;
+    const cpuBefore = cpuSnapshot();
     const started = performance.now();
     let lastReport = started;
     await whileNotDone(
@@ -171,7 +173,9 @@ async function main(): Promise<void> {
       await database.end();
     }
     const ingestSeconds = (performance.now() - started) / 1000;
+    const ingestionCpu = ingestionCpuPerMegabyte(cpuBefore, stack, bytes);
     log(`merged into the index ${(ingestSeconds - storedSeconds).toFixed(1)} s later`);
+    if (ingestionCpu) log(`CPU ms per MB ingested: all-in-one process ${ingestionCpu.process}, PostgreSQL ${ingestionCpu.postgres}, this client ${ingestionCpu.client}`);
 
     // Steady state: index-only scans need the visibility map that (auto)vacuum sets after a bulk
     // load; without it every posting costs a heap visit. Autovacuum gets there on its own in
@@ -225,6 +229,7 @@ async function main(): Promise<void> {
         storedMegabytesPerSecond: Math.round((bytes / 1e6 / storedSeconds) * 100) / 100,
         chunksPerSecond: Math.round(chunks / ingestSeconds),
         concurrency,
+        cpuMsPerMegabyte: ingestionCpu,
       },
       queryLatencyMs: { queries: queryCount, k: 10, http: percentiles(httpSamples), ranking: percentiles(rankingSamples), target: { p50: 10, p99: 25 } },
       ingestionTarget: { megabytesPerSecond: 10 },
@@ -237,6 +242,11 @@ async function main(): Promise<void> {
         [
           `Brain benchmark ${report.date}, commit ${report.git.commit.slice(0, 12)}${report.git.dirty ? ' (with uncommitted changes)' : ''}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
           `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s until merged into the index (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight; ${report.ingestion.storedMegabytesPerSecond} MB/s stored and searchable)`,
+          ...(ingestionCpu
+            ? [
+                `CPU ms per MB ingested: all-in-one process ${ingestionCpu.process}, PostgreSQL ${ingestionCpu.postgres} (its backends and background processes), this client ${ingestionCpu.client}`,
+              ]
+            : []),
           '',
           `| query latency, ms (k = 10, ${queryCount} queries) | p50 | p90 | p99 | mean | max |`,
           '|---|--:|--:|--:|--:|--:|',
@@ -251,6 +261,27 @@ async function main(): Promise<void> {
   } finally {
     await stack.stop();
   }
+}
+
+/**
+ * CPU milliseconds per MB of content since `before`, until now (the last chunk merged): of the
+ * all-in-one process, of PostgreSQL (the benchmark database's backends and every PostgreSQL
+ * background process: autovacuum, WAL writer, checkpointer; the system PostgreSQL's idle ones
+ * too), and of this client (generating and sending the documents). Null where /proc cannot tell.
+ */
+function ingestionCpuPerMegabyte(
+  before: ReturnType<typeof cpuSnapshot>,
+  stack: { readonly pid: number | undefined; readonly postgresUrl: string },
+  bytes: number,
+): { process: number; postgres: number; client: number } | null {
+  if (stack.pid === undefined || bytes === 0) return null;
+  const cpu = cpuBetween(before, cpuSnapshot(), { process: stack.pid }, os.cpus().length, new URL(stack.postgresUrl).pathname.slice(1));
+  if (!cpu) return null;
+  const megabytes = bytes / 1e6;
+  const percentMs = (percent: number | undefined): number => ((percent ?? 0) / 100) * cpu.seconds * 1000;
+  const postgresMs = (cpu.serversCpuMs[POSTGRES_BENCH_DATABASE] ?? 0) + percentMs(cpu.others[POSTGRES_SERVER]);
+  const round = (ms: number): number => Math.round(ms / megabytes);
+  return { process: round(cpu.serversCpuMs.process ?? 0), postgres: round(postgresMs), client: round(percentMs(cpu.client)) };
 }
 
 main().catch((error: unknown) => {

@@ -18,6 +18,8 @@ export interface EmbeddedBrainStack {
   readonly indexSecret: Buffer;
   /** The payload keys the stack seals content with, for tools that read the database directly. */
   readonly keys: KeyProvider;
+  /** The all-in-one process's pid, for tools that measure what it uses. */
+  readonly pid: number | undefined;
   stop(): Promise<void>;
 }
 
@@ -74,7 +76,7 @@ export async function startEmbeddedBrainStack(options: {
     const tenant = await call(gatewayUrl, 'POST', '/admin/tenants', { token: adminToken, body: { name: options.tenantName, tier: 'enterprise', rpm: 1_000_000 } });
     if (tenant.status !== 201) throw new Error(`Creating the tenant answered ${tenant.status}: ${JSON.stringify(tenant.body)}`);
     const token = (await clientCredentialsToken(issuer, tenant.body.client.clientId, tenant.body.client.clientSecret)).access_token;
-    return { gatewayUrl, token, tenantId: tenant.body.id, postgresUrl: postgres.url, indexSecret, keys: new LocalKeyProvider(kek), stop };
+    return { gatewayUrl, token, tenantId: tenant.body.id, postgresUrl: postgres.url, indexSecret, keys: new LocalKeyProvider(kek), pid: standalone.child.pid, stop };
   } catch (error) {
     await stop();
     throw error;

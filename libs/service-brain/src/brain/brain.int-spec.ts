@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import {
   BrainDocumentView,
   BrainQueryResult,
@@ -23,11 +24,11 @@ import { BrainServiceHandle, openBrainDatabase, openBrainReader, startBrainServi
 import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository, CONTRIBUTION } from './brain.repository';
 import { BRAIN_SCHEMA, BrainService } from './brain.service';
-import { rankInMemory } from '../ranking/bm25';
+import { BM25_DEFAULTS, rankInMemory } from '../ranking/bm25';
 import { contribution, decodePostings } from '../ranking/postings';
 import { DEFAULT_PRUNING } from '../ranking/pruning';
 import { analyze, termFrequencies } from '../text/analyzer';
-import { chunkText } from '../text/chunker';
+import { chunkText, DEFAULT_CHUNKING } from '../text/chunker';
 import { domainErrorOf } from '@mission/messaging/testing';
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -710,6 +711,113 @@ describe('brain on PostgreSQL', () => {
         const foreign = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table} WHERE tenant_id <> '${tenantA}'`, tenantA);
         expect({ table, own: own > 0, foreign }).toEqual({ table, own: true, foreign: 0 });
       }
+    });
+  });
+
+  describe('merges gathered for a while', () => {
+    /** Records each merge a service runs: when it ended, what it was allowed and what it took. */
+    class CountingRepository extends BrainRepository {
+      readonly merges: Array<{ at: number; maxChunks: number | undefined; merged: number | null }> = [];
+
+      override async mergeUnmerged(...args: Parameters<BrainRepository['mergeUnmerged']>): Promise<number | null> {
+        const merged = await super.mergeUnmerged(...args);
+        this.merges.push({ at: Date.now(), maxChunks: args[2], merged });
+        return merged;
+      }
+    }
+
+    // A database of their own: the suite's service sweeps its own and would merge these chunks first.
+    let own: TestDatabase;
+    let dataSource: DataSource;
+    let ownInspector: Client;
+    const services: BrainService[] = [];
+
+    beforeAll(async () => {
+      own = await createTestDatabase(ADMIN_URL, 'brain_gather_test');
+      dataSource = await openBrainDatabase(own.url);
+      ownInspector = new Client({ connectionString: own.url });
+      await ownInspector.connect();
+    });
+
+    afterAll(async () => {
+      await Promise.all(services.map((service) => service.stopMerging()));
+      await ownInspector?.end();
+      await dataSource?.destroy();
+      await own?.drop();
+    });
+
+    function serviceWith(settings: { mergeGatherMs: number; mergeBatchChunks?: number }): { brain: BrainService; repository: CountingRepository } {
+      const repository = new CountingRepository(new RecordCipher(BRAIN_SCHEMA, KEYS));
+      const brain = new BrainService(dataSource, repository, new DerivedTenantIndexKeys(secret), { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING, ...settings });
+      services.push(brain);
+      return { brain, repository };
+    }
+
+    const waiting = async (tenantId: string): Promise<number> =>
+      (await ownInspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenantId])).rows[0].n;
+
+    async function drained(tenantId: string): Promise<void> {
+      const deadline = Date.now() + 20_000;
+      while ((await waiting(tenantId)) > 0) {
+        if (Date.now() > deadline) throw new Error(`chunks of tenant ${tenantId} still wait for a merge`);
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+
+    it('merges the documents stored within the gathering time together, and a lone document once that time has passed', async () => {
+      const tenant = randomUUID();
+      const { brain, repository } = serviceWith({ mergeGatherMs: 1_500 });
+      const started = Date.now();
+      const stored = await Promise.all(CORPUS.slice(0, 3).map((document) => runWithTenant({ tenantId: tenant }, () => brain.ingest(document))));
+      await drained(tenant);
+      const chunks = stored.reduce((sum, document) => sum + document.chunkCount, 0);
+      expect(repository.merges.map(({ merged }) => merged)).toEqual([chunks]);
+      expect(repository.merges[0]?.at).toBeGreaterThanOrEqual(started + 1_500);
+
+      const lone = Date.now();
+      const last = await runWithTenant({ tenantId: tenant }, () => brain.ingest({ title: 'Later', content: 'A klystron amplifies microwaves.' }));
+      await drained(tenant);
+      expect(repository.merges.map(({ merged }) => merged)).toEqual([chunks, last.chunkCount]);
+      expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(lone + 1_500);
+      const { stored: statistics, derived } = await (async () => {
+        const df = await ownInspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenant]);
+        const counted = await ownInspector.query(
+          `SELECT u.term_hash::text, count(*)::int AS df FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash) WHERE c.tenant_id = $1 GROUP BY 1 ORDER BY 1`,
+          [tenant],
+        );
+        return { stored: df.rows, derived: counted.rows };
+      })();
+      expect(statistics).toEqual(derived);
+    });
+
+    it('starts at once when a full batch has gathered, takes it a batch at a time, and leaves a smaller one gathering until a sweep', async () => {
+      const tenant = randomUUID();
+      const { brain, repository } = serviceWith({ mergeGatherMs: 600_000, mergeBatchChunks: 4 });
+      const paragraph = (n: number): string => `Paragraph ${n} on klystrons. ${'Microwave tubes amplify the signals of radar transmitters. '.repeat(16)}`;
+      const large = await runWithTenant({ tenantId: tenant }, () => brain.ingest({ title: 'Tubes', content: Array.from({ length: 10 }, (_, n) => paragraph(n)).join('\n\n') }));
+      expect(large.chunkCount).toBeGreaterThan(8);
+      await drained(tenant);
+      const taken = repository.merges.map(({ merged }) => merged);
+      expect(repository.merges.every(({ maxChunks }) => maxChunks === 4)).toBe(true);
+      expect(taken.reduce<number>((sum, merged) => sum + (merged ?? 0), 0)).toBe(large.chunkCount);
+      expect(taken.slice(0, -1).every((merged) => merged === 4)).toBe(true);
+
+      // Fewer than a batch: it gathers (ten minutes here), searchable meanwhile.
+      await runWithTenant({ tenantId: tenant }, () => brain.ingest({ title: 'Note', content: 'A magnetron oscillates.' }));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      expect(repository.merges).toHaveLength(taken.length);
+      expect(await waiting(tenant)).toBe(1);
+      expect((await runWithTenant({ tenantId: tenant }, () => brain.search('magnetron', 5))).map((result) => result.title)).toEqual(['Note']);
+      // Stopping forgets the gathering: nothing merges afterwards.
+      await brain.stopMerging();
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(repository.merges).toHaveLength(taken.length);
+      expect(await waiting(tenant)).toBe(1);
+      // A sweep (the next start's, here another service's) merges what was left at once, without gathering.
+      const next = serviceWith({ mergeGatherMs: 600_000, mergeBatchChunks: 4 });
+      await expect(next.brain.sweepUnmerged()).resolves.toBeGreaterThanOrEqual(1);
+      await drained(tenant);
+      expect(next.repository.merges.map(({ merged }) => merged)).toEqual([1]);
     });
   });
 });

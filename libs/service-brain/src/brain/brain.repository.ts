@@ -167,7 +167,7 @@ type RankedRow = Omit<RankedChunkRow, 'title' | 'source' | 'score'> & { sealed: 
 const CHUNK_BATCH = 1_000;
 
 /** Chunks merged into posting blocks by one merge at most: bounds a block's arrays and a merge's transaction. */
-export const MERGE_BATCH_CHUNKS = 4_096;
+export const MERGE_BATCH_CHUNKS = 8_192;
 
 /**
  * For the rest of the transaction: no sequential scans where an index serves. Every access here is

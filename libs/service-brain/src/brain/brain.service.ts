@@ -65,10 +65,25 @@ function resultView(row: RankedChunkRow): BrainResult {
 export interface BrainServiceSettings {
   readonly bm25: Bm25Parameters;
   readonly chunking: ChunkingOptions;
+  /** How long a merge waits for more documents to merge together (MERGE_GATHER_MS when absent). */
+  readonly mergeGatherMs?: number;
+  /** Chunks one merge takes at most, and how many make a merge start without gathering (MERGE_BATCH_CHUNKS when absent). */
+  readonly mergeBatchChunks?: number;
 }
 
 export interface BrainServiceLogger {
   error(message: string, context?: Record<string, unknown>): void;
+}
+
+/**
+ * A tenant's merge in this process: `again` when chunks arrived since its turn began, `gathered`
+ * how many (Infinity when a sweep or a retry asks: merge without waiting), `gathering` the timer
+ * of a merge waiting for more documents (MERGE_GATHER_MS).
+ */
+interface MergeState {
+  again: boolean;
+  gathered: number;
+  gathering?: NodeJS.Timeout;
 }
 
 /** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
@@ -76,6 +91,15 @@ const SWEEP_TENANTS = 100;
 
 /** Merges running at once in one process: each holds one of the pool's connections while it runs. */
 const MAX_CONCURRENT_MERGES = 2;
+
+/**
+ * How long after a document is stored its merge waits for more documents of the tenant, unless a
+ * full batch (MERGE_BATCH_CHUNKS) arrives sooner. A merge writes one block and one document
+ * frequency per distinct term of its batch, whatever the batch's size, so under a bulk load fewer,
+ * larger merges write fewer rows for the same chunks (bench/README.md, "Brain ingestion"). Nothing
+ * waits for it: a stored document is searchable before its merge.
+ */
+export const MERGE_GATHER_MS = 1_000;
 
 /** How soon to look again when another process holds a tenant's merge lock. */
 const BUSY_RETRY_MS = 250;
@@ -99,13 +123,14 @@ function isStatementTimeout(error: unknown): boolean {
  */
 export class BrainService {
   private readonly hashers = new Map<string, TermHasher>();
-  /** Tenants with a merge running or queued in this process, and whether chunks arrived since it began. */
-  private readonly merges = new Map<string, { again: boolean }>();
+  /** Tenants with a merge gathering, queued or running in this process (MergeState). */
+  private readonly merges = new Map<string, MergeState>();
   private readonly mergeQueue: string[] = [];
   /** Batch sizes cut down for tenants whose merges ran into the statement timeout. */
   private readonly mergeBatchSizes = new Map<string, number>();
   private readonly runningMerges = new Set<Promise<void>>();
   private stopping = false;
+  private readonly mergeBatchChunks: number;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -113,25 +138,52 @@ export class BrainService {
     private readonly keys: TenantIndexKeys,
     private readonly settings: BrainServiceSettings = { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING },
     private readonly logger: BrainServiceLogger = { error: () => undefined },
-  ) {}
+  ) {
+    this.mergeBatchChunks = settings.mergeBatchChunks ?? MERGE_BATCH_CHUNKS;
+    if (!Number.isSafeInteger(this.mergeBatchChunks) || this.mergeBatchChunks < 1) throw new RangeError('mergeBatchChunks must be a whole number of at least 1');
+  }
 
   /**
    * Merges the tenant's chunks waiting in unmerged_chunks into posting blocks, in the background:
    * one merge at a time per tenant in this process (a call while one runs or waits makes it go
    * round once more), at most MAX_CONCURRENT_MERGES tenants at once (each holds a database
-   * connection), taking turns (mergeTenant) until none wait. Under a bulk load the documents
-   * stored while a merge runs are merged together by the next, so a merge's cost is shared by
-   * many. When another process is merging the tenant, this one looks again after BUSY_RETRY_MS.
-   * Queries never depend on it: they read the waiting chunks too.
+   * connection), taking turns (mergeTenant) until none wait. `chunks`: how many the caller has
+   * just stored; a merge first gathers for MERGE_GATHER_MS, or until a full batch of them has
+   * arrived, so under a bulk load a merge's cost is shared by many documents (so are the
+   * documents stored while a merge runs: they gather for the next). Without `chunks` (a sweep, a
+   * retry) the merge goes to the queue at once. When another process is merging the tenant, this
+   * one looks again after BUSY_RETRY_MS. Queries never depend on it: they read the waiting chunks too.
    */
-  scheduleMerge(tenantId: string): void {
+  scheduleMerge(tenantId: string, chunks = Infinity): void {
     if (this.stopping) return;
     const known = this.merges.get(tenantId);
     if (known) {
       known.again = true;
+      known.gathered += chunks;
+      if (known.gathering && known.gathered >= this.mergeBatchChunks) this.queueMerge(tenantId, known);
       return;
     }
-    this.merges.set(tenantId, { again: false });
+    const state: MergeState = { again: false, gathered: chunks };
+    this.merges.set(tenantId, state);
+    this.gatherOrQueue(tenantId, state);
+  }
+
+  /** Queues the tenant's merge once MERGE_GATHER_MS have passed or a full batch has gathered, whichever comes first. */
+  private gatherOrQueue(tenantId: string, state: MergeState): void {
+    const gatherMs = this.settings.mergeGatherMs ?? MERGE_GATHER_MS;
+    if (gatherMs <= 0 || state.gathered >= this.mergeBatchChunks) {
+      this.queueMerge(tenantId, state);
+      return;
+    }
+    state.gathering = setTimeout(() => this.queueMerge(tenantId, state), gatherMs);
+    // A process ending meanwhile leaves the chunks waiting, searchable: its next start's sweep merges them.
+    state.gathering.unref();
+  }
+
+  private queueMerge(tenantId: string, state: MergeState): void {
+    clearTimeout(state.gathering);
+    state.gathering = undefined;
+    if (this.stopping) return;
     this.mergeQueue.push(tenantId);
     this.startQueuedMerges();
   }
@@ -155,18 +207,20 @@ export class BrainService {
    * the chunks stay waiting (queries still find them) for the next ingestion or sweep.
    */
   private async mergeTenant(tenantId: string): Promise<void> {
-    const state = this.merges.get(tenantId) ?? { again: false };
+    const state = this.merges.get(tenantId) ?? { again: false, gathered: 0 };
     state.again = false;
+    state.gathered = 0;
     let busy = false;
     let failed = false;
+    let fullTurn = false;
     try {
       for (let batch = 0; !this.stopping; batch++) {
-        const size = this.mergeBatchSizes.get(tenantId) ?? MERGE_BATCH_CHUNKS;
+        const size = this.mergeBatchSizes.get(tenantId) ?? this.mergeBatchChunks;
         const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size)));
         if (merged === null) busy = true;
         if (merged === null || merged < size) break;
         if (batch + 1 >= MERGE_BATCHES_PER_TURN) {
-          state.again = true;
+          fullTurn = true;
           break;
         }
       }
@@ -174,7 +228,10 @@ export class BrainService {
       failed = true;
       if (isStatementTimeout(error)) {
         if (this.mergeBatchSizes.size >= MAX_CACHED_TENANTS && !this.mergeBatchSizes.has(tenantId)) this.mergeBatchSizes.clear();
-        this.mergeBatchSizes.set(tenantId, Math.max(MIN_MERGE_BATCH_CHUNKS, Math.floor((this.mergeBatchSizes.get(tenantId) ?? MERGE_BATCH_CHUNKS) / 2)));
+        this.mergeBatchSizes.set(
+          tenantId,
+          Math.max(Math.min(MIN_MERGE_BATCH_CHUNKS, this.mergeBatchChunks), Math.floor((this.mergeBatchSizes.get(tenantId) ?? this.mergeBatchChunks) / 2)),
+        );
       }
       try {
         this.logger.error('Merging waiting chunks into the index failed; retrying later', { tenantId, error: String(error) });
@@ -182,9 +239,11 @@ export class BrainService {
         // A failing logger must not stop the merges of other tenants.
       }
     }
-    if (state.again && !busy && !failed && !this.stopping) {
-      // Still in `merges`: ingestions meanwhile only mark it again.
-      this.mergeQueue.push(tenantId);
+    if ((fullTurn || state.again) && !busy && !failed && !this.stopping) {
+      // Still in `merges`: ingestions meanwhile only mark it again. Full batches wait: they go
+      // straight back to the queue; chunks that arrived during the turn gather first.
+      if (fullTurn) this.queueMerge(tenantId, state);
+      else this.gatherOrQueue(tenantId, state);
       return;
     }
     this.merges.delete(tenantId);
@@ -207,6 +266,7 @@ export class BrainService {
   async stopMerging(): Promise<void> {
     this.stopping = true;
     this.mergeQueue.length = 0;
+    for (const state of this.merges.values()) clearTimeout(state.gathering);
     await Promise.all([...this.runningMerges]);
   }
 
@@ -249,7 +309,7 @@ export class BrainService {
       createdAt: new Date(),
     };
     await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
-    this.scheduleMerge(tenantId);
+    this.scheduleMerge(tenantId, chunks.length);
     return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
   }
 
