@@ -24,7 +24,7 @@ import { tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
-import { analyze, termFrequencies } from '../text/analyzer';
+import { termCounts } from '../text/analyzer';
 import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
 import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, MERGE_BATCH_CHUNKS, RANKING_SETTINGS, RankedChunkRow } from './brain.repository';
 
@@ -283,18 +283,18 @@ export class BrainService {
     const { tenantId } = currentTenant();
     const hasher = await this.hasherFor(tenantId);
     const texts = chunkText(request.content, this.settings.chunking);
-    const titleTerms = analyze(request.title);
     const chunks: IndexedChunk[] = [];
     for (const [ordinal, text] of texts.entries()) {
       // The title is indexed with every chunk, so a passage is found by its document's title too.
-      const frequencies = termFrequencies([...analyze(text), ...titleTerms]);
+      const frequencies = termCounts(text, request.title);
       // By hash: two terms of a chunk whose hashes collide count as one, as a query counts them.
       const byHash = new Map<string, number>();
+      let length = 0;
       for (const [term, tf] of frequencies) {
         const hash = hasher.hash(term);
         byHash.set(hash, (byHash.get(hash) ?? 0) + tf);
+        length += tf;
       }
-      const length = [...frequencies.values()].reduce((sum, tf) => sum + tf, 0);
       chunks.push({ id: randomUUID(), ordinal, text, length, termHashes: [...byHash.keys()], termFrequencies: [...byHash.values()] });
       if (ordinal % CHUNKS_PER_SLICE === CHUNKS_PER_SLICE - 1) await yieldToEventLoop();
     }
@@ -385,7 +385,7 @@ export class BrainService {
     const { tenantId } = currentTenant();
     const hasher = await this.hasherFor(tenantId);
     const queryFrequencies = new Map<string, number>();
-    for (const [term, frequency] of termFrequencies(analyze(text))) {
+    for (const [term, frequency] of termCounts(text)) {
       if (queryFrequencies.size >= MAX_QUERY_TERMS) break;
       const hash = hasher.hash(term);
       queryFrequencies.set(hash, (queryFrequencies.get(hash) ?? 0) + frequency);

@@ -1,4 +1,6 @@
-import { analyze, MAX_TOKEN_LENGTH, normalizeText, termFrequencies } from './analyzer';
+import fc from 'fast-check';
+import { analyze, MAX_TOKEN_LENGTH, normalizeText, termCounts, termFrequencies } from './analyzer';
+import { ENGLISH_STOPWORDS } from './stopwords';
 
 describe('analyze', () => {
   it('lower-cases, drops stop words and punctuation, and stems English words with Porter', () => {
@@ -74,6 +76,98 @@ describe('analyze', () => {
     const hostile = ['\ud800\udfff\ud800', '\u0000\u0001\u202e', '🧪🔬 emoji', 'a\u0301'.repeat(1000), '\uFFFF\uFFFE'];
     for (const text of hostile) expect(() => analyze(text)).not.toThrow();
     expect(analyze('🧪🔬 emoji')).toEqual(['emoji']);
+  });
+});
+
+/** The English list, but not the same set: analyze then matches every token with WORD and looks nothing up. */
+const ENGLISH_UNCACHED = new Set(ENGLISH_STOPWORDS);
+
+/** Text that goes through every path of the scanner: ASCII runs, apostrophes, letters and marks above U+007F, unspaced scripts, long runs. */
+const pieces = fc.constantFrom(
+  'amplifier',
+  'Amplifiers',
+  'the',
+  "don't",
+  "o'neill",
+  "maxwell's",
+  "'quoted'",
+  "it''s",
+  "x'",
+  "'y",
+  '1950s',
+  '3.5',
+  'GHz',
+  'café',
+  'cafe\u0301',
+  'Größe',
+  'naïve',
+  'москва',
+  '東京タワー',
+  'tokyo東京',
+  'ﬁlter',
+  'ＴＲＡＮＳ',
+  '\u2019s',
+  'O\u2019Neill',
+  '—',
+  '–',
+  '“',
+  '”',
+  '…',
+  ' ',
+  '  ',
+  '\n\n',
+  '\t',
+  '.',
+  ',',
+  ';',
+  '-',
+  '_',
+  'a'.repeat(MAX_TOKEN_LENGTH + 1),
+  'b'.repeat(MAX_TOKEN_LENGTH + 2),
+  'c'.repeat(MAX_TOKEN_LENGTH + 3),
+  '\u0301',
+  '🧪',
+  '\ud800',
+  '\u0000',
+  'İ',
+  'ǅ',
+  '²',
+);
+const texts = fc.oneof(
+  fc.array(pieces, { maxLength: 40 }).map((parts) => parts.join('')),
+  fc.string({ unit: 'grapheme', maxLength: 60 }),
+  fc.string({ unit: 'binary', maxLength: 60 }),
+  fc.string({ maxLength: 60 }),
+);
+
+describe('the token dictionary (analyze with the English stop words, termCounts)', () => {
+  it('gives exactly the terms of matching every token with WORD, for any text', () => {
+    fc.assert(
+      fc.property(texts, (text) => {
+        expect(analyze(text)).toEqual(analyze(text, ENGLISH_UNCACHED));
+      }),
+      { numRuns: 3_000 },
+    );
+  });
+
+  it('counts what analyze gives, over several texts together, in the order the terms first occur', () => {
+    fc.assert(
+      fc.property(fc.array(texts, { maxLength: 3 }), (parts) => {
+        expect([...termCounts(...parts)]).toEqual([...termFrequencies(parts.flatMap((part) => analyze(part, ENGLISH_UNCACHED)))]);
+      }),
+      { numRuns: 1_000 },
+    );
+  });
+
+  it('starts again empty once full, and gives the same terms afterwards', () => {
+    const text = "Klystron amplifiers don't oscillate; O'Neill's café filters";
+    const before = analyze(text);
+    // More distinct tokens than the dictionary keeps (200,000), in one text and in many.
+    const distinct = Array.from({ length: 210_000 }, (_, n) => `w${n.toString(36)}x`);
+    expect(analyze(distinct.join(' ')).length).toBe(distinct.length);
+    for (let start = 0; start < distinct.length; start += 10_000) termCounts(distinct.slice(start, start + 10_000).join(' '), text);
+    expect(analyze(text)).toEqual(before);
+    expect([...termCounts(text, 'klystron')]).toEqual([...termFrequencies([...before, 'klystron'])]);
   });
 });
 

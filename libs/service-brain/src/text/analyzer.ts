@@ -48,32 +48,14 @@ function addWord(token: string, terms: string[], stopwords: ReadonlySet<string>)
 }
 
 /**
- * What a token of the default analysis becomes: its term, or null (a stop word, too long, or
- * nothing left). Text is Zipfian: most tokens were seen before, and one lookup replaces the stop
- * word checks, the apostrophe handling and the stem lookup. Only tokens that yield at most one
- * term (no unspaced script) are kept.
+ * Appends the terms of one token, looked up nowhere: a stop word, too long, or nothing left gives
+ * none; a token of an unspaced script (Han, Hiragana, Katakana) one per such character and one per
+ * run of anything else.
  */
-const TOKEN_CACHE_LIMIT = 200_000;
-const tokenTerms = new Map<string, string | null>();
-
-function addToken(token: string, terms: string[], stopwords: ReadonlySet<string>): void {
-  const cacheable = stopwords === ENGLISH_STOPWORDS;
-  if (cacheable) {
-    const known = tokenTerms.get(token);
-    if (known !== undefined) {
-      if (known !== null) terms.push(known);
-      return;
-    }
-  }
+function addTokenTerms(token: string, terms: string[], stopwords: ReadonlySet<string>): void {
   // Fast path: the scripts split per character all lie above U+2E80.
   if (!/[\u2e80-\uffff]/.test(token) || !UNSPACED.test(token)) {
-    const before = terms.length;
     addWord(token, terms, stopwords);
-    // Longer tokens are never terms (nor repeated, mostly: hashes, base64): not worth keeping.
-    if (cacheable && token.length <= MAX_TOKEN_LENGTH + 2) {
-      if (tokenTerms.size >= TOKEN_CACHE_LIMIT) tokenTerms.clear();
-      tokenTerms.set(detached(token), terms.length > before ? (terms[before] as string) : null);
-    }
     return;
   }
   for (const part of token.split(UNSPACED_SPLIT)) {
@@ -83,20 +65,242 @@ function addToken(token: string, terms: string[], stopwords: ReadonlySet<string>
   }
 }
 
+/** Tokens (and terms) the dictionary holds at most; past it, it starts again empty. */
+const DICTIONARY_LIMIT = 200_000;
+
+/** Longer tokens are never terms (nor repeated, mostly: hashes, base64): not worth keeping. */
+const LONGEST_KEPT_TOKEN = MAX_TOKEN_LENGTH + 2;
+
+const NOT_FOUND = -1;
+/** A kept token's term when it gives none (a stop word, nothing left). */
+const NO_TERM = -1;
+
+const INITIAL_SLOTS = 1 << 16;
+
+function grown(array: Int32Array, least: number): Int32Array<ArrayBuffer> {
+  let size = array.length * 2;
+  while (size < least) size *= 2;
+  const larger = new Int32Array(size);
+  larger.set(array);
+  return larger;
+}
+
+const FNV_OFFSET = 0x811c9dc5 | 0;
+
+/** FNV-1a's running value after one more UTF-16 unit. */
+function step(hash: number, unit: number): number {
+  return Math.imul(hash ^ unit, 0x01000193);
+}
+
+/** Spreads a hash's high bits over the low ones a table uses. */
+function mix(hash: number): number {
+  return (hash ^ (hash >>> 15)) >>> 0;
+}
+
+function hashOf(text: string, start: number, end: number): number {
+  let hash = FNV_OFFSET;
+  for (let at = start; at < end; at++) hash = step(hash, text.charCodeAt(at));
+  return hash;
+}
+
+/**
+ * The tokens of the default analysis seen so far, each with its term (or none), and the terms by
+ * number. Text is Zipfian: most tokens were seen before, and one lookup replaces the stop word
+ * checks, the apostrophe handling and the stem. A token is found by its characters where they lie
+ * in the text, in an open-addressing table of numbers: no string is made or hashed for it (a Map
+ * keyed by freshly matched strings cost about 0.3 µs a token here, most of the analysis). Only
+ * tokens that give at most one term (no unspaced script) and are not too long are kept.
+ */
+class TokenDictionary {
+  private slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
+  private mask = INITIAL_SLOTS - 1;
+  private hashes = new Int32Array(INITIAL_SLOTS / 2);
+  private tokenTerms = new Int32Array(INITIAL_SLOTS / 2);
+  private readonly tokens: string[] = [];
+  private readonly terms: string[] = [];
+  private readonly termNumbers = new Map<string, number>();
+
+  /** Called before an analysis: empties the dictionary when it is full. Term numbers given before are void afterwards. */
+  startAnalysis(): void {
+    if (this.tokens.length < DICTIONARY_LIMIT && this.terms.length < DICTIONARY_LIMIT) return;
+    this.slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
+    this.mask = INITIAL_SLOTS - 1;
+    this.tokens.length = 0;
+    this.terms.length = 0;
+    this.termNumbers.clear();
+  }
+
+  term(number: number): string {
+    return this.terms[number] as string;
+  }
+
+  /** The kept token `text[start, end)` (its hash: `hash`), or NOT_FOUND. */
+  find(text: string, start: number, end: number, hash: number): number {
+    const length = end - start;
+    for (let slot = mix(hash) & this.mask; ; slot = (slot + 1) & this.mask) {
+      const entry = this.slots[slot] as number;
+      if (entry === NOT_FOUND) return NOT_FOUND;
+      if (this.hashes[entry] !== hash) continue;
+      const token = this.tokens[entry] as string;
+      if (token.length !== length) continue;
+      let at = 0;
+      while (at < length && token.charCodeAt(at) === text.charCodeAt(start + at)) at++;
+      if (at === length) return entry;
+    }
+  }
+
+  /** The term a kept token gives, as a number, or NO_TERM. */
+  termOf(entry: number): number {
+    return this.tokenTerms[entry] as number;
+  }
+
+  /** Keeps `token` (its hash: `hash`; not kept yet) with the term it gives, or null; returns its entry. */
+  add(token: string, hash: number, term: string | null): number {
+    const entry = this.tokens.length;
+    if (entry >= this.hashes.length) {
+      this.hashes = grown(this.hashes, entry + 1);
+      this.tokenTerms = grown(this.tokenTerms, entry + 1);
+    }
+    // At most half the slots taken: probes stay short.
+    if (2 * (entry + 1) > this.slots.length) this.rehash(this.slots.length * 2);
+    this.tokens.push(detached(token));
+    this.hashes[entry] = hash;
+    this.tokenTerms[entry] = term === null ? NO_TERM : this.numberOf(term);
+    let slot = mix(hash) & this.mask;
+    while (this.slots[slot] !== NOT_FOUND) slot = (slot + 1) & this.mask;
+    this.slots[slot] = entry;
+    return entry;
+  }
+
+  /** The term's number, given it if it has none yet. */
+  numberOf(term: string): number {
+    let number = this.termNumbers.get(term);
+    if (number === undefined) {
+      number = this.terms.length;
+      const kept = detached(term);
+      this.terms.push(kept);
+      this.termNumbers.set(kept, number);
+    }
+    return number;
+  }
+
+  private rehash(size: number): void {
+    this.slots = new Int32Array(size).fill(NOT_FOUND);
+    this.mask = size - 1;
+    for (let entry = 0; entry < this.tokens.length; entry++) {
+      let slot = mix(this.hashes[entry] as number) & this.mask;
+      while (this.slots[slot] !== NOT_FOUND) slot = (slot + 1) & this.mask;
+      this.slots[slot] = entry;
+    }
+  }
+}
+
+const dictionary = new TokenDictionary();
+
+/** An ASCII letter or digit: all that \p{L}, \p{N} and \p{M} hold below U+0080. */
+function isAsciiWordUnit(unit: number): boolean {
+  return (unit >= 0x61 && unit <= 0x7a) || (unit >= 0x30 && unit <= 0x39) || (unit >= 0x41 && unit <= 0x5a);
+}
+
+const APOSTROPHE = 0x27;
+
+/**
+ * Calls `use` with the number of each term of `normalized` (normalizeText's), in order: the terms
+ * of WORD's matches as addTokenTerms gives them with the English stop words. A run of ASCII
+ * letters and digits is a token found by scanning; where a token may go on past one (a character
+ * above U+007F, an apostrophe), or where a character above U+007F comes between tokens, WORD
+ * itself says where the next token lies. Synchronous: numbers stay valid until the next
+ * startAnalysis.
+ */
+function eachTerm(normalized: string, use: (term: number) => void): void {
+  const length = normalized.length;
+  let at = 0;
+  while (at < length) {
+    const unit = normalized.charCodeAt(at);
+    if (unit < 0x80 && !isAsciiWordUnit(unit)) {
+      at++;
+      continue;
+    }
+    let start = at;
+    let end = -1;
+    let hash = FNV_OFFSET;
+    if (unit < 0x80) {
+      let next = unit;
+      let scanned = at;
+      while (scanned < length && next < 0x80 && isAsciiWordUnit(next)) {
+        hash = step(hash, next);
+        next = normalized.charCodeAt(++scanned);
+      }
+      if (scanned === length || (next < 0x80 && next !== APOSTROPHE)) end = scanned;
+    }
+    if (end === -1) {
+      WORD.lastIndex = at;
+      const match = WORD.exec(normalized);
+      if (match === null) return;
+      start = match.index;
+      end = start + match[0].length;
+      hash = hashOf(normalized, start, end);
+    }
+    at = end;
+    let entry = dictionary.find(normalized, start, end, hash);
+    if (entry === NOT_FOUND) {
+      const token = normalized.slice(start, end);
+      const terms: string[] = [];
+      addTokenTerms(token, terms, ENGLISH_STOPWORDS);
+      if (terms.length > 1 || token.length > LONGEST_KEPT_TOKEN) {
+        for (const term of terms) use(dictionary.numberOf(term));
+        continue;
+      }
+      entry = dictionary.add(token, hash, terms[0] ?? null);
+    }
+    const term = dictionary.termOf(entry);
+    if (term !== NO_TERM) use(term);
+  }
+}
+
 /**
  * The index terms of a text, in order, repeats kept: NFKC, lower case, words (letters, digits,
  * marks; apostrophes inside words), English stop words removed, possessive "'s" dropped, Porter
  * stems for English words. Han, Hiragana and Katakana characters are terms one by one. Documents
- * and queries go through this same function, so whatever it does to one it does to the other.
- * `stopwords` (lower case, NFKC) replaces the English list only for the evaluation's comparisons
- * of analysis choices; the service always uses the default.
+ * and queries go through this same analysis (termCounts counts what it gives), so whatever it
+ * does to one it does to the other. `stopwords` (lower case, NFKC) replaces the English list only
+ * for the evaluation's comparisons of analysis choices; the service always uses the default.
  */
 export function analyze(text: string, stopwords: ReadonlySet<string> = ENGLISH_STOPWORDS): string[] {
   const terms: string[] = [];
   const normalized = normalizeText(text);
+  if (stopwords === ENGLISH_STOPWORDS) {
+    dictionary.startAnalysis();
+    eachTerm(normalized, (term) => terms.push(dictionary.term(term)));
+    return terms;
+  }
   WORD.lastIndex = 0;
-  for (let match = WORD.exec(normalized); match !== null; match = WORD.exec(normalized)) addToken(match[0], terms, stopwords);
+  for (let match = WORD.exec(normalized); match !== null; match = WORD.exec(normalized)) addTokenTerms(match[0], terms, stopwords);
   return terms;
+}
+
+/** Per term number, how often the texts termCounts is counting hold it; all zero between counts. */
+let counts = new Int32Array(INITIAL_SLOTS / 2);
+
+/**
+ * The term frequencies of the texts together, in the order the terms first occur: what
+ * `termFrequencies([...analyze(a), ...analyze(b), …])` gives, without listing the terms.
+ */
+export function termCounts(...texts: string[]): Map<string, number> {
+  dictionary.startAnalysis();
+  const seen: number[] = [];
+  const count = (term: number): void => {
+    if (term >= counts.length) counts = grown(counts, term + 1);
+    if (counts[term] === 0) seen.push(term);
+    counts[term] = (counts[term] as number) + 1;
+  };
+  for (const text of texts) eachTerm(normalizeText(text), count);
+  const frequencies = new Map<string, number>();
+  for (const term of seen) {
+    frequencies.set(dictionary.term(term), counts[term] as number);
+    counts[term] = 0;
+  }
+  return frequencies;
 }
 
 /** Term frequencies of a list of terms. */
