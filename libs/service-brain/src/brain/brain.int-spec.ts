@@ -99,7 +99,9 @@ describe('brain on PostgreSQL', () => {
               (SELECT coalesce(sum(length), 0)::int FROM brain.chunks WHERE tenant_id = $1) AS total_length`,
       [tenantId],
     );
-    const dfStored = await inspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId]);
+    const dfStored = await inspector.query(`SELECT term_hash::text, sum(size)::int AS df FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [
+      tenantId,
+    ]);
     const dfDerived = await inspector.query(
       `SELECT u.term_hash::text, count(*)::int AS df FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
        WHERE c.tenant_id = $1 GROUP BY u.term_hash ORDER BY 1`,
@@ -389,7 +391,7 @@ describe('brain on PostgreSQL', () => {
         { title: 'Quasiparticles', content: 'A quasiparticle in a superconductor behaves like an electron with another mass. '.repeat(30) },
       ];
       // Merges refused: the new documents' chunks stay waiting, and are ranked from there.
-      await inspector.query(`ALTER TABLE brain.term_stats ADD CONSTRAINT term_stats_refuse CHECK (false) NOT VALID`);
+      await inspector.query(`ALTER TABLE brain.posting_blocks ADD CONSTRAINT posting_blocks_refuse CHECK (false) NOT VALID`);
       let waiting: unknown[];
       try {
         for (const document of extra) await ingest(tenant, document);
@@ -398,7 +400,7 @@ describe('brain on PostgreSQL', () => {
         expect(rows[0].n).toBeGreaterThan(2);
         waiting = await rankings();
       } finally {
-        await inspector.query(`ALTER TABLE brain.term_stats DROP CONSTRAINT term_stats_refuse`);
+        await inspector.query(`ALTER TABLE brain.posting_blocks DROP CONSTRAINT posting_blocks_refuse`);
       }
       // The periodic sweep merges them without another ingestion.
       await merged(tenant);
@@ -622,11 +624,11 @@ describe('brain on PostgreSQL', () => {
       await ingest(tenantB, { title: 'Canary', content: 'The word xylophonic appears here.' });
       const columns = await inspector.query(
         `SELECT table_name, column_name, data_type FROM information_schema.columns
-         WHERE table_schema = 'brain' AND table_name IN ('posting_blocks', 'unmerged_chunks', 'term_stats') ORDER BY table_name, ordinal_position`,
+         WHERE table_schema = 'brain' AND table_name IN ('posting_blocks', 'unmerged_chunks') ORDER BY table_name, ordinal_position`,
       );
       expect(columns.rows.filter((c) => c.data_type === 'text')).toEqual([]);
       const hashesOf = async (tenantId: string): Promise<string[]> =>
-        (await inspector.query(`SELECT term_hash::text FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId])).rows.map((row) => row.term_hash);
+        (await inspector.query(`SELECT DISTINCT term_hash::text FROM brain.posting_blocks WHERE tenant_id = $1 ORDER BY term_hash`, [tenantId])).rows.map((row) => row.term_hash);
       await Promise.all([merged(tenantA), merged(tenantB)]);
       const [hashesA, hashesB] = [await hashesOf(tenantA), await hashesOf(tenantB)];
       expect(hashesA).toHaveLength(hashesB.length);
@@ -705,7 +707,7 @@ describe('brain on PostgreSQL', () => {
       await ingest(tenantA, { title: 'Alpha', content: 'klystron amplifiers for radar' });
       await ingest(tenantB, { title: 'Beta', content: 'magnetron oscillators for radar' });
       await Promise.all([merged(tenantA), merged(tenantB)]);
-      for (const table of ['documents', 'chunks', 'posting_blocks', 'term_stats', 'tenant_stats']) {
+      for (const table of ['documents', 'chunks', 'posting_blocks', 'tenant_stats']) {
         expect(await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`)).toBe(0);
         const own = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table}`, tenantA);
         const foreign = await asServiceRole(`SELECT count(*)::int AS n FROM brain.${table} WHERE tenant_id <> '${tenantA}'`, tenantA);
@@ -780,7 +782,9 @@ describe('brain on PostgreSQL', () => {
       expect(repository.merges.map(({ merged }) => merged)).toEqual([chunks, last.chunkCount]);
       expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(lone + 1_500);
       const { stored: statistics, derived } = await (async () => {
-        const df = await ownInspector.query(`SELECT term_hash::text, df FROM brain.term_stats WHERE tenant_id = $1 ORDER BY term_hash`, [tenant]);
+        const df = await ownInspector.query(`SELECT term_hash::text, sum(size)::int AS df FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY term_hash ORDER BY term_hash`, [
+          tenant,
+        ]);
         const counted = await ownInspector.query(
           `SELECT u.term_hash::text, count(*)::int AS df FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash) WHERE c.tenant_id = $1 GROUP BY 1 ORDER BY 1`,
           [tenant],

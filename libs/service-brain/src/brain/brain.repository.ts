@@ -208,7 +208,7 @@ type StoredDocument = Omit<DocumentRow, keyof DocumentContent> & { sealed: strin
 /**
  * The only code that touches the brain schema. Every statement is filtered by tenant. Writers of
  * a tenant's totals take a per-tenant transaction lock first, and merges and deletions (the
- * writers of posting blocks and document frequencies) another, so concurrent ingestions, merges
+ * writers of posting blocks) another, so concurrent ingestions, merges
  * and deletions of one tenant never deadlock on those rows, and once the merges are done the
  * statistics and the blocks always equal what the chunks hold.
  */
@@ -298,7 +298,7 @@ export class BrainRepository {
    * Deletes a document with its chunks and index entries, and takes them out of the statistics.
    * False when there is no such document. Its chunks still waiting for a merge just leave
    * unmerged_chunks; the merged ones leave the posting blocks that hold them (a block left empty
-   * goes) and the document frequencies. Takes the tenant's merge lock first, so no merge runs
+   * goes), and so the document frequencies. Takes the tenant's merge lock first, so no merge runs
    * meanwhile.
    */
   async deleteDocument(manager: EntityManager, tenantId: string, id: string): Promise<boolean> {
@@ -324,18 +324,8 @@ export class BrainRepository {
       const terms = `SELECT u.term_hash, count(*)::int AS n FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash)
                      WHERE c.tenant_id = $1 AND c.seq = ANY($2::bigint[]) GROUP BY u.term_hash`;
       await this.removeFromBlocks(manager, tenantId, terms, merged, chunks?.first, chunks?.last);
-      await this.lockTenantStatistics(manager, tenantId);
-      await manager.query(`WITH terms AS (${terms}) DELETE FROM brain.term_stats s USING terms g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash AND s.df <= g.n`, [
-        tenantId,
-        merged,
-      ]);
-      await manager.query(`WITH terms AS (${terms}) UPDATE brain.term_stats s SET df = s.df - g.n FROM terms g WHERE s.tenant_id = $1 AND s.term_hash = g.term_hash`, [
-        tenantId,
-        merged,
-      ]);
-    } else {
-      await this.lockTenantStatistics(manager, tenantId);
     }
+    await this.lockTenantStatistics(manager, tenantId);
     await manager.query(`DELETE FROM brain.documents WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
     await manager.query(
       `UPDATE brain.tenant_stats SET document_count = document_count - 1, chunk_count = chunk_count - $2, total_length = total_length - $3,
@@ -400,7 +390,7 @@ export class BrainRepository {
 
   /**
    * Writes up to `maxChunks` of the tenant's chunks waiting in unmerged_chunks (the oldest first)
-   * into posting blocks and adds their document frequencies to term_stats, in the caller's
+   * into posting blocks (whose sizes are the terms' document frequencies), in the caller's
    * transaction, under the tenant's merge lock (so merges and deletions of one tenant take
    * turns; ingestion does not wait for them). A term's postings go into a new block, or, in a
    * merge of a few chunks (APPEND_BATCH_CHUNKS), are appended to the term's newest block while that
@@ -485,12 +475,6 @@ export class BrainRepository {
         ],
       );
     }
-    await manager.query(
-      `INSERT INTO brain.term_stats (tenant_id, term_hash, df)
-       SELECT $1::uuid, u.term_hash, u.df FROM unnest($2::bigint[], $3::int[]) AS u(term_hash, df)
-       ON CONFLICT (tenant_id, term_hash) DO UPDATE SET df = brain.term_stats.df + EXCLUDED.df`,
-      [tenantId, segments.map((segment) => segment.term), segments.map((segment) => segment.size)],
-    );
     return batch.length;
   }
 
@@ -549,8 +533,9 @@ export class BrainRepository {
   }
 
   /**
-   * The tenant's collection statistics and the document frequencies of `termHashes` (term_stats
-   * counts the merged chunks, the chunks waiting for a merge are counted here), read in one
+   * The tenant's collection statistics and the document frequencies of `termHashes` (the sizes
+   * of a term's posting blocks count its merged chunks, the chunks waiting for a merge are counted
+   * here), read in one
    * statement (one snapshot). Usually no chunk waits: an uncorrelated EXISTS, a plain index probe
    * (which also skips, and marks, the entries merges left dead), says so before any join. Runs in
    * a transaction with RANKING_SETTINGS, as the ranking's statements after it do.
@@ -562,7 +547,7 @@ export class BrainRepository {
        LEFT JOIN (
          SELECT f.term_hash, sum(f.df)::int AS df, bool_or(f.waiting) AS waiting
          FROM (
-           SELECT term_hash, df, false AS waiting FROM brain.term_stats WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])
+           SELECT term_hash, sum(size) AS df, false AS waiting FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[]) GROUP BY term_hash
            UNION ALL
            SELECT u.term_hash, count(*), true FROM brain.unmerged_chunks m
            JOIN brain.chunks c ON c.seq = m.chunk_seq AND c.tenant_id = $1
