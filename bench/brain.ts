@@ -185,8 +185,11 @@ async function main(): Promise<void> {
     if (vacuum) {
       const database = new Client({ connectionString: stack.postgresUrl });
       await database.connect();
-      await database.query('VACUUM (ANALYZE) brain.posting_blocks, brain.unmerged_chunks, brain.chunks, brain.documents, brain.term_stats, brain.tenant_stats');
-      await database.end();
+      try {
+        await database.query('VACUUM (ANALYZE) brain.posting_blocks, brain.unmerged_chunks, brain.chunks, brain.documents, brain.tenant_stats');
+      } finally {
+        await database.end();
+      }
     }
     const vacuumSeconds = vacuum ? (performance.now() - vacuumStarted) / 1000 : 0;
     log(vacuum ? `vacuumed in ${vacuumSeconds.toFixed(1)} s; querying` : 'querying straight after the load (no VACUUM)');
