@@ -297,7 +297,7 @@ describe('brain on PostgreSQL', () => {
         const statistics = sent.mock.calls.map(([text]) => String(text)).filter((text) => text.includes('SELECT s.chunk_count'));
         expect(statistics).toHaveLength(1);
         expect(statistics[0]).toMatch(
-          /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('jit', 'off', true\), set_config\('enable_memoize', 'off', true\), set_config\('work_mem', '32MB', true\), set_config\('enable_seqscan', 'off', true\);\nSELECT s\.chunk_count/s,
+          /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('jit', 'off', true\), set_config\('enable_memoize', 'off', true\), set_config\('work_mem', '32MB', true\), set_config\('enable_seqscan', 'off', true\), set_config\('max_parallel_workers_per_gather', '0', true\);\nSELECT s\.chunk_count/s,
         );
       } finally {
         sent.mockRestore();
