@@ -24,7 +24,7 @@ import { runWithTenant } from '@mission/tenant-context';
 import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 import { seededRandom } from '../test/support/seeded-random';
-import { cpuBetween, cpuSnapshot, POSTGRES_BENCH_DATABASE, POSTGRES_SERVER } from './support/cpu';
+import { cpuBetween, cpuSnapshot, postgresStartedHere } from './support/cpu';
 import { gitInfo } from './support/report';
 import { percentiles, Percentiles } from './support/stats';
 
@@ -247,7 +247,7 @@ async function main(): Promise<void> {
           `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s until merged into the index (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight; ${report.ingestion.storedMegabytesPerSecond} MB/s stored and searchable)`,
           ...(ingestionCpu
             ? [
-                `CPU ms per MB ingested: all-in-one process ${ingestionCpu.process}, PostgreSQL ${ingestionCpu.postgres} (its backends and background processes), this client ${ingestionCpu.client}`,
+                `CPU ms per MB ingested: all-in-one process ${ingestionCpu.process}, embedded PostgreSQL ${ingestionCpu.postgres} (all its processes), this client ${ingestionCpu.client}`,
               ]
             : []),
           '',
@@ -268,23 +268,26 @@ async function main(): Promise<void> {
 
 /**
  * CPU milliseconds per MB of content since `before`, until now (the last chunk merged): of the
- * all-in-one process, of PostgreSQL (the benchmark database's backends and every PostgreSQL
- * background process: autovacuum, WAL writer, checkpointer; the system PostgreSQL's idle ones
- * too), and of this client (generating and sending the documents). Null where /proc cannot tell.
+ * all-in-one process, of the embedded PostgreSQL (its postmaster with every backend and
+ * background process: autovacuum, WAL writer, checkpointer), and of this client (generating and
+ * sending the documents). Null where /proc cannot tell.
  */
 function ingestionCpuPerMegabyte(
   before: ReturnType<typeof cpuSnapshot>,
-  stack: { readonly pid: number | undefined; readonly postgresUrl: string },
+  stack: { readonly pid: number | undefined },
   bytes: number,
 ): { process: number; postgres: number; client: number } | null {
-  if (stack.pid === undefined || bytes === 0) return null;
-  const cpu = cpuBetween(before, cpuSnapshot(), { process: stack.pid }, os.cpus().length, new URL(stack.postgresUrl).pathname.slice(1));
+  const [postgres, ...more] = postgresStartedHere(before);
+  if (stack.pid === undefined || postgres === undefined || more.length > 0 || bytes === 0) return null;
+  const cpu = cpuBetween(before, cpuSnapshot(), { process: stack.pid, postgres }, os.cpus().length);
   if (!cpu) return null;
   const megabytes = bytes / 1e6;
-  const percentMs = (percent: number | undefined): number => ((percent ?? 0) / 100) * cpu.seconds * 1000;
-  const postgresMs = (cpu.serversCpuMs[POSTGRES_BENCH_DATABASE] ?? 0) + percentMs(cpu.others[POSTGRES_SERVER]);
-  const round = (ms: number): number => Math.round(ms / megabytes);
-  return { process: round(cpu.serversCpuMs.process ?? 0), postgres: round(postgresMs), client: round(percentMs(cpu.client)) };
+  const perMegabyte = (ms: number): number => Math.round(ms / megabytes);
+  return {
+    process: perMegabyte(cpu.serversCpuMs.process ?? 0),
+    postgres: perMegabyte(cpu.serversCpuMs.postgres ?? 0),
+    client: perMegabyte((cpu.client / 100) * cpu.seconds * 1000),
+  };
 }
 
 main().catch((error: unknown) => {

@@ -108,13 +108,26 @@ function descendants(root: number, processes: Map<number, ProcessTicks>): Set<nu
 
 const round1 = (value: number): number => Math.round(value * 10) / 10;
 
+/**
+ * The PostgreSQL servers this process started (an embedded PostgreSQL's postmaster, whose
+ * children are its backends and background processes): its descendants named postgres whose
+ * parent is not.
+ */
+export function postgresStartedHere(snapshot: Snapshot | undefined): number[] {
+  if (!snapshot) return [];
+  return [...descendants(process.pid, snapshot.processes)].filter((pid) => {
+    const info = snapshot.processes.get(pid);
+    return info?.comm === 'postgres' && snapshot.processes.get(info.ppid)?.comm !== 'postgres';
+  });
+}
+
 /** Names of PostgreSQL processes outside our process trees, by what they do. */
 export const POSTGRES_SERVER = 'postgres (server processes)';
 export const POSTGRES_OTHER_DATABASES = 'postgres (other databases)';
 export const POSTGRES_BENCH_DATABASE = 'postgres (benchmark database)';
 
-/** A backend's title: "postgres: [cluster: ]user database host(port) state". */
-const POSTGRES_BACKEND = /^postgres: (?:\S+: )?\S+ (\S+) [^ ]+\(\d+\)/;
+/** A backend's title: "postgres: [cluster: ]user database host(port) state", or "[local]" for a Unix socket. */
+export const POSTGRES_BACKEND = /^postgres: (?:\S+: )?\S+ (\S+) (?:[^ ]+\(\d+\)|\[local\])/;
 
 function postgresRole(cmdline: string | undefined, databaseName: string | undefined): string {
   const database = cmdline ? POSTGRES_BACKEND.exec(cmdline)?.[1] : undefined;

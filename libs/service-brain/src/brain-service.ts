@@ -18,6 +18,7 @@ import { TenantContentBytes1766793600000 } from './migrations/1766793600000-tena
 import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt-autovacuum';
 import { PostingBlocks1766880000000 } from './migrations/1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './migrations/1766966400000-compact-posting-blocks';
+import { DocumentFrequenciesFromBlocks1767052800000 } from './migrations/1767052800000-document-frequencies-from-blocks';
 
 export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
@@ -84,6 +85,7 @@ export const BRAIN_MIGRATIONS = [
   TenantContentBytes1766793600000,
   PostingBlocks1766880000000,
   CompactPostingBlocks1766966400000,
+  DocumentFrequenciesFromBlocks1767052800000,
 ];
 
 /**

@@ -717,13 +717,14 @@ describe('brain on PostgreSQL', () => {
   });
 
   describe('merges gathered for a while', () => {
-    /** Records each merge a service runs: when it ended, what it was allowed and what it took. */
+    /** Records each merge a service runs: when it began, what it was allowed and what it took. */
     class CountingRepository extends BrainRepository {
       readonly merges: Array<{ at: number; maxChunks: number | undefined; merged: number | null }> = [];
 
       override async mergeUnmerged(...args: Parameters<BrainRepository['mergeUnmerged']>): Promise<number | null> {
+        const at = Date.now();
         const merged = await super.mergeUnmerged(...args);
-        this.merges.push({ at: Date.now(), maxChunks: args[2], merged });
+        this.merges.push({ at, maxChunks: args[2], merged });
         return merged;
       }
     }
@@ -812,16 +813,27 @@ describe('brain on PostgreSQL', () => {
       expect(repository.merges).toHaveLength(taken.length);
       expect(await waiting(tenant)).toBe(1);
       expect((await runWithTenant({ tenantId: tenant }, () => brain.search('magnetron', 5))).map((result) => result.title)).toEqual(['Note']);
-      // Stopping forgets the gathering: nothing merges afterwards.
       await brain.stopMerging();
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(repository.merges).toHaveLength(taken.length);
       expect(await waiting(tenant)).toBe(1);
       // A sweep (the next start's, here another service's) merges what was left at once, without gathering.
       const next = serviceWith({ mergeGatherMs: 600_000, mergeBatchChunks: 4 });
       await expect(next.brain.sweepUnmerged()).resolves.toBeGreaterThanOrEqual(1);
       await drained(tenant);
       expect(next.repository.merges.map(({ merged }) => merged)).toEqual([1]);
+    });
+
+    it('merges nothing once stopped, though a merge was gathering', async () => {
+      const tenant = randomUUID();
+      const { brain, repository } = serviceWith({ mergeGatherMs: 200 });
+      await runWithTenant({ tenantId: tenant }, () => brain.ingest({ title: 'Note', content: 'A magnetron oscillates.' }));
+      await brain.stopMerging();
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(repository.merges).toEqual([]);
+      expect(await waiting(tenant)).toBe(1);
+    });
+
+    it('refuses gathering times a timer cannot keep', () => {
+      for (const mergeGatherMs of [-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 31]) expect(() => serviceWith({ mergeGatherMs })).toThrow(RangeError);
     });
   });
 });

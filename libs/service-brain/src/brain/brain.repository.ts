@@ -545,7 +545,7 @@ export class BrainRepository {
    * The tenant's collection statistics and the document frequencies of `termHashes` (the sizes
    * of a term's posting blocks count its merged chunks, the chunks waiting for a merge are counted
    * here), read in one
-   * statement (one snapshot). Usually no chunk waits: an uncorrelated EXISTS, a plain index probe
+   * statement (one snapshot). Once a load's merges are done no chunk waits: an uncorrelated EXISTS, a plain index probe
    * (which also skips, and marks, the entries merges left dead), says so before any join. Runs in
    * a transaction with RANKING_SETTINGS, as the ranking's statements after it do.
    */

@@ -94,10 +94,11 @@ const MAX_CONCURRENT_MERGES = 2;
 
 /**
  * How long after a document is stored its merge waits for more documents of the tenant, unless a
- * full batch (MERGE_BATCH_CHUNKS) arrives sooner. A merge writes one block and one document
- * frequency per distinct term of its batch, whatever the batch's size, so under a bulk load fewer,
- * larger merges write fewer rows for the same chunks (bench/README.md, "Brain ingestion"). Nothing
- * waits for it: a stored document is searchable before its merge.
+ * full batch (MERGE_BATCH_CHUNKS) arrives sooner. A merge writes one block per distinct term of
+ * its batch, whatever the batch's size, so under a bulk load fewer, larger merges write fewer rows
+ * for the same chunks (bench/README.md, "Brain ingestion"). Nothing waits for it: a stored
+ * document is searchable before its merge (a query then also reads the chunks waiting, which a
+ * steady load keeps at up to about a second's worth).
  */
 export const MERGE_GATHER_MS = 1_000;
 
@@ -141,6 +142,9 @@ export class BrainService {
   ) {
     this.mergeBatchChunks = settings.mergeBatchChunks ?? MERGE_BATCH_CHUNKS;
     if (!Number.isSafeInteger(this.mergeBatchChunks) || this.mergeBatchChunks < 1) throw new RangeError('mergeBatchChunks must be a whole number of at least 1');
+    const gatherMs = settings.mergeGatherMs ?? MERGE_GATHER_MS;
+    // setTimeout takes anything above 2^31 - 1 ms, NaN or Infinity for 1 ms.
+    if (!Number.isSafeInteger(gatherMs) || gatherMs < 0 || gatherMs > 2 ** 31 - 1) throw new RangeError('mergeGatherMs must be a whole number of milliseconds from 0 to 2^31 - 1');
   }
 
   /**

@@ -1,16 +1,18 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Client } from 'pg';
+import { DataSource } from 'typeorm';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, TestDatabase } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import { BRAIN_MIGRATIONS, openBrainDatabase, openBrainReader } from '../brain-service';
 import { DerivedTenantIndexKeys, TermHasher } from '../index/blind-index';
 import { rankInMemory } from '../ranking/bm25';
-import { decodePostings } from '../ranking/postings';
+import { decodePostings, encodeSegment } from '../ranking/postings';
 import { analyze, termFrequencies } from '../text/analyzer';
 import { chunkText } from '../text/chunker';
 import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './1766966400000-compact-posting-blocks';
+import { DocumentFrequenciesFromBlocks1767052800000 } from './1767052800000-document-frequencies-from-blocks';
 
 /** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
 const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
@@ -239,5 +241,86 @@ describe('compact posting blocks migration', () => {
     // Row-level security is back on for the owner.
     const { rows: security } = await inspector.query(`SELECT relrowsecurity, relforcerowsecurity FROM pg_class WHERE oid = 'brain.posting_blocks'::regclass`);
     expect(security).toEqual([{ relrowsecurity: true, relforcerowsecurity: true }]);
+  });
+});
+
+/**
+ * Document frequencies read from the posting blocks: term_stats goes, and comes back (undone)
+ * holding each term's blocks' sizes summed, under row-level security as before.
+ */
+describe('document frequencies from blocks migration', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  const [tenantA, tenantB] = [randomUUID(), randomUUID()];
+
+  beforeAll(async () => {
+    database = await createTestDatabase(ADMIN_URL, 'brain_df_migration_test');
+    inspector = new Client({ connectionString: database.url });
+    await inspector.connect();
+    const earlier = await openBrainDatabase(database.url, migrationsBefore(DocumentFrequenciesFromBlocks1767052800000));
+    await earlier.destroy();
+  });
+
+  afterAll(async () => {
+    await inspector?.end();
+    await database?.drop();
+  });
+
+  it('drops term_stats, and undone makes it again from the blocks', async () => {
+    // (The inspector is a superuser: row-level security does not apply to it.) Term 7 of A in two blocks.
+    const block = (seqs: number[]): Buffer =>
+      encodeSegment(
+        seqs,
+        seqs.map(() => 1),
+        seqs.map(() => 10),
+      );
+    const rows: Array<[string, number, number, number[]]> = [
+      [tenantA, 7, 1, [1, 2, 3]],
+      [tenantA, 7, 10, [10, 11]],
+      [tenantA, -9, 2, [2]],
+      [tenantB, 7, 5, [5, 6, 8, 9]],
+    ];
+    for (const [tenant, term, first, seqs] of rows) {
+      await inspector.query(`INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings) VALUES ($1, $2, $3, $4, $5, $6)`, [
+        tenant,
+        term,
+        first,
+        seqs[seqs.length - 1],
+        seqs.length,
+        block(seqs),
+      ]);
+    }
+    await inspector.query(`INSERT INTO brain.term_stats (tenant_id, term_hash, df) VALUES ($1, 7, 5), ($1, -9, 1), ($2, 7, 4)`, [tenantA, tenantB]);
+
+    const migrated = await openBrainDatabase(database.url);
+    expect((await inspector.query(`SELECT to_regclass('brain.term_stats') AS term_stats`)).rows).toEqual([{ term_stats: null }]);
+    await migrated.destroy();
+    // Undone as an operator would, by the owner (the service's data source acts as its role).
+    const owner = new DataSource({ type: 'postgres', url: database.url });
+    await owner.initialize();
+    const runner = owner.createQueryRunner();
+    try {
+      await runner.startTransaction();
+      await new DocumentFrequenciesFromBlocks1767052800000().down(runner);
+      await runner.commitTransaction();
+    } finally {
+      await runner.release();
+      await owner.destroy();
+    }
+
+    const frequencies = await inspector.query(`SELECT tenant_id, term_hash::int, df FROM brain.term_stats ORDER BY tenant_id = $1 DESC, term_hash`, [tenantA]);
+    expect(frequencies.rows).toEqual([
+      { tenant_id: tenantA, term_hash: -9, df: 1 },
+      { tenant_id: tenantA, term_hash: 7, df: 5 },
+      { tenant_id: tenantB, term_hash: 7, df: 4 },
+    ]);
+    const { rows: security } = await inspector.query(
+      `SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, (SELECT count(*)::int FROM pg_policies p WHERE p.schemaname = 'brain' AND p.tablename = c.relname) AS policies
+       FROM pg_class c WHERE c.oid IN ('brain.term_stats'::regclass, 'brain.posting_blocks'::regclass) ORDER BY c.relname`,
+    );
+    expect(security).toEqual([
+      { relname: 'posting_blocks', relrowsecurity: true, relforcerowsecurity: true, policies: 1 },
+      { relname: 'term_stats', relrowsecurity: true, relforcerowsecurity: true, policies: 1 },
+    ]);
   });
 });

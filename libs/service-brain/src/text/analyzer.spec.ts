@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { analyze, MAX_TOKEN_LENGTH, normalizeText, termCounts, termFrequencies } from './analyzer';
+import { analyze, MAX_PROBES, MAX_TOKEN_LENGTH, normalizeText, termCounts, termFrequencies, TokenDictionary } from './analyzer';
 import { ENGLISH_STOPWORDS } from './stopwords';
 
 describe('analyze', () => {
@@ -122,6 +122,10 @@ const pieces = fc.constantFrom(
   ';',
   '-',
   '_',
+  '𠮷野家',
+  '𐐀𐐨',
+  '𝐀𝐛𝐜',
+  'x😀y',
   'a'.repeat(MAX_TOKEN_LENGTH + 1),
   'b'.repeat(MAX_TOKEN_LENGTH + 2),
   'c'.repeat(MAX_TOKEN_LENGTH + 3),
@@ -168,6 +172,44 @@ describe('the token dictionary (analyze with the English stop words, termCounts)
     for (let start = 0; start < distinct.length; start += 10_000) termCounts(distinct.slice(start, start + 10_000).join(' '), text);
     expect(analyze(text)).toEqual(before);
     expect([...termCounts(text, 'klystron')]).toEqual([...termFrequencies([...before, 'klystron'])]);
+  });
+});
+
+describe('TokenDictionary', () => {
+  it('tells tokens of one hash apart by their characters', () => {
+    const dictionary = new TokenDictionary();
+    const first = dictionary.add('amplifier', 7, 'amplifi');
+    const second = dictionary.add('amplifies', 7, 'amplifies');
+    const text = 'the amplifies and the amplifier';
+    expect(dictionary.find(text, 4, 13, 7)).toBe(second);
+    expect(dictionary.find(text, 22, 31, 7)).toBe(first);
+    expect(dictionary.term(dictionary.termOf(second))).toBe('amplifies');
+    expect(dictionary.find('amplified', 0, 9, 7)).toBe(-1);
+  });
+
+  it('keeps no token further than MAX_PROBES slots from its own, so a lookup visits no more', () => {
+    const dictionary = new TokenDictionary();
+    const entries = Array.from({ length: MAX_PROBES + 8 }, (_, n) => dictionary.add(`t${n}`, 99, `t${n}`));
+    expect(entries.slice(0, MAX_PROBES).every((entry) => entry >= 0)).toBe(true);
+    expect(entries.slice(MAX_PROBES)).toEqual(Array.from({ length: 8 }, () => -1));
+    expect(dictionary.size).toBe(MAX_PROBES);
+    for (let n = 0; n < MAX_PROBES + 8; n++) expect(dictionary.find(`t${n}`, 0, `t${n}`.length, 99)).toBe(entries[n]);
+    // Another hash still finds its own slot.
+    expect(dictionary.add('other', 12345, 'other')).toBeGreaterThanOrEqual(0);
+  });
+
+  it('starts again empty once it holds its limit, and not before', () => {
+    const dictionary = new TokenDictionary(3);
+    dictionary.add('a', 1, 'a');
+    dictionary.add('b', 2, 'b');
+    dictionary.startAnalysis();
+    expect(dictionary.size).toBe(2);
+    dictionary.add('c', 3, 'c');
+    dictionary.startAnalysis();
+    expect(dictionary.size).toBe(0);
+    expect(dictionary.find('a', 0, 1, 1)).toBe(-1);
+    const again = dictionary.add('a', 1, 'a');
+    expect(dictionary.term(dictionary.termOf(again))).toBe('a');
   });
 });
 

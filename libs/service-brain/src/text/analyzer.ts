@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { stemmer } from 'stemmer';
 import { ENGLISH_STOPWORDS } from './stopwords';
 
@@ -74,6 +75,8 @@ const LONGEST_KEPT_TOKEN = MAX_TOKEN_LENGTH + 2;
 const NOT_FOUND = -1;
 /** A kept token's term when it gives none (a stop word, nothing left). */
 const NO_TERM = -1;
+/** Slots a lookup visits at most: a token that would lie further from its own is not kept (and is analysed each time instead). */
+export const MAX_PROBES = 32;
 
 const INITIAL_SLOTS = 1 << 16;
 
@@ -85,7 +88,12 @@ function grown(array: Int32Array, least: number): Int32Array<ArrayBuffer> {
   return larger;
 }
 
-const FNV_OFFSET = 0x811c9dc5 | 0;
+/**
+ * FNV-1a's offset basis mixed with a secret drawn at start: which tokens share slots differs from
+ * process to process, so no document can be written to fill one run of slots (as V8's own hash
+ * seed keeps a Map's). MAX_PROBES bounds a lookup whatever the text.
+ */
+const HASH_SEED = (0x811c9dc5 ^ randomInt(0, 2 ** 32 - 1)) | 0;
 
 /** FNV-1a's running value after one more UTF-16 unit. */
 function step(hash: number, unit: number): number {
@@ -98,7 +106,7 @@ function mix(hash: number): number {
 }
 
 function hashOf(text: string, start: number, end: number): number {
-  let hash = FNV_OFFSET;
+  let hash = HASH_SEED;
   for (let at = start; at < end; at++) hash = step(hash, text.charCodeAt(at));
   return hash;
 }
@@ -111,7 +119,7 @@ function hashOf(text: string, start: number, end: number): number {
  * keyed by freshly matched strings cost about 0.3 µs a token here, most of the analysis). Only
  * tokens that give at most one term (no unspaced script) and are not too long are kept.
  */
-class TokenDictionary {
+export class TokenDictionary {
   private slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
   private mask = INITIAL_SLOTS - 1;
   private hashes = new Int32Array(INITIAL_SLOTS / 2);
@@ -120,9 +128,17 @@ class TokenDictionary {
   private readonly terms: string[] = [];
   private readonly termNumbers = new Map<string, number>();
 
+  /** `limit`: tokens (and terms) kept at most (DICTIONARY_LIMIT; smaller in tests). */
+  constructor(private readonly limit = DICTIONARY_LIMIT) {}
+
+  /** Tokens kept. */
+  get size(): number {
+    return this.tokens.length;
+  }
+
   /** Called before an analysis: empties the dictionary when it is full. Term numbers given before are void afterwards. */
   startAnalysis(): void {
-    if (this.tokens.length < DICTIONARY_LIMIT && this.terms.length < DICTIONARY_LIMIT) return;
+    if (this.tokens.length < this.limit && this.terms.length < this.limit) return;
     this.slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
     this.mask = INITIAL_SLOTS - 1;
     this.tokens.length = 0;
@@ -137,7 +153,7 @@ class TokenDictionary {
   /** The kept token `text[start, end)` (its hash: `hash`), or NOT_FOUND. */
   find(text: string, start: number, end: number, hash: number): number {
     const length = end - start;
-    for (let slot = mix(hash) & this.mask; ; slot = (slot + 1) & this.mask) {
+    for (let probe = 0, slot = mix(hash) & this.mask; probe < MAX_PROBES; probe++, slot = (slot + 1) & this.mask) {
       const entry = this.slots[slot] as number;
       if (entry === NOT_FOUND) return NOT_FOUND;
       if (this.hashes[entry] !== hash) continue;
@@ -147,6 +163,7 @@ class TokenDictionary {
       while (at < length && token.charCodeAt(at) === text.charCodeAt(start + at)) at++;
       if (at === length) return entry;
     }
+    return NOT_FOUND;
   }
 
   /** The term a kept token gives, as a number, or NO_TERM. */
@@ -154,20 +171,23 @@ class TokenDictionary {
     return this.tokenTerms[entry] as number;
   }
 
-  /** Keeps `token` (its hash: `hash`; not kept yet) with the term it gives, or null; returns its entry. */
+  /**
+   * Keeps `token` (its hash: `hash`; not kept yet) with the term it gives, or null; returns its
+   * entry, or NOT_FOUND when its slot would lie more than MAX_PROBES from its own (not kept).
+   */
   add(token: string, hash: number, term: string | null): number {
     const entry = this.tokens.length;
+    // At most half the slots taken: probes stay short.
+    if (2 * (entry + 1) > this.slots.length) this.rehash(this.slots.length * 2);
+    let slot = mix(hash) & this.mask;
+    for (let probe = 0; this.slots[slot] !== NOT_FOUND; probe++, slot = (slot + 1) & this.mask) if (probe + 1 >= MAX_PROBES) return NOT_FOUND;
     if (entry >= this.hashes.length) {
       this.hashes = grown(this.hashes, entry + 1);
       this.tokenTerms = grown(this.tokenTerms, entry + 1);
     }
-    // At most half the slots taken: probes stay short.
-    if (2 * (entry + 1) > this.slots.length) this.rehash(this.slots.length * 2);
     this.tokens.push(detached(token));
     this.hashes[entry] = hash;
     this.tokenTerms[entry] = term === null ? NO_TERM : this.numberOf(term);
-    let slot = mix(hash) & this.mask;
-    while (this.slots[slot] !== NOT_FOUND) slot = (slot + 1) & this.mask;
     this.slots[slot] = entry;
     return entry;
   }
@@ -223,7 +243,7 @@ function eachTerm(normalized: string, use: (term: number) => void): void {
     }
     let start = at;
     let end = -1;
-    let hash = FNV_OFFSET;
+    let hash = HASH_SEED;
     if (unit < 0x80) {
       let next = unit;
       let scanned = at;
@@ -252,6 +272,10 @@ function eachTerm(normalized: string, use: (term: number) => void): void {
         continue;
       }
       entry = dictionary.add(token, hash, terms[0] ?? null);
+      if (entry === NOT_FOUND) {
+        if (terms[0] !== undefined) use(dictionary.numberOf(terms[0]));
+        continue;
+      }
     }
     const term = dictionary.termOf(entry);
     if (term !== NO_TERM) use(term);
@@ -294,11 +318,13 @@ export function termCounts(...texts: string[]): Map<string, number> {
     if (counts[term] === 0) seen.push(term);
     counts[term] = (counts[term] as number) + 1;
   };
-  for (const text of texts) eachTerm(normalizeText(text), count);
   const frequencies = new Map<string, number>();
-  for (const term of seen) {
-    frequencies.set(dictionary.term(term), counts[term] as number);
-    counts[term] = 0;
+  try {
+    for (const text of texts) eachTerm(normalizeText(text), count);
+    for (const term of seen) frequencies.set(dictionary.term(term), counts[term] as number);
+  } finally {
+    // All zero again for the next count, whatever happened.
+    for (const term of seen) counts[term] = 0;
   }
   return frequencies;
 }
