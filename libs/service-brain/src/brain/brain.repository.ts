@@ -544,10 +544,10 @@ export class BrainRepository {
   /**
    * The tenant's collection statistics and the document frequencies of `termHashes` (the sizes
    * of a term's posting blocks count its merged chunks, the chunks waiting for a merge are counted
-   * here), read in one
-   * statement (one snapshot). Once a load's merges are done no chunk waits: an uncorrelated EXISTS, a plain index probe
-   * (which also skips, and marks, the entries merges left dead), says so before any join. Runs in
-   * a transaction with RANKING_SETTINGS, as the ranking's statements after it do.
+   * here), read in one statement (one snapshot). Once a load's merges are done no chunk waits: an
+   * uncorrelated EXISTS, a plain index probe (which also skips, and marks, the entries merges left
+   * dead), says so before any join. Runs in a transaction with RANKING_SETTINGS, as the ranking's
+   * statements after it do.
    */
   async statistics(manager: EntityManager, tenantId: string, termHashes: readonly string[]): Promise<TenantIndexStatistics | null> {
     const rows: Array<{ chunk_count: string; total_length: string; key_check: string; term_hash: string | null; df: number | null; waiting: boolean | null }> = await manager.query(
