@@ -14,6 +14,18 @@ describe('blind index', () => {
     expect(await new DerivedTenantIndexKeys(randomBytes(32)).keyFor(a)).not.toEqual(keyA);
   });
 
+  it('hashes by term number as by term, and starts again with a new numbering', async () => {
+    const hasher = new TermHasher(await keys.keyFor(randomUUID()));
+    const reference = new TermHasher(await keys.keyFor(randomUUID()));
+    expect(hasher.hashNumbered('klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
+    expect(hasher.hashNumbered('magnetron', 3, 1)).toBe(hasher.hash('magnetron'));
+    expect(hasher.hashNumbered('klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
+    // Generation 2 numbers its terms anew: number 3 is another term now.
+    expect(hasher.hashNumbered('waveguide', 3, 2)).toBe(hasher.hash('waveguide'));
+    expect(hasher.hashNumbered('waveguide', 3, 2)).not.toBe(hasher.hash('magnetron'));
+    expect(reference.hashNumbered('waveguide', 3, 2)).not.toBe(hasher.hashNumbered('waveguide', 3, 2));
+  });
+
   it('refuses a short secret', () => {
     expect(() => new DerivedTenantIndexKeys(randomBytes(16))).toThrow(/at least 32 bytes/);
   });

@@ -57,6 +57,31 @@ export class TermHasher {
     return hash;
   }
 
+  /** Hashes by term number (analyzer's eachTermCount) for `numberedGeneration`; undefined where not hashed yet. */
+  private numbered: Array<string | undefined> = [];
+  private numberedGeneration = Number.NaN;
+
+  /**
+   * hash(term), kept by the term's number in the analyser's dictionary of `generation`: an array
+   * read instead of a map lookup per term (ingestion hashes every distinct term of every chunk).
+   * A new generation starts the array again. It holds at most as many entries as the
+   * dictionary gives numbers (200,000).
+   */
+  hashNumbered(term: string, number: number, generation: number): string {
+    if (generation !== this.numberedGeneration) {
+      this.numbered = [];
+      this.numberedGeneration = generation;
+    }
+    let hash = this.numbered[number];
+    if (hash === undefined) {
+      hash = this.hash(term);
+      // Filled in order, never with holes: the array stays a plain one however the numbers come.
+      while (this.numbered.length < number) this.numbered.push(undefined);
+      this.numbered[number] = hash;
+    }
+    return hash;
+  }
+
   /** Proves which key indexed a tenant's terms, so a changed secret is detected instead of silently finding nothing. */
   keyCheck(): string {
     return this.hash('\u0000mission-service/brain/key-check');

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { analyze, MAX_PROBES, MAX_TOKEN_LENGTH, normalizeText, termCounts, termFrequencies, TokenDictionary } from './analyzer';
+import { analyze, eachTermCount, MAX_PROBES, MAX_TOKEN_LENGTH, normalizeText, termCounts, termFrequencies, TokenDictionary } from './analyzer';
 import { ENGLISH_STOPWORDS } from './stopwords';
 
 describe('analyze', () => {
@@ -163,15 +163,50 @@ describe('the token dictionary (analyze with the English stop words, termCounts)
     );
   });
 
+  it('numbers each term once within a generation, and gives the counts termCounts gives', () => {
+    fc.assert(
+      fc.property(fc.array(texts, { maxLength: 3 }), (parts) => {
+        const visited: Array<[string, number]> = [];
+        const numbers = new Map<string, number>();
+        const generations = new Set<number>();
+        eachTermCount(parts, (term, count, number, generation) => {
+          visited.push([term, count]);
+          expect(numbers.get(term) ?? number).toBe(number);
+          numbers.set(term, number);
+          generations.add(generation);
+        });
+        expect(visited).toEqual([...termCounts(...parts)]);
+        expect(new Set(numbers.values()).size).toBe(numbers.size);
+        expect(generations.size).toBeLessThanOrEqual(1);
+      }),
+      { numRuns: 500 },
+    );
+    // The same term keeps its number from call to call while the dictionary is not renewed.
+    const numberOf = (text: string): number[] => {
+      const found: number[] = [];
+      eachTermCount([text], (_term, _count, number) => found.push(number));
+      return found;
+    };
+    expect(numberOf('klystron magnetron')).toEqual(numberOf('magnetron klystrons').reverse());
+  });
+
   it('starts again empty once full, and gives the same terms afterwards', () => {
     const text = "Klystron amplifiers don't oscillate; O'Neill's café filters";
     const before = analyze(text);
+    const generationOf = (): number => {
+      let found = Number.NaN;
+      eachTermCount([text], (_term, _count, _number, generation) => (found = generation));
+      return found;
+    };
+    const firstGeneration = generationOf();
     // More distinct tokens than the dictionary keeps (200,000), in one text and in many.
     const distinct = Array.from({ length: 210_000 }, (_, n) => `w${n.toString(36)}x`);
     expect(analyze(distinct.join(' ')).length).toBe(distinct.length);
     for (let start = 0; start < distinct.length; start += 10_000) termCounts(distinct.slice(start, start + 10_000).join(' '), text);
     expect(analyze(text)).toEqual(before);
     expect([...termCounts(text, 'klystron')]).toEqual([...termFrequencies([...before, 'klystron'])]);
+    // Numbers were given anew meanwhile: their generation changed.
+    expect(generationOf()).not.toBe(firstGeneration);
   });
 });
 

@@ -128,6 +128,9 @@ export class TokenDictionary {
   private readonly terms: string[] = [];
   private readonly termNumbers = new Map<string, number>();
 
+  /** Changes whenever the dictionary starts again empty: term numbers of another generation mean other terms. */
+  generation = 0;
+
   /** `limit`: tokens (and terms) kept at most (DICTIONARY_LIMIT; smaller in tests). */
   constructor(private readonly limit = DICTIONARY_LIMIT) {}
 
@@ -139,6 +142,7 @@ export class TokenDictionary {
   /** Called before an analysis: empties the dictionary when it is full. Term numbers given before are void afterwards. */
   startAnalysis(): void {
     if (this.tokens.length < this.limit && this.terms.length < this.limit) return;
+    this.generation++;
     this.slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
     this.mask = INITIAL_SLOTS - 1;
     this.tokens.length = 0;
@@ -311,6 +315,18 @@ let counts = new Int32Array(INITIAL_SLOTS / 2);
  * `termFrequencies([...analyze(a), ...analyze(b), …])` gives, without listing the terms.
  */
 export function termCounts(...texts: string[]): Map<string, number> {
+  const frequencies = new Map<string, number>();
+  eachTermCount(texts, (term, count) => frequencies.set(term, count));
+  return frequencies;
+}
+
+/**
+ * termCounts' terms and counts, each given to `visit` with the term's number in the process's
+ * dictionary and that numbering's generation: a cache keyed by the number (an array index instead
+ * of a map's lookup) holds while the generation stays the same. Numbers are given anew only
+ * between two calls.
+ */
+export function eachTermCount(texts: readonly string[], visit: (term: string, count: number, number: number, generation: number) => void): void {
   dictionary.startAnalysis();
   const seen: number[] = [];
   const count = (term: number): void => {
@@ -318,15 +334,13 @@ export function termCounts(...texts: string[]): Map<string, number> {
     if (counts[term] === 0) seen.push(term);
     counts[term] = (counts[term] as number) + 1;
   };
-  const frequencies = new Map<string, number>();
   try {
     for (const text of texts) eachTerm(normalizeText(text), count);
-    for (const term of seen) frequencies.set(dictionary.term(term), counts[term] as number);
+    for (const term of seen) visit(dictionary.term(term), counts[term] as number, term, dictionary.generation);
   } finally {
     // All zero again for the next count, whatever happened.
     for (const term of seen) counts[term] = 0;
   }
-  return frequencies;
 }
 
 /** Term frequencies of a list of terms. */
