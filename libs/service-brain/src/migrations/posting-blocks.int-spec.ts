@@ -35,6 +35,23 @@ function migrationsBefore(migration: (typeof BRAIN_MIGRATIONS)[number]): typeof 
 
 const ADMIN_URL = process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
+/** A fresh database that the brain migrations before `migration` left, with a client as its (superuser) owner; `close` drops it. */
+async function databaseBefore(migration: (typeof BRAIN_MIGRATIONS)[number], prefix: string): Promise<{ database: TestDatabase; inspector: Client; close(): Promise<void> }> {
+  const database = await createTestDatabase(ADMIN_URL, prefix);
+  const inspector = new Client({ connectionString: database.url });
+  await inspector.connect();
+  const earlier = await openBrainDatabase(database.url, migrationsBefore(migration));
+  await earlier.destroy();
+  return {
+    database,
+    inspector,
+    close: async () => {
+      await inspector.end();
+      await database.drop();
+    },
+  };
+}
+
 const DOCUMENTS = [
   { title: 'Transistor amplifiers', content: 'A transistor amplifier raises the power of a signal. Bipolar transistors and field effect transistors both amplify.' },
   { title: 'Microwave dielectrics', content: 'The dielectric constant of liquids is measured with microwave techniques in a resonant cavity. '.repeat(30) },
@@ -50,15 +67,12 @@ const DOCUMENTS = [
 describe('posting blocks migration', () => {
   let database: TestDatabase;
   let inspector: Client;
+  let close: (() => Promise<void>) | undefined;
   const secret = randomBytes(32);
   const tenants = [randomUUID(), randomUUID()];
 
   beforeAll(async () => {
-    database = await createTestDatabase(ADMIN_URL, 'brain_migration_test');
-    inspector = new Client({ connectionString: database.url });
-    await inspector.connect();
-    const earlier = await openBrainDatabase(database.url, migrationsBefore(PostingBlocks1766880000000));
-    await earlier.destroy();
+    ({ database, inspector, close } = await databaseBefore(PostingBlocks1766880000000, 'brain_migration_test'));
 
     // What the earlier ingestion stored (plaintext content, as stored before sealing), each tenant's
     // rows in its own setting as the service wrote them.
@@ -111,8 +125,7 @@ describe('posting blocks migration', () => {
   });
 
   afterAll(async () => {
-    await inspector?.end();
-    await database?.drop();
+    await close?.();
   });
 
   it('carries every posting into blocks and every frequency into its chunk, and ranks as before', async () => {
@@ -179,19 +192,15 @@ describe('posting blocks migration', () => {
 describe('compact posting blocks migration', () => {
   let database: TestDatabase;
   let inspector: Client;
+  let close: (() => Promise<void>) | undefined;
   const tenant = randomUUID();
 
   beforeAll(async () => {
-    database = await createTestDatabase(ADMIN_URL, 'brain_compact_migration_test');
-    inspector = new Client({ connectionString: database.url });
-    await inspector.connect();
-    const earlier = await openBrainDatabase(database.url, migrationsBefore(CompactPostingBlocks1766966400000));
-    await earlier.destroy();
+    ({ database, inspector, close } = await databaseBefore(CompactPostingBlocks1766966400000, 'brain_compact_migration_test'));
   });
 
   afterAll(async () => {
-    await inspector?.end();
-    await database?.drop();
+    await close?.();
   });
 
   it('codes every block, sorted by chunk, with its size, and drops the arrays', async () => {
@@ -251,19 +260,15 @@ describe('compact posting blocks migration', () => {
 describe('document frequencies from blocks migration', () => {
   let database: TestDatabase;
   let inspector: Client;
+  let close: (() => Promise<void>) | undefined;
   const [tenantA, tenantB] = [randomUUID(), randomUUID()];
 
   beforeAll(async () => {
-    database = await createTestDatabase(ADMIN_URL, 'brain_df_migration_test');
-    inspector = new Client({ connectionString: database.url });
-    await inspector.connect();
-    const earlier = await openBrainDatabase(database.url, migrationsBefore(DocumentFrequenciesFromBlocks1767052800000));
-    await earlier.destroy();
+    ({ database, inspector, close } = await databaseBefore(DocumentFrequenciesFromBlocks1767052800000, 'brain_df_migration_test'));
   });
 
   afterAll(async () => {
-    await inspector?.end();
-    await database?.drop();
+    await close?.();
   });
 
   it('drops term_stats, and undone makes it again from the blocks', async () => {
