@@ -102,9 +102,10 @@ export async function startNotificationService(options: NotificationServiceOptio
       read: (tenantId, eventType) => webhooks.subscribersRead(tenantId, eventType),
       write: (manager, tenantId, event, rows) => webhooks.enqueue(manager, tenantId, event, rows as Array<{ id: string }>),
     },
-    afterCommit: () => {
+    afterCommit: ({ deliveries }) => {
       relay.kick();
-      dispatcher.kick();
+      // Without new deliveries there is nothing for the dispatcher to look for (its timer still does).
+      if (deliveries > 0) dispatcher.kick();
     },
   });
   const housekeeper = new Housekeeper(dataSource, [expiredEventsSweep(), expiredDeliveriesSweep(), publishedOutboxSweep(NOTIFY_SCHEMA)], {

@@ -141,6 +141,103 @@ describe('the tenants’ event logs on PostgreSQL', () => {
     expect(page.items.map((item) => Number(eventIdPosition(item.id)))).toEqual(Array.from({ length: 41 }, (_, index) => index + 1));
   });
 
+  /** An event of `type` about a new mission, numbered `n` in its data. */
+  const eventNumbered = (n: number, type: 'mission.completed' | 'hit.created' = 'mission.completed') => ({
+    type,
+    missionId: randomUUID(),
+    occurredAt: new Date().toISOString(),
+    data: { n },
+  });
+
+  /** The tenant's rows as stored: position, source message, and the transaction that wrote each. */
+  async function storedRows(tenant: string): Promise<Array<{ position: number; source: string; xmin: string }>> {
+    const { rows } = await inspector.query(
+      `SELECT position::int AS position, source_message_id AS source, xmin::text AS xmin FROM notify.events WHERE tenant_id = $1 ORDER BY position`,
+      [tenant],
+    );
+    return rows;
+  }
+
+  it('records the events that come while a recording of their tenant runs in one transaction, numbered 1…n, each once', async () => {
+    const tenant = randomUUID();
+    const before = randomUUID();
+    await as(tenant, () => log.record(before, eventNumbered(0)));
+    const sources = Array.from({ length: 60 }, () => randomUUID());
+    const copied = sources[5] as string;
+    // All at once, as a busy consumer delivers them: one copy delivered twice, one recorded before.
+    const calls = [...sources, copied, before].map((source, index) =>
+      as(tenant, () => log.record(source, eventNumbered(index + 1, index % 2 === 0 ? 'mission.completed' : 'hit.created'))),
+    );
+    const results = await Promise.all(calls);
+    const [recordedOnce, ...rest] = [results.slice(0, 60), results[60], results[61]];
+    expect(recordedOnce.every((event) => event !== undefined)).toBe(true);
+    expect(rest).toEqual([undefined, undefined]);
+    const rows = await storedRows(tenant);
+    expect(rows.map((row) => row.position)).toEqual(Array.from({ length: 61 }, (_, index) => index + 1));
+    expect(rows.slice(1).map((row) => row.source)).toEqual(sources);
+    // They waited for the recording under way (the first one's, or the one before's) and went together.
+    expect(new Set(rows.slice(1).map((row) => row.xmin)).size).toBeLessThanOrEqual(2);
+    // Each caller has its own event, as readers see it.
+    const page = await list(tenant, { limit: 1_000 });
+    expect(page.items.slice(1)).toEqual(recordedOnce);
+  });
+
+  it('records each event of a batch alone when the batch fails: one event’s failure is its own', async () => {
+    const tenant = randomUUID();
+    const sources = Array.from({ length: 4 }, () => randomUUID());
+    const broken = { ...eventNumbered(2), occurredAt: 'not a time' };
+    const outcomes = await Promise.allSettled(sources.map((source, index) => as(tenant, () => log.record(source, index === 2 ? broken : eventNumbered(index)))));
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+    const rows = await storedRows(tenant);
+    expect(rows.map((row) => [row.position, row.source])).toEqual([
+      [1, sources[0]],
+      [2, sources[1]],
+      [3, sources[3]],
+    ]);
+  });
+
+  it('records a batch holding a message another process records meanwhile without that message, and without a gap', async () => {
+    const tenant = randomUUID();
+    const sources = Array.from({ length: 5 }, () => randomUUID());
+    const raced = sources[2] as string;
+    // Another process's transaction records the third message and has not committed yet: this
+    // log's check does not see it, and its insert of that message waits for the other's commit.
+    const other = new Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(
+        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
+         VALUES ($1, 1000000, 'aaaaaaaaaaaa', 'mission.completed', $2, 'elsewhere', now(), now(), $3)`,
+        [tenant, randomUUID(), raced],
+      );
+      const first = randomUUID();
+      const calls = [first, ...sources].map((source, index) => as(tenant, () => log.record(source, eventNumbered(index))));
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        if (rows[0].n > 0) break;
+        if (Date.now() > deadline) throw new Error('The batch never waited for the other transaction');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await other.query('COMMIT');
+      const results = await Promise.all(calls);
+      expect(results.map((result) => result === undefined)).toEqual([false, false, false, true, false, false]);
+      const rows = await storedRows(tenant);
+      expect(rows.map((row) => [row.position, row.source])).toEqual([
+        [1, first],
+        [2, sources[0]],
+        [3, sources[1]],
+        [4, sources[3]],
+        [5, sources[4]],
+        [1000000, raced],
+      ]);
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      await other.end();
+    }
+  });
+
   it('resumes after an event with every later one, filters by type and mission, and refuses positions it never issued', async () => {
     const tenant = randomUUID();
     const [missionA, missionB] = [randomUUID(), randomUUID()];
