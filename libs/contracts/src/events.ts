@@ -15,8 +15,12 @@ import { EventTypes } from './topics';
 
 const timestamp = z.iso.datetime({ offset: true });
 
-/** `mission.queued`: a submitted mission waits for mission-service's runner. */
-export const MissionQueuedEventSchema = z.object({ missionId: z.uuid() });
+/**
+ * `mission.queued`: a submitted mission waits for mission-service's runner. `firstStepSent`: its
+ * first step's request left with the submit (the runner only marks the mission running). Absent
+ * (an earlier version's event), the runner looks at the mission itself.
+ */
+export const MissionQueuedEventSchema = z.object({ missionId: z.uuid(), firstStepSent: z.boolean().optional() });
 export type MissionQueuedEvent = Readonly<z.output<typeof MissionQueuedEventSchema>>;
 
 /** `mission.cancelled`: approval items still waiting for this mission are closed. */

@@ -104,7 +104,9 @@ export async function startMissionService(options: MissionServiceOptions): Promi
   options.bus.subscribe(
     Topics.missionEvents,
     MISSION_RUNNER_GROUP,
-    eventHandlers(MissionEventSchemas, { [MessageTypes.missionQueued]: (queued) => runner.advance(queued.missionId) }),
+    eventHandlers(MissionEventSchemas, {
+      [MessageTypes.missionQueued]: (queued) => (queued.firstStepSent ? runner.markRunning(queued.missionId) : runner.advance(queued.missionId)),
+    }),
   );
   options.bus.subscribe(
     Topics.hitEvents,

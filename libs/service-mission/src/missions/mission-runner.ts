@@ -189,6 +189,18 @@ export class MissionRunner {
     return this.resumeEach(await this.missions.findDue(batch), 'Checking an overdue mission failed; it is checked again later');
   }
 
+  /**
+   * `mission.queued` of a mission whose first step's request left with the submit: the mission is
+   * running from here on, if it is still queued (not cancelled, not already moved on by that step's
+   * reply). One statement, nothing opened or sealed: the step keeps its stored status (`pending`,
+   * its request out), which the view shows as running while the mission runs. A request lost on
+   * the way is sent again when the mission's `next_check_at` passes, as for any step.
+   */
+  async markRunning(missionId: string): Promise<void> {
+    const { tenantId } = currentTenant();
+    await tenantTransaction(this.dataSource, (manager) => this.missions.markRunning(manager, tenantId, missionId, new Date()));
+  }
+
   /** Starts or continues a mission: sends its current step's request if none is outstanding, or ends it. */
   async advance(missionId: string): Promise<void> {
     await this.transition(missionId, async (manager, mission, now) => {

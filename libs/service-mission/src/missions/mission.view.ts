@@ -1,11 +1,20 @@
 import type { MissionStepView, MissionView } from '@mission/contracts';
 import { MissionEntity, StoredStep } from './mission.entity';
 
-function stepView(step: StoredStep): MissionStepView {
+/**
+ * A step's status as clients see it. A pending step whose request is out while the mission runs is
+ * running: the first step's request leaves with the submit, and the runner marks only the mission
+ * running when it starts (MissionRunner.markRunning).
+ */
+function stepStatus(mission: MissionEntity, step: StoredStep): MissionStepView['status'] {
+  return step.status === 'pending' && step.requestId !== undefined && mission.status === 'running' ? 'running' : step.status;
+}
+
+function stepView(mission: MissionEntity, step: StoredStep): MissionStepView {
   return {
     index: step.index,
     type: step.type,
-    status: step.status,
+    status: stepStatus(mission, step),
     ...(step.output ? { output: step.output } : {}),
     ...(step.hitId ? { hitId: step.hitId } : {}),
   };
@@ -19,7 +28,7 @@ export function missionView(mission: MissionEntity): MissionView {
     objective: mission.objective,
     status: mission.status,
     metadata: mission.metadata,
-    steps: mission.steps.map(stepView),
+    steps: mission.steps.map((step) => stepView(mission, step)),
     ...(mission.result ? { result: mission.result } : {}),
     ...(mission.error ? { error: mission.error } : {}),
     createdAt: mission.createdAt.toISOString(),

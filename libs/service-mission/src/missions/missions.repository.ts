@@ -71,6 +71,13 @@ export class MissionsRepository {
     );
   }
 
+  /** A queued mission becomes running (its content unchanged); any other is left as it is. Goes with the commit. */
+  async markRunning(manager: EntityManager, tenantId: string, id: string, now: Date): Promise<void> {
+    if (!isUuid(id)) return;
+    const [running, queued]: MissionStatus[] = ['running', 'queued'];
+    await deferWrite(manager, `UPDATE mission.missions SET status = $3, updated_at = $4 WHERE tenant_id = $1 AND id = $2 AND status = $5`, [tenantId, id, running, now, queued]);
+  }
+
   /** The row to store: metadata in clear, content sealed, the plaintext columns of older rows emptied. */
   private async toRow(manager: EntityManager, mission: MissionEntity): Promise<MissionRow> {
     const content: MissionContent = {

@@ -177,9 +177,10 @@ export class MissionsService {
     // first approval waits for the runner: an item made before a quick cancel reached hit-service
     // would stay pending for a cancelled mission.
     const first = mission.steps[0];
-    if (this.steps && first?.type === 'brain.query') await this.steps.send(manager, mission, first, now);
+    const firstStepSent = this.steps !== undefined && first?.type === 'brain.query';
+    if (firstStepSent) await this.steps?.send(manager, mission, first, now);
     await this.missions.insert(manager, mission);
-    const event: MissionQueuedEvent = { missionId: mission.id };
+    const event: MissionQueuedEvent = { missionId: mission.id, ...(firstStepSent ? { firstStepSent } : {}) };
     await enqueueOutbox(manager, MISSION_SCHEMA, { topic: Topics.missionEvents, type: MessageTypes.missionQueued, key: `${tenantId}:${mission.id}`, payload: event });
     return mission;
   }
