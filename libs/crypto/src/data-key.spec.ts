@@ -10,6 +10,17 @@ describe('sealWithDataKey', () => {
     expect(sealed.every((value) => openWithDataKey(key, value, 'ad').equals(plaintext))).toBe(true);
   });
 
+  it('opens with a copy of the key, and with no other key, whichever key was used first', () => {
+    const [first, second] = [generateDataKey(), generateDataKey()];
+    const plaintext = Buffer.from('sealed under one key');
+    const underFirst = sealWithDataKey(first, plaintext, 'ad');
+    const underSecond = sealWithDataKey(second, plaintext, 'ad');
+    expect(openWithDataKey(Buffer.from(first), underFirst, 'ad').equals(plaintext)).toBe(true);
+    expect(openWithDataKey(second, underSecond, 'ad').equals(plaintext)).toBe(true);
+    expect(() => openWithDataKey(second, underFirst, 'ad')).toThrow(DecryptionError);
+    expect(() => openWithDataKey(Buffer.from(second), underFirst, 'ad')).toThrow(DecryptionError);
+  });
+
   it('seals the empty text and a large one; another associated data does not open them', () => {
     const key = generateDataKey();
     for (const plaintext of [Buffer.alloc(0), Buffer.alloc(100_000, 7)]) {

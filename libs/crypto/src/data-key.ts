@@ -1,4 +1,4 @@
-import { createCipheriv, createDecipheriv, randomBytes, randomFillSync } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createSecretKey, type KeyObject, randomBytes, randomFillSync } from 'node:crypto';
 
 /** AES-256-GCM with a data key: what payloads are encrypted with (the data key itself is wrapped by a KEK). */
 const ALGORITHM = 'aes-256-gcm';
@@ -26,12 +26,29 @@ function writeFreshIv(target: Buffer): void {
   ivPoolOffset += IV_BYTES;
 }
 
+/**
+ * Each data key as a KeyObject, made once per key buffer (the callers cache their keys, so the
+ * same buffer comes back): given raw bytes, Node.js 24's createCipheriv first tries them as a
+ * KeyObject and as a CryptoKey, catching what that throws, which made a cipher about three times
+ * as costly (17 µs against 6 µs here). The entry goes with the buffer.
+ */
+const secretKeys = new WeakMap<Buffer, KeyObject>();
+
+function secretKeyOf(dataKey: Buffer): KeyObject {
+  let key = secretKeys.get(dataKey);
+  if (!key) {
+    key = createSecretKey(dataKey);
+    secretKeys.set(dataKey, key);
+  }
+  return key;
+}
+
 /** `iv ‖ ciphertext ‖ tag`, a fresh random IV each time, `associatedData` bound into the tag. */
 export function sealWithDataKey(dataKey: Buffer, plaintext: Buffer, associatedData: string): Buffer {
   // GCM is a stream mode: the ciphertext is exactly as long as the plaintext.
   const sealed = Buffer.allocUnsafe(IV_BYTES + plaintext.length + TAG_BYTES);
   writeFreshIv(sealed);
-  const cipher = createCipheriv(ALGORITHM, dataKey, sealed.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
+  const cipher = createCipheriv(ALGORITHM, secretKeyOf(dataKey), sealed.subarray(0, IV_BYTES), { authTagLength: TAG_BYTES });
   cipher.setAAD(Buffer.from(associatedData, 'utf8'));
   let written = IV_BYTES + cipher.update(plaintext).copy(sealed, IV_BYTES);
   written += cipher.final().copy(sealed, written);
@@ -52,7 +69,7 @@ export function openWithDataKey(dataKey: Buffer, sealed: Buffer, associatedData:
   if (sealed.length < IV_BYTES + TAG_BYTES) throw new DecryptionError('Ciphertext too short');
   const iv = sealed.subarray(0, IV_BYTES);
   const tag = sealed.subarray(sealed.length - TAG_BYTES);
-  const decipher = createDecipheriv(ALGORITHM, dataKey, iv, { authTagLength: TAG_BYTES });
+  const decipher = createDecipheriv(ALGORITHM, secretKeyOf(dataKey), iv, { authTagLength: TAG_BYTES });
   decipher.setAAD(Buffer.from(associatedData, 'utf8'));
   decipher.setAuthTag(tag);
   try {
