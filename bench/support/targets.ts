@@ -223,7 +223,7 @@ async function startKafka(context: TargetContext): Promise<{ access: KafkaAccess
 }
 
 /**
- * (b) gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and a fresh
+ * (b) gateway, idp, mission-, brain-, hit- and notification-service as separate processes on Kafka and a fresh
  * database: test/support/distributed-stack.ts, exactly as the integration suite starts them.
  */
 export async function startDistributed(context: TargetContext): Promise<PreparedTarget> {
@@ -260,11 +260,11 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
     unclean = await stack.stop();
   });
   const missions = await prepareMissions(stack.gatewayUrl, stack.issuer, stack.admin, context.tenants);
-  const names: AppName[] = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service'];
+  const names: AppName[] = ['gateway', 'idp', 'mission-service', 'brain-service', 'hit-service', 'notification-service'];
   const databaseName = new URL(stack.database.url).pathname.slice(1);
   return {
     name: 'distributed',
-    description: 'gateway, idp, mission-, brain- and hit-service as separate processes on Kafka and PostgreSQL',
+    description: 'gateway, idp, mission-, brain-, hit- and notification-service as separate processes on Kafka and PostgreSQL',
     origin: stack.gatewayUrl,
     requests: missions.requests,
     token: missions.token,
