@@ -30,7 +30,8 @@ function writeFreshIv(target: Buffer): void {
  * Each data key as a KeyObject, made once per key buffer (the callers cache their keys, so the
  * same buffer comes back): given raw bytes, Node.js 24's createCipheriv first tries them as a
  * KeyObject and as a CryptoKey, catching what that throws, which made a cipher about three times
- * as costly (17 µs against 6 µs here). The entry goes with the buffer.
+ * as costly (17 µs against 6 µs here). The entry goes with the buffer, so a key buffer must never
+ * be changed in place once used (none is: keys are made or unwrapped into buffers of their own).
  */
 const secretKeys = new WeakMap<Buffer, KeyObject>();
 

@@ -2,7 +2,7 @@ import { DatabaseError, type Pool, type QueryResult } from 'pg';
 import { DataSource, EntityManager, EntitySchema, MigrationExecutor, MixedList } from 'typeorm';
 import { TurnBatcher } from '@mission/contracts';
 import { currentTenant } from '@mission/tenant-context';
-import { bind, type Item, pipelinedTransaction, type Preparation, preparationOfPool } from './transaction-pipeline';
+import { bind, endsSession, type Item, pipelinedTransaction, type Preparation, preparationOfPool } from './transaction-pipeline';
 
 export interface ServiceDatabaseOptions {
   /** postgres:// URL of the schema's owner: migrations run as this user. */
@@ -200,7 +200,9 @@ class ReadBatcher {
       try {
         results = await client.query(rendered.text);
       } catch (error) {
-        if (!(error instanceof DatabaseError)) broken ??= error as Error;
+        // PostgreSQL's refusal leaves the connection usable, unless it ended the session (FATAL,
+        // say pg_terminate_backend): the socket's close may come only after that answer.
+        if (!(error instanceof DatabaseError) || endsSession(error)) broken ??= error as Error;
         else if (this.preparation.failed(rendered, error) && !broken) await this.preparation.forget(client);
         throw broken ?? error;
       }

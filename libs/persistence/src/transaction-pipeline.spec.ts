@@ -1,6 +1,6 @@
 import fc from 'fast-check';
-import { escapeLiteral } from 'pg';
-import { inlineParameters, quoteLiteral } from './transaction-pipeline';
+import { DatabaseError, escapeLiteral } from 'pg';
+import { endsSession, inlineParameters, quoteLiteral } from './transaction-pipeline';
 
 // node-postgres's own conversion of a parameter to the text it sends: the oracle for arrays.
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -99,5 +99,16 @@ describe('inlineParameters', () => {
     // `$0` is no parameter; `a$1` is one name to PostgreSQL.
     expect(inlineParameters('SELECT $0', ['x'])).toBeUndefined();
     expect(inlineParameters('SELECT a$1 FROM t WHERE id = $1', ['x'])).toBeUndefined();
+  });
+});
+
+describe('endsSession', () => {
+  const answer = (severity: string, code: string): DatabaseError => Object.assign(new DatabaseError('x', 0, 'error'), { severity, code });
+
+  it('tells an answer that ended the session from one that left it usable', () => {
+    expect(endsSession(answer('FATAL', '57P01'))).toBe(true); // pg_terminate_backend
+    expect(endsSession(answer('PANIC', 'XX000'))).toBe(true);
+    expect(endsSession(answer('ERROR', '23505'))).toBe(false);
+    expect(endsSession(answer('ERROR', '57014'))).toBe(false); // a cancelled statement
   });
 });

@@ -3,6 +3,15 @@ import { DatabaseError, type Pool, type PoolClient, type QueryResult as PgResult
 import { DataSource, EntityManager, QueryFailedError, QueryRunner } from 'typeorm';
 import { QueryResult } from 'typeorm/query-runner/QueryResult';
 
+/**
+ * Whether PostgreSQL's error `error` ended the session (FATAL or PANIC, e.g. pg_terminate_backend):
+ * the connection is then dead even though the socket's close may come only after that answer, and
+ * must not go back to the pool.
+ */
+export function endsSession(error: DatabaseError): boolean {
+  return error.severity === 'FATAL' || error.severity === 'PANIC';
+}
+
 /** TypeORM's statements that open and end a transaction (PostgresQueryRunner). */
 const START_TRANSACTION = 'START TRANSACTION';
 const COMMIT = 'COMMIT';
@@ -353,7 +362,7 @@ export class Preparation {
       if (error instanceof DatabaseError && (error.code ?? '').startsWith(SYNTAX_OR_ACCESS_RULE)) this.verdicts.set(text, 'refused');
       else {
         this.verdicts.set(text, { retryAt: Date.now() + PROBE_RETRY_MS });
-        if (!(error instanceof DatabaseError)) broken ??= error as Error;
+        if (!(error instanceof DatabaseError) || endsSession(error)) broken ??= error as Error;
       }
       return;
     } finally {

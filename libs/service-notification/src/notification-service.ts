@@ -107,6 +107,7 @@ export async function startNotificationService(options: NotificationServiceOptio
       // Without new deliveries there is nothing for the dispatcher to look for (its timer still does).
       if (deliveries > 0) dispatcher.kick();
     },
+    onBatchFailed: (error, events) => options.logger.warn('Recording a batch of events failed; recording them one by one', { events, error: String(error) }),
   });
   const housekeeper = new Housekeeper(dataSource, [expiredEventsSweep(), expiredDeliveriesSweep(), publishedOutboxSweep(NOTIFY_SCHEMA)], {
     onSwept: (task, rows) => options.logger.info('Expired rows deleted', { task, rows }),

@@ -6,6 +6,8 @@ import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { createTestDatabase, isPreparationProbe, RecordCipher, sentStatement, TestDatabase, tenantReader, tenantTransaction } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import { openMissionDatabase } from '../mission-service';
+import { MissionRunner } from './mission-runner';
+import { StepRequests } from './mission.steps';
 import { MissionsRepository } from './missions.repository';
 import { MissionsService } from './missions.service';
 
@@ -21,6 +23,7 @@ describe('mission tables under row-level security', () => {
   const tenantB = randomUUID();
   let missionA: MissionView;
   let missionB: MissionView;
+  const cipher = new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.generate()));
 
   const count = async (run: (sql: string) => Promise<Array<{ n: number }>>, table: string): Promise<number> =>
     (await run(`SELECT count(*)::int AS n FROM mission.${table}`))[0]?.n ?? -1;
@@ -28,7 +31,7 @@ describe('mission tables under row-level security', () => {
   beforeAll(async () => {
     database = await createTestDatabase(ADMIN_URL, 'mission_rls');
     dataSource = await openMissionDatabase(database.url);
-    repository = new MissionsRepository(dataSource, new RecordCipher('mission', new LocalKeyProvider(KeyEncryptionKey.generate())));
+    repository = new MissionsRepository(dataSource, cipher);
     service = new MissionsService(dataSource, repository, () => undefined);
     missionA = await runWithTenant({ tenantId: tenantA }, () =>
       service.submit({ mission: { title: 'A', objective: 'a' }, idempotencyKey: 'key-a', scopes: ['missions:write', 'brain:read'] }),
@@ -257,6 +260,37 @@ describe('mission tables under row-level security', () => {
       );
     await expect(insert(tenantB)).rejects.toThrow(/row-level security/);
     await expect(insert(null)).rejects.toThrow(/null value|row-level security/);
+  });
+
+  it('marks a queued mission of the tenant running, and leaves another tenant’s, a finished or a cancelled mission as it is', async () => {
+    const runner = new MissionRunner(dataSource, repository, new StepRequests(cipher), { info: () => undefined, error: () => undefined }, () => undefined);
+    const submitA = (title: string): Promise<MissionView> =>
+      runWithTenant({ tenantId: tenantA }, () => service.submit({ mission: { title, objective: 'a' }, scopes: ['missions:write', 'brain:read'] }));
+    const [queued, cancelled, finished] = [await submitA('Start'), await submitA('Cancelled'), await submitA('Finished')];
+    await runWithTenant({ tenantId: tenantA }, () => service.cancel(cancelled.id));
+    await runWithTenant({ tenantId: tenantA }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const mission = await repository.lockForTenant(manager, tenantA, finished.id);
+        if (!mission) throw new Error('mission not found');
+        Object.assign(mission, { status: 'succeeded', completedAt: new Date(), updatedAt: new Date() });
+        await repository.save(manager, mission);
+      }),
+    );
+    const read = (tenantId: string, id: string) =>
+      runWithTenant({ tenantId }, () => tenantTransaction(dataSource, async (manager) => repository.findForTenant(manager, tenantId, id)));
+    const queuedBefore = await read(tenantA, queued.id);
+    const before = await Promise.all([read(tenantA, cancelled.id), read(tenantA, finished.id), read(tenantB, missionB.id)]);
+    // Tenant B's mission named in tenant A's context is not A's to start; the others moved on.
+    await runWithTenant({ tenantId: tenantA }, async () => {
+      for (const id of [queued.id, cancelled.id, finished.id, missionB.id]) await runner.markRunning(id);
+    });
+    // Only its status (and when it changed): its content stays as it was sealed.
+    const started = await read(tenantA, queued.id);
+    expect(started?.status).toBe('running');
+    expect(started?.updatedAt.getTime()).toBeGreaterThanOrEqual(queuedBefore?.updatedAt.getTime() ?? Infinity);
+    expect({ ...started, status: 'queued', updatedAt: queuedBefore?.updatedAt }).toEqual({ ...queuedBefore });
+    expect(await Promise.all([read(tenantA, cancelled.id), read(tenantA, finished.id), read(tenantB, missionB.id)])).toEqual(before);
+    expect(before.map((mission) => mission?.status)).toEqual(['cancelled', 'succeeded', 'queued']);
   });
 
   it('lets the restart sweep find every tenant’s unfinished missions, as ids and tenants only', async () => {

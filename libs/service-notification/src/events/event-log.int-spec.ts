@@ -238,6 +238,41 @@ describe('the tenants’ event logs on PostgreSQL', () => {
     }
   });
 
+  it('answers a lone event another process records meanwhile as a redelivery, and leaves no gap', async () => {
+    const tenant = randomUUID();
+    const raced = randomUUID();
+    const other = new Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(
+        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
+         VALUES ($1, 1000000, 'aaaaaaaaaaaa', 'mission.completed', $2, 'elsewhere', now(), now(), $3)`,
+        [tenant, randomUUID(), raced],
+      );
+      const call = as(tenant, () => log.record(raced, eventNumbered(0)));
+      const deadline = Date.now() + 10_000;
+      for (;;) {
+        const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+        if (rows[0].n > 0) break;
+        if (Date.now() > deadline) throw new Error('The recording never waited for the other transaction');
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
+      await other.query('COMMIT');
+      await expect(call).resolves.toBeUndefined();
+      // Its position was given back with its transaction: the next event takes 1.
+      const next = randomUUID();
+      await as(tenant, () => log.record(next, eventNumbered(1)));
+      expect((await storedRows(tenant)).map((row) => [row.position, row.source])).toEqual([
+        [1, next],
+        [1000000, raced],
+      ]);
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      await other.end();
+    }
+  });
+
   it('resumes after an event with every later one, filters by type and mission, and refuses positions it never issued', async () => {
     const tenant = randomUUID();
     const [missionA, missionB] = [randomUUID(), randomUUID()];

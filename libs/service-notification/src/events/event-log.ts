@@ -1,3 +1,4 @@
+import { AsyncResource } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import { DataSource, EntityManager } from 'typeorm';
 import {
@@ -12,7 +13,7 @@ import {
   type TenantEventType,
 } from '@mission/contracts';
 import { deferWrite, enqueueOutbox, queryInOneTrip, RecordCipher, tenantTransaction } from '@mission/persistence';
-import { currentTenant, traceHeaders } from '@mission/tenant-context';
+import { currentTenant, runWithTenant, traceHeaders } from '@mission/tenant-context';
 import type { LoggedEvent } from './public-events';
 
 export const NOTIFY_SCHEMA = 'notify';
@@ -57,6 +58,8 @@ interface StoredEvent {
 export class EventLog {
   /** Per tenant, the events waiting while one of its recordings runs in this process. */
   private readonly waiting = new Map<string, Waiting[]>();
+  /** Where recordings run: the context the log was made in (at start-up: no tenant, no trace). */
+  private readonly context = new AsyncResource('EventLog');
 
   constructor(
     private readonly dataSource: DataSource,
@@ -73,6 +76,8 @@ export class EventLog {
       };
       /** After events committed: their announcements are waiting, and `deliveries` deliveries (what write returned). */
       readonly afterCommit?: (committed: { readonly deliveries: number }) => void;
+      /** A batch of `events` events failed as a whole (`error`) and is recorded again event by event. */
+      readonly onBatchFailed?: (error: unknown, events: number) => void;
     } = {},
   ) {}
 
@@ -86,9 +91,11 @@ export class EventLog {
    * One tenant's events are recorded by one transaction at a time in this process: events that come
    * while it runs wait and go together in the next one (up to RECORD_BATCH_EVENTS), so a busy tenant
    * takes its position row once per batch instead of once per event, and its recordings do not
-   * queue for the row's lock. A lone event goes at once. Each event keeps the trace it came with.
+   * queue for the row's lock. A lone event goes at once. The recordings run in the context the log
+   * was made in, with only the tenant set (not in the trace of whichever event came first); each
+   * announcement carries the trace its event came with.
    */
-  record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
+  async record(sourceMessageId: string, event: LoggedEvent): Promise<TenantEvent | undefined> {
     const { tenantId } = currentTenant();
     return new Promise((resolve, reject) => {
       const waiting: Waiting = { sourceMessageId, event, trace: traceHeaders(), resolve, reject };
@@ -99,7 +106,7 @@ export class EventLog {
       }
       const started = [waiting];
       this.waiting.set(tenantId, started);
-      void this.drain(tenantId, started);
+      void this.context.runInAsyncScope(() => runWithTenant({ tenantId }, () => this.drain(tenantId, started)));
     });
   }
 
@@ -129,9 +136,12 @@ export class EventLog {
     } else {
       try {
         for (const [source, recorded] of await this.recordTogether(tenantId, [...firsts.values()])) outcomes.set(source, { recorded });
-      } catch {
+      } catch (error) {
         // The whole batch rolled back (a duplicate recorded elsewhere meanwhile, one event the
-        // database refuses, the database gone): each event alone, so that one event's failure is its own.
+        // database refuses, the database gone): each event alone, so that one event's failure is
+        // its own. (A commit that succeeded but whose answer was lost: each event is then found
+        // recorded, and answers as a redelivery.)
+        this.hooks.onBatchFailed?.(error, firsts.size);
         for (const waiting of firsts.values()) await alone(waiting);
       }
     }
@@ -158,7 +168,8 @@ export class EventLog {
       const hooks = this.hooks.whileRecording;
       const types = hooks ? [...new Set(batch.map(({ event }) => event.type))] : [];
       // The messages recorded before take no position: their rows are found first (in the
-      // statement's snapshot). Two deliveries of one message racing past this check both take a
+      // statement's snapshot), and the others keep the batch's order (positions are given below
+      // in that order; the aggregate's order only makes the answer read the same way). Two deliveries of one message racing past this check both take a
       // position; the second one's insert then breaks the unique (tenant, source message) and its
       // transaction, positions included, rolls back (recordBatch).
       const [taken, ...subscribers] = await queryInOneTrip(manager, [
