@@ -169,9 +169,10 @@ export class EventLog {
       const types = hooks ? [...new Set(batch.map(({ event }) => event.type))] : [];
       // The messages recorded before take no position: their rows are found first (in the
       // statement's snapshot), and the others keep the batch's order (positions are given below
-      // in that order; the aggregate's order only makes the answer read the same way). Two deliveries of one message racing past this check both take a
-      // position; the second one's insert then breaks the unique (tenant, source message) and its
-      // transaction, positions included, rolls back (recordBatch).
+      // in that order; the aggregate's order only makes the answer read the same way). Two
+      // deliveries of one message racing past this check both take a position; the second one's
+      // insert then breaks the unique (tenant, source message) and its transaction, positions
+      // included, rolls back (recordBatch).
       const [taken, ...subscribers] = await queryInOneTrip(manager, [
         {
           sql: `WITH fresh AS (
