@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Cleanup } from './cleanup';
@@ -208,8 +208,21 @@ export async function quietestOf<T extends { readonly warnings: readonly string[
 }
 
 /**
- * Writes a suite's report as `bench/results/<name>.json` and `.md` when asked (and says so), or
- * says why not; then prints `tables`. Returns the exit code: 1 when the run was flagged.
+ * The first of `<name>`, `<name>-2`, `<name>-3`, … with neither a .json nor a .md in `dir`: a
+ * second run on the same day keeps the first one's files (which may be committed) instead of
+ * overwriting them.
+ */
+export function freeResultName(dir: string, name: string): string {
+  for (let attempt = 1; ; attempt++) {
+    const candidate = attempt === 1 ? name : `${name}-${attempt}`;
+    if (!existsSync(path.join(dir, `${candidate}.json`)) && !existsSync(path.join(dir, `${candidate}.md`))) return candidate;
+  }
+}
+
+/**
+ * Writes a suite's report as `bench/results/<name>.json` and `.md` (or `<name>-2`, … when those
+ * exist) when asked (and says so), or says why not; then prints `tables`. Returns the exit code:
+ * 1 when the run was flagged.
  */
 export function finishReport(
   options: { readonly write: boolean },
@@ -223,9 +236,10 @@ export function finishReport(
   if (options.write) {
     const dir = path.join(REPO_ROOT, 'bench', 'results');
     mkdirSync(dir, { recursive: true });
-    writeFileSync(path.join(dir, `${name}.json`), `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(path.join(dir, `${name}.md`), markdown);
-    log(`results written to bench/results/${name}.json and .md`);
+    const free = freeResultName(dir, name);
+    writeFileSync(path.join(dir, `${free}.json`), `${JSON.stringify(report, null, 2)}\n`);
+    writeFileSync(path.join(dir, `${free}.md`), markdown);
+    log(`results written to bench/results/${free}.json and .md`);
   } else {
     log('results not written (quick, profiling or partial run; --write forces it)');
   }
