@@ -158,6 +158,38 @@ describe('the tenants’ event logs on PostgreSQL', () => {
     return rows;
   }
 
+  /**
+   * Runs `work` while another session's open transaction holds a copy of message `source` in the
+   * tenant's log (position 1,000,000, not committed): this log's check does not see it, and its
+   * insert of that message waits for the other's commit. `commitOnceWaited` waits until a statement
+   * waits for that transaction's lock, then commits it.
+   */
+  async function withCopyHeldElsewhere(tenant: string, source: string, work: (commitOnceWaited: () => Promise<void>) => Promise<void>): Promise<void> {
+    const other = new Client({ connectionString: database.url });
+    await other.connect();
+    try {
+      await other.query('BEGIN');
+      await other.query(
+        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
+         VALUES ($1, 1000000, 'aaaaaaaaaaaa', 'mission.completed', $2, 'elsewhere', now(), now(), $3)`,
+        [tenant, randomUUID(), source],
+      );
+      await work(async () => {
+        const deadline = Date.now() + 10_000;
+        for (;;) {
+          const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
+          if (rows[0].n > 0) break;
+          if (Date.now() > deadline) throw new Error('The recording never waited for the other transaction');
+          await new Promise((resolve) => setTimeout(resolve, 10));
+        }
+        await other.query('COMMIT');
+      });
+    } finally {
+      await other.query('ROLLBACK').catch(() => undefined);
+      await other.end();
+    }
+  }
+
   it('records the events that come while a recording of their tenant runs in one transaction, numbered 1…n, each once', async () => {
     const tenant = randomUUID();
     const before = randomUUID();
@@ -200,27 +232,11 @@ describe('the tenants’ event logs on PostgreSQL', () => {
     const tenant = randomUUID();
     const sources = Array.from({ length: 5 }, () => randomUUID());
     const raced = sources[2] as string;
-    // Another process's transaction records the third message and has not committed yet: this
-    // log's check does not see it, and its insert of that message waits for the other's commit.
-    const other = new Client({ connectionString: database.url });
-    await other.connect();
-    try {
-      await other.query('BEGIN');
-      await other.query(
-        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
-         VALUES ($1, 1000000, 'aaaaaaaaaaaa', 'mission.completed', $2, 'elsewhere', now(), now(), $3)`,
-        [tenant, randomUUID(), raced],
-      );
+    // Another process's transaction records the third message and has not committed yet.
+    await withCopyHeldElsewhere(tenant, raced, async (commitOnceWaited) => {
       const first = randomUUID();
       const calls = [first, ...sources].map((source, index) => as(tenant, () => log.record(source, eventNumbered(index))));
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
-        if (rows[0].n > 0) break;
-        if (Date.now() > deadline) throw new Error('The batch never waited for the other transaction');
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      await other.query('COMMIT');
+      await commitOnceWaited();
       const results = await Promise.all(calls);
       expect(results.map((result) => result === undefined)).toEqual([false, false, false, true, false, false]);
       const rows = await storedRows(tenant);
@@ -232,33 +248,15 @@ describe('the tenants’ event logs on PostgreSQL', () => {
         [5, sources[4]],
         [1000000, raced],
       ]);
-    } finally {
-      await other.query('ROLLBACK').catch(() => undefined);
-      await other.end();
-    }
+    });
   });
 
   it('answers a lone event another process records meanwhile as a redelivery, and leaves no gap', async () => {
     const tenant = randomUUID();
     const raced = randomUUID();
-    const other = new Client({ connectionString: database.url });
-    await other.connect();
-    try {
-      await other.query('BEGIN');
-      await other.query(
-        `INSERT INTO notify.events (tenant_id, position, nonce, type, mission_id, data, occurred_at, recorded_at, source_message_id)
-         VALUES ($1, 1000000, 'aaaaaaaaaaaa', 'mission.completed', $2, 'elsewhere', now(), now(), $3)`,
-        [tenant, randomUUID(), raced],
-      );
+    await withCopyHeldElsewhere(tenant, raced, async (commitOnceWaited) => {
       const call = as(tenant, () => log.record(raced, eventNumbered(0)));
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        const { rows } = await inspector.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`);
-        if (rows[0].n > 0) break;
-        if (Date.now() > deadline) throw new Error('The recording never waited for the other transaction');
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      await other.query('COMMIT');
+      await commitOnceWaited();
       await expect(call).resolves.toBeUndefined();
       // Its position was given back with its transaction: the next event takes 1.
       const next = randomUUID();
@@ -267,10 +265,7 @@ describe('the tenants’ event logs on PostgreSQL', () => {
         [1, next],
         [1000000, raced],
       ]);
-    } finally {
-      await other.query('ROLLBACK').catch(() => undefined);
-      await other.end();
-    }
+    });
   });
 
   it('resumes after an event with every later one, filters by type and mission, and refuses positions it never issued', async () => {
