@@ -21,6 +21,7 @@ import { EnableRowLevelSecurity1764547200000 } from './migrations/1764547200000-
 import { SweepIdempotencyKeys1764806400000 } from './migrations/1764806400000-sweep-idempotency-keys';
 import { SealMissionContent1764892800000 } from './migrations/1764892800000-seal-mission-content';
 import { StepChecks1766620800000 } from './migrations/1766620800000-step-checks';
+import { ExpectOneRow1767139200000 } from './migrations/1767139200000-expect-one-row';
 import { MISSION_SCHEMA, MissionRow } from './missions/mission.entity';
 import { MissionRunner, RunnerLogger } from './missions/mission-runner';
 import { DEFAULT_RUNNER_TIMINGS, RunnerTimings, StepRequests } from './missions/mission.steps';
@@ -73,6 +74,7 @@ export function openMissionDatabase(databaseUrl: string): Promise<DataSource> {
       SweepIdempotencyKeys1764806400000,
       SealMissionContent1764892800000,
       StepChecks1766620800000,
+      ExpectOneRow1767139200000,
     ],
     applicationName: 'mission-service',
     serviceRole: serviceRoleName(MISSION_SCHEMA),

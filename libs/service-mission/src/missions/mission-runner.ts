@@ -7,7 +7,7 @@ import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { StepRequests } from './mission.steps';
 import { announceAwaitingApproval, announceCompletion, endAtFailedStep } from './mission.lifecycle';
-import { MissionsRepository } from './missions.repository';
+import { isStaleVersion, MissionsRepository } from './missions.repository';
 
 const HIT_DECISIONS_CONSUMER = 'mission-hit-decisions';
 
@@ -259,21 +259,53 @@ export class MissionRunner {
   }
 
   /**
-   * Locks the mission, lets `change` work on it (and write outbox rows), saves it if changed. A
-   * change that makes the mission final announces it (`mission.completed`) in the same transaction.
+   * Lets `change` work on the mission (and write outbox rows), saves it if changed. A change that
+   * makes the mission final announces it (`mission.completed`) in the same transaction.
+   *
+   * From the version of the mission this process wrote or read last (MissionsRepository's known
+   * versions), when it has one: the change is worked out from it and saved only if the row still
+   * holds it, all in one round trip (the save goes with the commit). When another writer changed
+   * the mission meanwhile, the save fails the transaction (nothing of it stays, outbox rows
+   * included), and so does a change that finds nothing to do, since the row may say otherwise:
+   * either way the change is worked out again on the locked row, as without a known version.
    */
   private async transition(missionId: string, change: (manager: EntityManager, mission: MissionEntity, now: Date) => Promise<boolean>): Promise<void> {
     const { tenantId } = currentTenant();
+    const version = this.missions.knownVersion(tenantId, missionId);
+    if (version) {
+      const applied = await tenantTransaction(this.dataSource, async (manager) => {
+        const mission = await this.missions.openVersion(manager, version);
+        const now = new Date();
+        if (!(await change(manager, mission, now))) throw NOTHING_TO_DO;
+        await this.finish(manager, mission, now, (saved) => this.missions.saveIfUnchanged(manager, saved, version));
+        return true;
+      }).catch((error: unknown) => {
+        if (error === NOTHING_TO_DO || isStaleVersion(error)) return false;
+        throw error;
+      });
+      if (applied) {
+        this.afterCommit();
+        return;
+      }
+    }
     const changed = await tenantTransaction(this.dataSource, async (manager) => {
       const mission = await this.missions.lockForTenant(manager, tenantId, missionId);
       const now = new Date();
       if (!mission || !(await change(manager, mission, now))) return false;
-      mission.updatedAt = now;
-      if (FINAL_MISSION_STATUSES.includes(mission.status) || mission.status === 'awaiting_approval') mission.nextCheckAt = null;
-      await this.missions.save(manager, mission);
-      if (FINAL_MISSION_STATUSES.includes(mission.status)) await announceCompletion(manager, mission);
+      await this.finish(manager, mission, now, (saved) => this.missions.save(manager, saved));
       return true;
     });
     if (changed) this.afterCommit();
   }
+
+  /** Stamps and saves a changed mission; a final one is announced in the same transaction. */
+  private async finish(manager: EntityManager, mission: MissionEntity, now: Date, save: (mission: MissionEntity) => Promise<void>): Promise<void> {
+    mission.updatedAt = now;
+    if (FINAL_MISSION_STATUSES.includes(mission.status) || mission.status === 'awaiting_approval') mission.nextCheckAt = null;
+    await save(mission);
+    if (FINAL_MISSION_STATUSES.includes(mission.status)) await announceCompletion(manager, mission);
+  }
 }
+
+/** Thrown to roll back a transaction worked out from a known version that changed nothing (see transition). */
+const NOTHING_TO_DO = Symbol('nothing to do');

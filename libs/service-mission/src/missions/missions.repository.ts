@@ -1,5 +1,6 @@
+import { LRUCache } from 'lru-cache';
 import { DataSource, EntityManager } from 'typeorm';
-import { CursorPosition, isUuid, MissionStatus } from '@mission/contracts';
+import { CursorPosition, FINAL_MISSION_STATUSES, isUuid, MissionStatus } from '@mission/contracts';
 import { DecryptionError } from '@mission/crypto';
 import { deferWrite, deleteInBatches, isSealed, type Queryable, RecordCipher, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
@@ -11,16 +12,78 @@ const ROW_COLUMNS = `id, tenant_id AS "tenantId", status, sealed, title, objecti
   created_at AS "createdAt", updated_at AS "updatedAt", completed_at AS "completedAt", next_check_at AS "nextCheckAt"`;
 const IDEMPOTENCY_TABLE = 'idempotency_keys';
 
+/** What the memory of known versions may hold by default: about 8 MiB of sealed content, at most 10,000 missions. */
+export const KNOWN_VERSIONS_DEFAULTS = { maxBytes: 8 * 1024 * 1024, maxEntries: 10_000 } as const;
+
+export interface KnownVersionsOptions {
+  /** Upper bound of the remembered rows' sealed content (UTF-16 code units, about bytes); 0 turns the memory off. */
+  readonly maxBytes?: number;
+  readonly maxEntries?: number;
+}
+
+/** The SQLSTATE `mission.expect_one_row` raises: the row was not the version a change was worked out from. */
+export const STALE_VERSION_CODE = 'MS409';
+
+/** Whether `error` says a conditional save found the mission changed (see saveIfUnchanged). */
+export function isStaleVersion(error: unknown): boolean {
+  const { code, driverError } = (error ?? {}) as { code?: unknown; driverError?: { code?: unknown } };
+  return code === STALE_VERSION_CODE || driverError?.code === STALE_VERSION_CODE;
+}
+
+/** A version of a mission's row: its status and its sealed content (sealed anew, with a fresh nonce, by every save). */
+export interface KnownVersion {
+  readonly row: MissionRow & { readonly sealed: string };
+}
+
 /**
  * The only code that reads or writes missions. Every read is filtered by tenant, and a mission's
  * content is sealed on the way in and opened on the way out (RecordCipher): the database holds
  * it only as ciphertext under the tenant's data key.
  */
 export class MissionsRepository {
+  /**
+   * The last version of each unfinished mission this process wrote or read, by tenant and id: the
+   * runner works a transition out from it and saves only if the row still holds it (one round trip
+   * instead of a locked read first). Never trusted: a version written by a transaction that then
+   * rolled back, or changed since by another replica, fails the save's check and the runner
+   * decides again on the locked row. Bounded by entries and size; final missions are not kept.
+   */
+  private readonly known?: LRUCache<string, KnownVersion>;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly cipher: RecordCipher,
-  ) {}
+    options: KnownVersionsOptions = {},
+  ) {
+    const maxBytes = options.maxBytes ?? KNOWN_VERSIONS_DEFAULTS.maxBytes;
+    if (!Number.isSafeInteger(maxBytes) || maxBytes < 0) throw new RangeError(`The known-versions memory must be a whole number of bytes, not ${maxBytes}`);
+    if (maxBytes === 0) return;
+    this.known = new LRUCache({
+      max: options.maxEntries ?? KNOWN_VERSIONS_DEFAULTS.maxEntries,
+      maxSize: maxBytes,
+      maxEntrySize: maxBytes,
+      sizeCalculation: (entry) => Math.max(1, entry.row.sealed.length),
+    });
+  }
+
+  /** The version of the tenant's mission this process wrote or read last, if it kept one. */
+  knownVersion(tenantId: string, id: string): KnownVersion | undefined {
+    const entry = this.known?.get(versionKey(tenantId, id));
+    return entry && entry.row.tenantId === tenantId ? entry : undefined;
+  }
+
+  /** The mission as the known version holds it (opened: decrypted under the tenant's data key). */
+  async openVersion(manager: EntityManager, version: KnownVersion): Promise<MissionEntity> {
+    return (await this.toEntity(manager, version.row)) as MissionEntity;
+  }
+
+  /** Keeps `row` as the mission's known version (sealed, not final), or forgets the mission. */
+  private remember(row: MissionRow): void {
+    if (!this.known) return;
+    const key = versionKey(row.tenantId, row.id);
+    if (row.sealed === null || FINAL_MISSION_STATUSES.includes(row.status)) this.known.delete(key);
+    else this.known.set(key, { row: { ...row, sealed: row.sealed } });
+  }
 
   /**
    * The hot statements (insert, read, lock, save) are fixed SQL rather than built by TypeORM on
@@ -31,6 +94,7 @@ export class MissionsRepository {
    */
   async insert(manager: EntityManager, mission: MissionEntity): Promise<void> {
     const row = await this.toRow(manager, mission);
+    this.remember(row);
     await deferWrite(
       manager,
       `INSERT INTO mission.missions (id, tenant_id, status, sealed, created_at, updated_at, completed_at, next_check_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`,
@@ -51,23 +115,44 @@ export class MissionsRepository {
   async read(reader: Queryable, tenantId: string, id: string): Promise<MissionEntity | null> {
     if (!isUuid(id)) return null;
     const [row]: MissionRow[] = await reader.query(`SELECT ${ROW_COLUMNS} FROM mission.missions WHERE tenant_id = $1 AND id = $2`, [tenantId, id]);
+    if (row) this.remember(row);
     return this.toEntity(reader, row ?? null);
   }
 
   async lockForTenant(manager: EntityManager, tenantId: string, id: string): Promise<MissionEntity | null> {
     if (!isUuid(id)) return null;
     const [row]: MissionRow[] = await manager.query(`SELECT ${ROW_COLUMNS} FROM mission.missions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
+    if (row) this.remember(row);
     return this.toEntity(manager, row ?? null);
   }
 
   async save(manager: EntityManager, mission: MissionEntity): Promise<void> {
     const row = await this.toRow(manager, mission);
+    this.remember(row);
+    await deferWrite(manager, `UPDATE mission.missions SET ${SAVED_COLUMNS} WHERE tenant_id = $1 AND id = $2`, [
+      row.tenantId,
+      row.id,
+      row.status,
+      row.sealed,
+      row.updatedAt,
+      row.completedAt,
+      row.nextCheckAt,
+    ]);
+  }
+
+  /**
+   * save, on the condition that the row still holds `version` (its status and sealed content):
+   * otherwise `mission.expect_one_row` fails the statement, and with it the transaction, when it
+   * is sent (with the commit, as a deferred write). isStaleVersion tells that failure apart.
+   */
+  async saveIfUnchanged(manager: EntityManager, mission: MissionEntity, version: KnownVersion): Promise<void> {
+    const row = await this.toRow(manager, mission);
+    this.remember(row);
     await deferWrite(
       manager,
-      `UPDATE mission.missions SET status = $3, sealed = $4, title = NULL, objective = NULL, input = NULL, steps = NULL, metadata = NULL, result = NULL, error = NULL,
-              updated_at = $5, completed_at = $6, next_check_at = $7
-       WHERE tenant_id = $1 AND id = $2`,
-      [row.tenantId, row.id, row.status, row.sealed, row.updatedAt, row.completedAt, row.nextCheckAt],
+      `WITH saved AS (UPDATE mission.missions SET ${SAVED_COLUMNS} WHERE tenant_id = $1 AND id = $2 AND status = $8 AND sealed = $9 RETURNING 1)
+       SELECT mission.expect_one_row(count(*)) FROM saved`,
+      [row.tenantId, row.id, row.status, row.sealed, row.updatedAt, row.completedAt, row.nextCheckAt, version.row.status, version.row.sealed],
     );
   }
 
@@ -75,6 +160,9 @@ export class MissionsRepository {
   async markRunning(manager: EntityManager, tenantId: string, id: string, now: Date): Promise<void> {
     if (!isUuid(id)) return;
     const [running, queued]: MissionStatus[] = ['running', 'queued'];
+    // The known version as this update leaves it, if it applies (if not, the row differs anyway).
+    const version = this.knownVersion(tenantId, id);
+    if (version?.row.status === queued) this.remember({ ...version.row, status: running, updatedAt: now });
     await deferWrite(manager, `UPDATE mission.missions SET status = $3, updated_at = $4 WHERE tenant_id = $1 AND id = $2 AND status = $5`, [tenantId, id, running, now, queued]);
   }
 
@@ -218,3 +306,10 @@ export function expiredIdempotencyKeysSweep(ttlHours: number): SweepTask {
     run: (dataSource) => deleteInBatches(dataSource, 'SELECT mission.delete_expired_idempotency_keys($1, $2) AS deleted', [ttlHours]),
   };
 }
+
+/** The columns a save writes ($3 to $7), emptying the plaintext columns of rows written before sealing. */
+const SAVED_COLUMNS = `status = $3, sealed = $4, title = NULL, objective = NULL, input = NULL, steps = NULL, metadata = NULL, result = NULL, error = NULL,
+  updated_at = $5, completed_at = $6, next_check_at = $7`;
+
+// Ids are UUIDs and tenant ids never contain a NUL: the pair cannot collide with another.
+const versionKey = (tenantId: string, id: string): string => `${tenantId}\u0000${id}`;
