@@ -1,6 +1,6 @@
 export * from './embedded-postgres';
 export * from './database';
-export { deferWrite, pipelinedTransaction, queryInOneTrip } from './transaction-pipeline';
+export { deferWrite, pipelinedTransaction, queryAndCommit, queryInOneTrip } from './transaction-pipeline';
 export * from './test-database';
 export * from './outbox';
 export * from './processed-messages';

@@ -7,7 +7,7 @@ import { currentTenant, MissingTenantContextError, runWithTenant, TENANT_HEADER 
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { dataKeysTableSql, RecordCipher } from './data-keys';
 import { openServiceDatabase, tenantTransaction } from './database';
-import { deferWrite, queryInOneTrip } from './transaction-pipeline';
+import { deferWrite, queryAndCommit, queryInOneTrip } from './transaction-pipeline';
 import { enqueueOutbox, OutboxEvent, OutboxPublisher, OutboxRelay, OutboxRelayOptions, outboxTableSql } from './outbox';
 import { markProcessed, processedMessagesTableSql } from './processed-messages';
 import { createTestDatabase, isPreparationProbe, sentStatement, TestDatabase } from './test-database';
@@ -698,6 +698,52 @@ describe('persistence on PostgreSQL', () => {
           await holder.end();
           await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (60, 61, 62)`);
         }
+      });
+
+      it('runs a queryAndCommit statement in one message with what was held and the COMMIT, and nothing after it', async () => {
+        const counted = await countingMessages(() =>
+          runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [63]);
+              return queryAndCommit(manager, `SELECT id AS last_statement FROM "${SCHEMA}".fixture WHERE id = $1`, [63]);
+            }),
+          ),
+        );
+        expect(counted.result).toEqual([{ last_statement: 63 }]);
+        expect(counted.messages).toHaveLength(1);
+        expect(counted.messages[0]).toMatch(
+          new RegExp(
+            `^START TRANSACTION;\\n${sentStatement('SELECT set_config\\(')}.*;\\n${sentStatement('INSERT ')}.*;\\n${sentStatement('SELECT id AS last_statement')}.*;\\nCOMMIT$`,
+            's',
+          ),
+        );
+        // Committed: another connection sees the row.
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id = 63`)).toEqual([{ id: 63 }]);
+
+        // Nothing may follow it: the work fails, and what it committed stays.
+        await expect(
+          runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await queryAndCommit(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1) RETURNING id`, [64]);
+              await manager.query(`INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [65]);
+            }),
+          ),
+        ).rejects.toThrow('no statement may follow');
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id IN (64, 65) ORDER BY id`)).toEqual([{ id: 64 }]);
+
+        // A statement that fails takes the transaction with it: the held write is not committed.
+        await expect(
+          runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [66]);
+              return queryAndCommit(manager, `SELECT 1 / (id - id) FROM "${SCHEMA}".fixture WHERE id = $1`, [63]);
+            }),
+          ),
+        ).rejects.toThrow();
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id = 66`)).toEqual([]);
+        // Outside a pipelined transaction, an ordinary query.
+        expect(await queryAndCommit(dataSource.manager, `SELECT id FROM "${SCHEMA}".fixture WHERE id = $1`, [63])).toEqual([{ id: 63 }]);
+        await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (63, 64, 65, 66)`);
       });
 
       it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {

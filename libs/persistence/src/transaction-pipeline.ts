@@ -28,6 +28,8 @@ interface Pending {
   writes: Item[];
   /** Sends what was held and then `statements` in one message: their results, in order. */
   sendWithHeld(statements: readonly Bound[], label: string): Promise<PgResult[]>;
+  /** Sends what was held, `statement` and the COMMIT in one message: the statement's result; the transaction is over. */
+  commitWith(statement: Bound, label: string): Promise<PgResult>;
 }
 
 const pendingOf = new WeakMap<QueryRunner, Pending>();
@@ -466,9 +468,22 @@ export async function pipelinedTransaction<T>(
     return rendered.resultIndexes.map((index) => all[index] as PgResult);
   };
 
+  /** Committed with its last statement (queryAndCommit): nothing may follow, and there is nothing left to commit or roll back. */
+  let committed = false;
   const pending: Pending = {
     opening: null,
     writes: [],
+    commitWith: async (statement, label) => {
+      const held = [...(pending.opening ?? []), ...pending.writes];
+      pending.opening = null;
+      pending.writes = [];
+      const results = await sendItems([...held, statement, COMMIT], label);
+      // As at COMMIT below: after a statement whose error the caller caught, PostgreSQL answers the COMMIT with ROLLBACK.
+      if ((results[results.length - 1] as PgResult).command === ROLLBACK)
+        throw new QueryFailedError(COMMIT, [], new Error('The transaction was rolled back: one of its statements failed'));
+      committed = true;
+      return results[results.length - 2] as PgResult;
+    },
     sendWithHeld: async (statements, label) => {
       const held = [...(pending.opening ?? []), ...pending.writes];
       pending.opening = null;
@@ -494,6 +509,10 @@ export async function pipelinedTransaction<T>(
   };
 
   runner.query = (async (statement: string, parameters?: unknown[], structured?: boolean) => {
+    if (committed) {
+      if (statement === COMMIT || statement === ROLLBACK) return undefined;
+      throw new Error('The transaction was committed with its last statement (queryAndCommit): no statement may follow it');
+    }
     if (!begun && statement === START_TRANSACTION && parameters === undefined) {
       begun = true;
       pending.opening = openingItems;
@@ -597,6 +616,22 @@ export async function deferWrite(manager: EntityManager, statement: string, para
     return;
   }
   await manager.query(statement, [...parameters]);
+}
+
+/**
+ * The rows of `statement`, run as the transaction's last: inside a pipelinedTransaction, in one
+ * message with what the transaction held and its COMMIT (a read-only transaction of one statement
+ * is then one round trip instead of two). The transaction is committed when this returns: the
+ * caller must issue nothing after it (an attempt fails), and the COMMIT at the transaction's end
+ * sends nothing. A statement that fails aborts the transaction, which rolls back as usual. Outside
+ * a pipelinedTransaction, or with parameters that cannot be inlined, an ordinary query (the
+ * transaction then commits at its end).
+ */
+export async function queryAndCommit(manager: EntityManager, statement: string, parameters: readonly unknown[] = []): Promise<unknown[]> {
+  const pending = manager.queryRunner ? pendingOf.get(manager.queryRunner) : undefined;
+  const bound = pending ? bind(statement, parameters) : undefined;
+  if (pending && bound !== undefined) return (await pending.commitWith(bound, statement)).rows;
+  return manager.query(statement, [...parameters]);
 }
 
 /**

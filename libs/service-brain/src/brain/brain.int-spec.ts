@@ -16,7 +16,7 @@ import {
 } from '@mission/contracts';
 import { InProcessBroker, InProcessBus, requestMessage } from '@mission/messaging';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
-import { createTestDatabase, TestDatabase } from '@mission/persistence';
+import { createTestDatabase, isPreparationProbe, TestDatabase } from '@mission/persistence';
 import { runWithTenant } from '@mission/tenant-context';
 import fc from 'fast-check';
 import { RecordCipher } from '@mission/persistence';
@@ -288,17 +288,26 @@ describe('brain on PostgreSQL', () => {
       expect([...scores].sort((a, b) => b - a)).toEqual(scores);
     });
 
-    it("runs a query's statistics in the message that opens its transaction, with the ranking's settings set beside the tenant", async () => {
+    it("runs a query's statistics in one message, with the ranking's settings beside the tenant and the COMMIT: a query that matches nothing is one round trip", async () => {
       const tenant = randomUUID();
       await seed(tenant);
       const sent = jest.spyOn(Client.prototype, 'query');
+      const messages = (): string[] => sent.mock.calls.map(([text]) => String(text)).filter((text) => !isPreparationProbe(text));
       try {
         expect((await query(tenant, 'microwave power')).results.length).toBeGreaterThan(0);
-        const statistics = sent.mock.calls.map(([text]) => String(text)).filter((text) => text.includes('SELECT s.chunk_count'));
+        const statistics = messages().filter((text) => text.includes('SELECT s.chunk_count'));
         expect(statistics).toHaveLength(1);
         expect(statistics[0]).toMatch(
-          /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('jit', 'off', true\), set_config\('enable_memoize', 'off', true\), set_config\('work_mem', '32MB', true\), set_config\('enable_seqscan', 'off', true\), set_config\('max_parallel_workers_per_gather', '0', true\);\nSELECT s\.chunk_count/s,
+          /^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*, set_config\('jit', 'off', true\), set_config\('enable_memoize', 'off', true\), set_config\('work_mem', '32MB', true\), set_config\('enable_seqscan', 'off', true\), set_config\('max_parallel_workers_per_gather', '0', true\);\nSELECT s\.chunk_count.*;\nCOMMIT$/s,
         );
+        // The ranking, in a transaction of its own with the same settings: blocks, winners, COMMIT.
+        const ranking = messages().slice(messages().indexOf(statistics[0] as string) + 1);
+        expect(ranking[0]).toMatch(/^START TRANSACTION;\nSELECT set_config\('app\.tenant_id', .*set_config\('max_parallel_workers_per_gather', '0', true\);\n/s);
+        expect(ranking[ranking.length - 1]).toBe('COMMIT');
+
+        sent.mockClear();
+        expect((await query(tenant, 'zymurgy')).results).toEqual([]);
+        expect(messages().filter((text) => /chunk_count|COMMIT|posting_blocks/.test(text))).toEqual([expect.stringMatching(/SELECT s\.chunk_count.*;\nCOMMIT$/s)]);
       } finally {
         sent.mockRestore();
       }

@@ -396,21 +396,27 @@ export class BrainService {
     // A query of stop words and punctuation only has nothing to look for: an empty ranking.
     if (queryFrequencies.size === 0) return [];
 
+    // The statistics in a transaction of their own, one round trip (the statement goes with its
+    // COMMIT): a query that matches nothing ends there. The ranking reads the blocks and the winners
+    // in another, so one that matches sees a snapshot taken a moment later: weights from the
+    // statistics' document frequencies, postings and texts from the ranking's (a document deleted
+    // in between is left out whole; one whose chunks began waiting for a merge in between is not
+    // read from there, as if the query had come a moment earlier).
+    const stats = await tenantTransaction(this.dataSource, (manager) => this.repository.statistics(manager, tenantId, [...queryFrequencies.keys()]), {
+      settings: RANKING_SETTINGS,
+    });
+    if (!stats || stats.chunkCount === 0) return [];
+    if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
+    const weights = [...queryFrequencies]
+      .filter(([hash]) => stats.documentFrequencies.has(hash))
+      .map(([termHash, queryFrequency]) => {
+        const documentFrequency = stats.documentFrequencies.get(termHash) ?? 0;
+        return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
+      });
+    if (weights.length === 0) return [];
     const rows = await tenantTransaction(
       this.dataSource,
-      async (manager) => {
-        const stats = await this.repository.statistics(manager, tenantId, [...queryFrequencies.keys()]);
-        if (!stats || stats.chunkCount === 0) return [];
-        if (stats.keyCheck !== hasher.keyCheck()) throw new IndexKeyMismatchError(tenantId);
-        const weights = [...queryFrequencies]
-          .filter(([hash]) => stats.documentFrequencies.has(hash))
-          .map(([termHash, queryFrequency]) => {
-            const documentFrequency = stats.documentFrequencies.get(termHash) ?? 0;
-            return { termHash, documentFrequency, weight: termWeight(queryFrequency, stats.chunkCount, documentFrequency, this.settings.bm25) };
-          });
-        if (weights.length === 0) return [];
-        return this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit, stats.waiting);
-      },
+      (manager) => this.repository.rank(manager, tenantId, weights, lengthNormalisation(stats, this.settings.bm25), limit, stats.waiting),
       { settings: RANKING_SETTINGS },
     );
     return rows.map(resultView);
