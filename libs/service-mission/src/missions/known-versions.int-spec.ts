@@ -108,7 +108,7 @@ describe('transitions from the known version of a mission', () => {
 
   afterEach(() => jest.restoreAllMocks());
 
-  it('applies a step result from the version the process wrote, without reading the row first', async () => {
+  it('applies a step result from the version the process wrote, marked running since, without reading the row first', async () => {
     const one = replica();
     const { id } = await submitted(one);
     const locks = jest.spyOn(one.repository, 'lockForTenant');
@@ -206,7 +206,9 @@ describe('transitions from the known version of a mission', () => {
   it('keeps versions per tenant, and none when turned off', async () => {
     const one = replica();
     const { id } = await submitted(one);
-    expect(one.repository.knownVersion(tenantId, id)?.row.status).toBe('running');
+    // As submitted: markRunning changes the status only, which does not make another version.
+    expect(one.repository.knownVersion(tenantId, id)?.row.status).toBe('queued');
+    expect(await statusOf(id)).toBe('running');
     expect(one.repository.knownVersion(randomUUID(), id)).toBeUndefined();
 
     const off = replica({ maxBytes: 0 });

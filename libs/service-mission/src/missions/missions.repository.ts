@@ -30,7 +30,7 @@ export function isStaleVersion(error: unknown): boolean {
   return code === STALE_VERSION_CODE || driverError?.code === STALE_VERSION_CODE;
 }
 
-/** A version of a mission's row: its status and its sealed content (sealed anew, with a fresh nonce, by every save). */
+/** A version of a mission's row, named by its sealed content (sealed anew, with a fresh nonce, by every save). */
 export interface KnownVersion {
   readonly row: MissionRow & { readonly sealed: string };
 }
@@ -141,18 +141,23 @@ export class MissionsRepository {
   }
 
   /**
-   * save, on the condition that the row still holds `version` (its status and sealed content):
-   * otherwise `mission.expect_one_row` fails the statement, and with it the transaction, when it
-   * is sent (with the commit, as a deferred write). isStaleVersion tells that failure apart.
+   * save, on the condition that the row still holds `version`'s sealed content: otherwise
+   * `mission.expect_one_row` fails the statement, and with it the transaction, when it is sent
+   * (with the commit, as a deferred write). isStaleVersion tells that failure apart. Every save
+   * seals anew (a fresh nonce), so the sealed text names the version; the one write that leaves it
+   * as it is, markRunning, only turns `queued` into `running`, which no transition tells apart (a
+   * step's reply, a decision or a resumption treats a queued mission as a running one and leaves
+   * it at least running), so the status is not part of the condition: a reply handled while the
+   * mission's `mission.queued` is still being handled does not fall back to the locked row.
    */
   async saveIfUnchanged(manager: EntityManager, mission: MissionEntity, version: KnownVersion): Promise<void> {
     const row = await this.toRow(manager, mission);
     this.remember(row);
     await deferWrite(
       manager,
-      `WITH saved AS (UPDATE mission.missions SET ${SAVED_COLUMNS} WHERE tenant_id = $1 AND id = $2 AND status = $8 AND sealed = $9 RETURNING 1)
+      `WITH saved AS (UPDATE mission.missions SET ${SAVED_COLUMNS} WHERE tenant_id = $1 AND id = $2 AND sealed = $8 RETURNING 1)
        SELECT mission.expect_one_row(count(*)) FROM saved`,
-      [row.tenantId, row.id, row.status, row.sealed, row.updatedAt, row.completedAt, row.nextCheckAt, version.row.status, version.row.sealed],
+      [row.tenantId, row.id, row.status, row.sealed, row.updatedAt, row.completedAt, row.nextCheckAt, version.row.sealed],
     );
   }
 
@@ -160,9 +165,6 @@ export class MissionsRepository {
   async markRunning(manager: EntityManager, tenantId: string, id: string, now: Date): Promise<void> {
     if (!isUuid(id)) return;
     const [running, queued]: MissionStatus[] = ['running', 'queued'];
-    // The known version as this update leaves it, if it applies (if not, the row differs anyway).
-    const version = this.knownVersion(tenantId, id);
-    if (version?.row.status === queued) this.remember({ ...version.row, status: running, updatedAt: now });
     await deferWrite(manager, `UPDATE mission.missions SET status = $3, updated_at = $4 WHERE tenant_id = $1 AND id = $2 AND status = $5`, [tenantId, id, running, now, queued]);
   }
 
