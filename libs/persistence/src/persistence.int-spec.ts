@@ -730,6 +730,32 @@ describe('persistence on PostgreSQL', () => {
           ),
         ).rejects.toThrow('no statement may follow');
         expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id IN (64, 65) ORDER BY id`)).toEqual([{ id: 64 }]);
+        // Nor a held write, nor statements in one trip: refused, never sent on their own outside the transaction.
+        for (const after of [
+          (manager: EntityManager) => deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [67]),
+          (manager: EntityManager) => queryInOneTrip(manager, [{ sql: `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, parameters: [67] }]),
+          (manager: EntityManager) => queryAndCommit(manager, `SELECT $1::int AS again`, [67]),
+        ]) {
+          await expect(
+            runWithTenant({ tenantId: tenantA }, () =>
+              tenantTransaction(dataSource, async (manager) => {
+                await queryAndCommit(manager, `SELECT 1 AS first`);
+                await after(manager);
+              }),
+            ),
+          ).rejects.toThrow('no statement may follow');
+        }
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id = 67`)).toEqual([]);
+        // Inside a savepoint the COMMIT would end the whole transaction: refused, and the transaction rolls back.
+        await expect(
+          runWithTenant({ tenantId: tenantA }, () =>
+            tenantTransaction(dataSource, async (manager) => {
+              await deferWrite(manager, `INSERT INTO "${SCHEMA}".fixture (id) VALUES ($1)`, [68]);
+              await manager.transaction((inner) => queryAndCommit(inner, `SELECT 1 AS nested`));
+            }),
+          ),
+        ).rejects.toThrow('inside a savepoint');
+        expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id = 68`)).toEqual([]);
 
         // A statement that fails takes the transaction with it: the held write is not committed.
         await expect(
@@ -743,7 +769,7 @@ describe('persistence on PostgreSQL', () => {
         expect(await dataSource.query(`SELECT id FROM "${SCHEMA}".fixture WHERE id = 66`)).toEqual([]);
         // Outside a pipelined transaction, an ordinary query.
         expect(await queryAndCommit(dataSource.manager, `SELECT id FROM "${SCHEMA}".fixture WHERE id = $1`, [63])).toEqual([{ id: 63 }]);
-        await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (63, 64, 65, 66)`);
+        await dataSource.query(`DELETE FROM "${SCHEMA}".fixture WHERE id IN (63, 64, 65, 66, 67, 68)`);
       });
 
       it('stores any text inlined into a message exactly as a parameter would (quotes, backslashes, any script)', async () => {

@@ -474,6 +474,8 @@ export async function pipelinedTransaction<T>(
     opening: null,
     writes: [],
     commitWith: async (statement, label) => {
+      // Inside a savepoint the COMMIT would end the whole transaction, not the savepoint.
+      if (((runner as unknown as { transactionDepth?: number }).transactionDepth ?? 1) > 1) throw new Error('queryAndCommit inside a savepoint');
       const held = [...(pending.opening ?? []), ...pending.writes];
       pending.opening = null;
       pending.writes = [];
@@ -482,6 +484,8 @@ export async function pipelinedTransaction<T>(
       if ((results[results.length - 1] as PgResult).command === ROLLBACK)
         throw new QueryFailedError(COMMIT, [], new Error('The transaction was rolled back: one of its statements failed'));
       committed = true;
+      // Over: deferWrite, queryInOneTrip and queryAndCommit now go through runner.query, which refuses them.
+      pendingOf.delete(runner);
       return results[results.length - 2] as PgResult;
     },
     sendWithHeld: async (statements, label) => {
@@ -619,7 +623,7 @@ export async function deferWrite(manager: EntityManager, statement: string, para
 }
 
 /**
- * The rows of `statement`, run as the transaction's last: inside a pipelinedTransaction, in one
+ * The rows of `statement` (a statement that returns rows), run as the transaction's last: inside a pipelinedTransaction, in one
  * message with what the transaction held and its COMMIT (a read-only transaction of one statement
  * is then one round trip instead of two). The transaction is committed when this returns: the
  * caller must issue nothing after it (an attempt fails), and the COMMIT at the transaction's end

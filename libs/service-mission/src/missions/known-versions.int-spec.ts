@@ -203,6 +203,34 @@ describe('transitions from the known version of a mission', () => {
     expect((await asTenant(() => one.missions.get(id))).title).toBe('T');
   });
 
+  it('applies one of two replies handled at once by two replicas, and announces the mission once', async () => {
+    const one = replica();
+    const other = replica();
+    const { id } = await submitted(one);
+    // The other replica knows the same version (it read the mission).
+    await asTenant(() => other.missions.get(id));
+    expect(other.repository.knownVersion(tenantId, id)?.row.sealed).toBe(one.repository.knownVersion(tenantId, id)?.row.sealed);
+    const requestId = await requestIdOf(id);
+    await Promise.all([reply(one, id, requestId), reply(other, id, requestId)]);
+    expect(await statusOf(id)).toBe('succeeded');
+    expect(await completions(id)).toBe(1);
+  });
+
+  it("cannot save another tenant's mission from a version it was given", async () => {
+    const one = replica();
+    const { id } = await submitted(one);
+    const version = one.repository.knownVersion(tenantId, id);
+    if (!version) throw new Error('no known version');
+    const mission = await asTenant(() => tenantTransaction(dataSource, (manager) => one.repository.openVersion(manager, version)));
+    mission.title = 'Written by another tenant';
+    const error = await runWithTenant({ tenantId: randomUUID() }, () =>
+      tenantTransaction(dataSource, (manager) => one.repository.saveIfUnchanged(manager, mission, version)),
+    ).catch((caught: unknown) => caught);
+    // Row-level security hides the row: no row matched, and nothing was written.
+    expect(isStaleVersion(error)).toBe(true);
+    expect((await asTenant(() => one.missions.get(id))).title).toBe('T');
+  });
+
   it('keeps versions per tenant, and none when turned off', async () => {
     const one = replica();
     const { id } = await submitted(one);

@@ -76,7 +76,7 @@ export class MissionRunner {
       return;
     }
     const result = StepResultSchema.safeParse(message.payload);
-    await this.transition(missionId, async (manager, mission, now) => {
+    await this.transition(missionId, { fromKnownVersion: true }, async (manager, mission, now) => {
       const step = mission.steps.find((candidate) => candidate.requestId === requestId);
       // A reply to a request sent again since, to a cancelled mission, or delivered twice: stale.
       // (A mission still `queued` may have its first step's reply before mission.queued is read:
@@ -167,7 +167,10 @@ export class MissionRunner {
     output: Record<string, unknown>,
     finish: (manager: EntityManager, mission: MissionEntity, step: Extract<StoredStep, { type: 'approval' }>, now: Date) => Promise<void>,
   ): Promise<void> {
-    await this.transition(outcome.missionId, async (manager, mission, now) => {
+    // On the locked row only: markProcessed locks its message's row before the mission's would be
+    // (a known version's save goes with the commit), the reverse of the locked path's order, so
+    // the same decision handled by two replicas at once could deadlock.
+    await this.transition(outcome.missionId, { fromKnownVersion: false }, async (manager, mission, now) => {
       if (!(await markProcessed(manager, MISSION_SCHEMA, HIT_DECISIONS_CONSUMER, messageId))) return false;
       const step = approvalWaitingFor(mission, outcome);
       if (!step) return false;
@@ -203,7 +206,7 @@ export class MissionRunner {
 
   /** Starts or continues a mission: sends its current step's request if none is outstanding, or ends it. */
   async advance(missionId: string): Promise<void> {
-    await this.transition(missionId, async (manager, mission, now) => {
+    await this.transition(missionId, { fromKnownVersion: true }, async (manager, mission, now) => {
       const starting = mission.status === 'queued';
       if (!starting && mission.status !== 'running') return false;
       mission.status = 'running';
@@ -262,16 +265,23 @@ export class MissionRunner {
    * Lets `change` work on the mission (and write outbox rows), saves it if changed. A change that
    * makes the mission final announces it (`mission.completed`) in the same transaction.
    *
-   * From the version of the mission this process wrote or read last (MissionsRepository's known
-   * versions), when it has one: the change is worked out from it and saved only if the row still
-   * holds it, all in one round trip (the save goes with the commit). When another writer changed
-   * the mission meanwhile, the save fails the transaction (nothing of it stays, outbox rows
-   * included), and so does a change that finds nothing to do, since the row may say otherwise:
-   * either way the change is worked out again on the locked row, as without a known version.
+   * `fromKnownVersion` (for changes that write only with the commit: their statements take no
+   * lock before the mission's): from the version of the mission this process wrote or read last
+   * (MissionsRepository's known versions), when it has one, the change is worked out and saved
+   * only if the row still holds it, all in one round trip (the save goes with the commit). When
+   * another writer changed the mission meanwhile, the save fails the transaction (nothing of it
+   * stays, outbox rows included), and so does a change that finds nothing to do, since the row may
+   * say otherwise: either way the change is worked out again on the locked row, as without a
+   * known version. So is one PostgreSQL aborted to break a deadlock or a serialization failure:
+   * it too left nothing behind.
    */
-  private async transition(missionId: string, change: (manager: EntityManager, mission: MissionEntity, now: Date) => Promise<boolean>): Promise<void> {
+  private async transition(
+    missionId: string,
+    options: { readonly fromKnownVersion: boolean },
+    change: (manager: EntityManager, mission: MissionEntity, now: Date) => Promise<boolean>,
+  ): Promise<void> {
     const { tenantId } = currentTenant();
-    const version = this.missions.knownVersion(tenantId, missionId);
+    const version = options.fromKnownVersion ? this.missions.knownVersion(tenantId, missionId) : undefined;
     if (version) {
       const applied = await tenantTransaction(this.dataSource, async (manager) => {
         const mission = await this.missions.openVersion(manager, version);
@@ -280,7 +290,7 @@ export class MissionRunner {
         await this.finish(manager, mission, now, (saved) => this.missions.saveIfUnchanged(manager, saved, version));
         return true;
       }).catch((error: unknown) => {
-        if (error === NOTHING_TO_DO || isStaleVersion(error)) return false;
+        if (error === NOTHING_TO_DO || isStaleVersion(error) || isRetryableConflict(error)) return false;
         throw error;
       });
       if (applied) {
@@ -305,6 +315,12 @@ export class MissionRunner {
     await save(mission);
     if (FINAL_MISSION_STATUSES.includes(mission.status)) await announceCompletion(manager, mission);
   }
+}
+
+/** A deadlock PostgreSQL broke, or a serialization failure: the transaction was rolled back whole. */
+function isRetryableConflict(error: unknown): boolean {
+  const { code, driverError } = (error ?? {}) as { code?: unknown; driverError?: { code?: unknown } };
+  return [code, driverError?.code].some((value) => value === '40P01' || value === '40001');
 }
 
 /** Thrown to roll back a transaction worked out from a known version that changed nothing (see transition). */

@@ -123,6 +123,7 @@ export class MissionsRepository {
     if (!isUuid(id)) return null;
     const [row]: MissionRow[] = await manager.query(`SELECT ${ROW_COLUMNS} FROM mission.missions WHERE tenant_id = $1 AND id = $2 FOR UPDATE`, [tenantId, id]);
     if (row) this.remember(row);
+    else this.known?.delete(versionKey(tenantId, id));
     return this.toEntity(manager, row ?? null);
   }
 
