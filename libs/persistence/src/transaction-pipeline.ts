@@ -623,12 +623,13 @@ export async function deferWrite(manager: EntityManager, statement: string, para
 }
 
 /**
- * The rows of `statement` (a statement that returns rows), run as the transaction's last: inside a pipelinedTransaction, in one
- * message with what the transaction held and its COMMIT (a read-only transaction of one statement
- * is then one round trip instead of two). The transaction is committed when this returns: the
- * caller must issue nothing after it (an attempt fails), and the COMMIT at the transaction's end
- * sends nothing. A statement that fails aborts the transaction, which rolls back as usual. Outside
- * a pipelinedTransaction, or with parameters that cannot be inlined, an ordinary query (the
+ * The rows of `statement` (one that returns rows), run as the transaction's last: inside a
+ * pipelinedTransaction, in one message with what the transaction held and its COMMIT (a
+ * read-only transaction of one statement is then one round trip instead of two). The transaction
+ * is committed when this returns: the caller must issue nothing after it (an attempt fails), and
+ * the COMMIT at the transaction's end sends nothing. A statement that fails aborts the
+ * transaction, which rolls back as usual; inside a savepoint it is refused. Outside a
+ * pipelinedTransaction, or with parameters that cannot be inlined, an ordinary query (the
  * transaction then commits at its end).
  */
 export async function queryAndCommit(manager: EntityManager, statement: string, parameters: readonly unknown[] = []): Promise<unknown[]> {
