@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import type { RunningProcess } from '../../test/support/processes';
-import { REPO_ROOT } from '../../test/support/processes';
+import { REPO_ROOT, SERVER_NODE_FLAGS } from '../../test/support/processes';
 
 export { REPO_ROOT, waitUntilReady } from '../../test/support/processes';
 export type { RunningProcess } from '../../test/support/processes';
@@ -33,7 +33,7 @@ process.on('exit', killAllServers);
  * its embedded PostgreSQL).
  */
 export function startServer(name: string, entry: string, env: Record<string, string>): ServerProcess {
-  const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, '-r', './tools/register.cjs', entry], {
     cwd: REPO_ROOT,
     // As the suites' startProcess does (the distributed target is started by it): NODE_ENV and
     // LOG_LEVEL are the same for every target.

@@ -4,6 +4,16 @@ import path from 'node:path';
 
 export const REPO_ROOT = path.join(__dirname, '..', '..');
 
+/**
+ * Node flags every server runs with, as `npm start` and the container image (`NODE_OPTIONS` in the
+ * Dockerfile) run them: V8's young generation at Node 20's size. Node 24 sizes it by the heap
+ * limit, 64 MiB semi-spaces on a machine with 24 GiB, which added about 90 MiB to the all-in-one
+ * process's resident memory under the read load for no measurable throughput
+ * (`bench/README.md`, "Node 24's young generation"). `test/unit/node-flags.spec.ts` keeps the
+ * places in step.
+ */
+export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
+
 export interface RunningProcess {
   readonly name: string;
   readonly child: ChildProcess;
@@ -17,7 +27,7 @@ export interface RunningProcess {
  * process, with this process's environment unless `inheritEnv` is false.
  */
 export function startProcess(name: string, entry: string, env: Record<string, string>, options: { readonly cwd?: string; readonly inheritEnv?: boolean } = {}): RunningProcess {
-  const child = spawn(process.execPath, ['-r', './tools/register.cjs', entry], {
+  const child = spawn(process.execPath, [...SERVER_NODE_FLAGS, '-r', './tools/register.cjs', entry], {
     cwd: options.cwd ?? REPO_ROOT,
     env: { ...(options.inheritEnv === false ? {} : process.env), NODE_ENV: 'test', LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
