@@ -7,14 +7,57 @@ import type { BrokerSettle } from './jit';
 import type { LoadResult } from './load';
 import type { BenchOptions, TargetName } from './options';
 
-/** The connection count the goals are read at (with one tenant): other counts are reported, not judged. */
-export const GOAL_CONNECTIONS = 50;
+/**
+ * One goal of the performance issues for a target, read at one connection count: throughput and
+ * p99 under load (50 connections), p50 one request at a time (1 connection).
+ */
+export interface ReadGoal {
+  readonly connections: number;
+  readonly minRequestsPerSecond?: number;
+  /**
+   * The same throughput as a ratio to the baseline of the run, for a machine slower or faster
+   * than the one the goal was set on; the throughput is met when either holds.
+   */
+  readonly minRatioToBaseline?: number;
+  readonly maxP50Ms?: number;
+  readonly maxP99Ms?: number;
+}
 
-/** The performance goals for later work (bench/README.md). Reported against, never enforced. */
-export const GOALS: Partial<Record<TargetName, { readonly minRequestsPerSecond: number; readonly maxP50Ms?: number; readonly maxP99Ms: number }>> = {
-  embedded: { minRequestsPerSecond: 10_000, maxP99Ms: 10 },
-  distributed: { minRequestsPerSecond: 3_000, maxP50Ms: 3, maxP99Ms: 15 },
+/** The performance goals (bench/README.md), as the issues state them. Reported against, never enforced. */
+export const GOALS: Partial<Record<TargetName, readonly ReadGoal[]>> = {
+  // "≥ 10,000 req/s at 50 connections (≥ 0.18× baseline), p99 ≤ 10 ms; p50 ≤ 0.5 ms at 1 connection"
+  embedded: [
+    { connections: 50, minRequestsPerSecond: 10_000, minRatioToBaseline: 0.18, maxP99Ms: 10 },
+    { connections: 1, maxP50Ms: 0.5 },
+  ],
+  // "≥ 3,000 req/s at 50 connections with p99 ≤ 15 ms, and p50 ≤ 3 ms at 1 connection"
+  distributed: [
+    { connections: 50, minRequestsPerSecond: 3_000, maxP99Ms: 15 },
+    { connections: 1, maxP50Ms: 3 },
+  ],
 };
+
+/** The goal's verdict on a result (its ratio to the baseline worked out already, if there was one). */
+export function judge(goal: ReadGoal, result: Pick<TargetResult, 'flags' | 'measured' | 'ratioToBaseline'>): { description: string; met: boolean } {
+  const { requestsPerSecond, latencyMs } = result.measured;
+  const parts: string[] = [];
+  let met = result.flags.length === 0;
+  if (goal.minRequestsPerSecond !== undefined) {
+    const ratio = goal.minRatioToBaseline;
+    parts.push(`≥ ${goal.minRequestsPerSecond.toLocaleString('en-US')} req/s${ratio === undefined ? '' : ` or ≥ ${ratio}× the baseline`}`);
+    const enough = requestsPerSecond.mean >= goal.minRequestsPerSecond || (ratio !== undefined && (result.ratioToBaseline?.requestsPerSecond ?? 0) >= ratio);
+    met &&= enough;
+  }
+  if (goal.maxP50Ms !== undefined) {
+    parts.push(`p50 ≤ ${goal.maxP50Ms} ms`);
+    met &&= latencyMs.p50 <= goal.maxP50Ms;
+  }
+  if (goal.maxP99Ms !== undefined) {
+    parts.push(`p99 ≤ ${goal.maxP99Ms} ms`);
+    met &&= latencyMs.p99 <= goal.maxP99Ms;
+  }
+  return { description: parts.join(', '), met };
+}
 
 export interface TargetResult {
   readonly name: TargetName;
@@ -192,19 +235,8 @@ export function compare(results: TargetResult[]): void {
         p50: significant(result.measured.latencyMs.p50 / baseline.measured.latencyMs.p50),
       };
     }
-    const goal = result.connections === GOAL_CONNECTIONS ? GOALS[result.name] : undefined;
-    if (goal) {
-      const { requestsPerSecond, latencyMs } = { requestsPerSecond: result.measured.requestsPerSecond.mean, latencyMs: result.measured.latencyMs };
-      const met =
-        result.flags.length === 0 &&
-        requestsPerSecond >= goal.minRequestsPerSecond &&
-        latencyMs.p99 <= goal.maxP99Ms &&
-        (goal.maxP50Ms === undefined || latencyMs.p50 <= goal.maxP50Ms);
-      const parts = [`≥ ${goal.minRequestsPerSecond.toLocaleString('en-US')} req/s`];
-      if (goal.maxP50Ms !== undefined) parts.push(`p50 ≤ ${goal.maxP50Ms} ms`);
-      parts.push(`p99 ≤ ${goal.maxP99Ms} ms`);
-      result.goal = { description: parts.join(', '), met };
-    }
+    const goal = GOALS[result.name]?.find((candidate) => candidate.connections === result.connections);
+    if (goal) result.goal = judge(goal, result);
   }
 }
 
@@ -361,7 +393,7 @@ export function markdownReport(report: BenchReport): string {
     '',
     'req/s: 2xx responses per full second of the measured run (mean and median of the per-second samples). ' +
       'Latency: every 2xx response, exact percentiles. Ratios are against the baseline of the same run at the same connection count. ' +
-      `CPU ms/req: CPU time of the broker (the Kafka broker started for the run) and of all the target's processes over the measured run, divided by its 2xx responses. The goals are read at ${GOAL_CONNECTIONS} connections.`,
+      `CPU ms/req: CPU time of the broker (the Kafka broker started for the run) and of all the target's processes over the measured run, divided by its 2xx responses. Goals: throughput and p99 at 50 connections, p50 at 1 connection, as the performance issues state them.`,
   ];
   const settle = settleText(report.targets, parameters.settleSeconds);
   if (settle) lines.push('', settle);
