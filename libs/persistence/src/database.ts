@@ -108,8 +108,9 @@ export async function openServiceDatabase(options: ServiceDatabaseOptions): Prom
  * The setting travels with the transaction's opening and its first statement, in one
  * simple-protocol message, and writes handed to deferWrite go with the next statement or the
  * COMMIT (pipelinedTransaction): a mission transition costs two round trips. Statements whose
- * parameters can be inlined run prepared (see pipelinedTransaction), except in a transaction with
- * `settings`; the others go as TypeORM's parameterised queries.
+ * parameters can be inlined run prepared (see pipelinedTransaction; in a transaction with
+ * `settings`, as statements of their own for those settings); the others go as TypeORM's
+ * parameterised queries.
  */
 export async function tenantTransaction<T>(
   dataSource: DataSource,
@@ -132,9 +133,11 @@ export async function tenantTransaction<T>(
     parameters.push(name, value);
   }
   const calls = Array.from({ length: parameters.length / 2 }, (_call, index) => `set_config($${2 * index + 1}, $${2 * index + 2}, true)`);
-  // Settings change how the transaction's statements are planned: a plan PostgreSQL kept for a
-  // prepared statement would outlive them, so with settings every statement is planned anew.
-  return pipelinedTransaction(dataSource, [{ sql: `SELECT ${calls.join(', ')}`, parameters }], work, { prepare: settings.length === 0 });
+  // Settings change how the transaction's statements are planned: a plan PostgreSQL keeps for a
+  // prepared statement must only serve transactions with the same settings, so they name the
+  // statements' plan context (their names differ from the same statements' without them).
+  const planContext = settings.length === 0 ? undefined : settings.map(([name, value]) => `${name}=${value}`).join('\n');
+  return pipelinedTransaction(dataSource, [{ sql: `SELECT ${calls.join(', ')}`, parameters }], work, { planContext });
 }
 
 /** A PostgreSQL setting's own name (`work_mem`, `enable_seqscan`); names with a prefix (`app.tenant_id`) are not for this. */

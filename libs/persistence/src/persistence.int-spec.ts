@@ -615,26 +615,43 @@ describe('persistence on PostgreSQL', () => {
           }
         });
 
-        it('never prepares the statements of a transaction with settings of its own (a kept plan would outlive them)', async () => {
+        it('prepares the statements of a transaction with settings under names of their own for those settings: a kept plan serves only them', async () => {
           const single = await open(database.url, SCHEMA, 1);
           try {
-            const spy = jest.spyOn(Client.prototype, 'query');
-            try {
-              for (let run = 0; run < 15; run++) {
-                const rows = await runWithTenant({ tenantId: tenantA }, () =>
-                  tenantTransaction(single, (manager) => manager.query(`SELECT $1::int AS n, current_setting($2) AS work_mem`, [run, 'work_mem']), {
-                    settings: { work_mem: '40MB' },
-                  }),
+            const select = `SELECT $1::int AS n, current_setting($2) AS work_mem`;
+            const escaped = select.replace(/[$()+:]/g, '\\$&');
+            /** Runs the statement until its message only EXECUTEs it; the name it was PREPAREd under. */
+            const preparedName = async (settings: Record<string, string> | undefined, expected: string): Promise<string> => {
+              let name: string | undefined;
+              for (let run = 0; run < 200; run++) {
+                const { result, messages } = await countingMessages(() =>
+                  runWithTenant({ tenantId: tenantA }, () => tenantTransaction(single, (manager) => manager.query(select, [run, 'work_mem']), settings ? { settings } : {})),
                 );
-                expect(rows).toEqual([{ n: run, work_mem: '40MB' }]);
+                expect(result).toEqual([{ n: run, work_mem: expected }]);
+                const message = messages[0] ?? '';
+                name ??= new RegExp(`PREPARE (mission_[0-9a-f]{32}) AS ${escaped};\\nEXECUTE \\1\\('${run}', 'work_mem'\\)`).exec(message)?.[1];
+                if (name !== undefined && message.includes(`EXECUTE ${name}('${run}', 'work_mem')`) && !message.includes('PREPARE')) return name;
                 await pause(5);
               }
-              const sent = spy.mock.calls.map(([text]) => String(text));
-              expect(sent.filter((text) => text.includes('AS work_mem'))).toHaveLength(15);
-              expect(sent.filter((text) => /PREPARE|EXECUTE/.test(text))).toEqual([]);
-            } finally {
-              spy.mockRestore();
-            }
+              throw new Error('The statement was never prepared');
+            };
+            const [{ work_mem: defaultWorkMem }] = await single.query(`SELECT current_setting('work_mem') AS work_mem`);
+            const under40 = await preparedName({ work_mem: '40MB' }, '40MB');
+            const plain = await preparedName(undefined, defaultWorkMem);
+            const under41 = await preparedName({ work_mem: '41MB' }, '41MB');
+            expect(new Set([under40, plain, under41]).size).toBe(3);
+            // Each name goes on being used under its own settings only.
+            const { result, messages } = await countingMessages(() =>
+              runWithTenant({ tenantId: tenantA }, () => tenantTransaction(single, (manager) => manager.query(select, [7, 'work_mem']), { settings: { work_mem: '40MB' } })),
+            );
+            expect(result).toEqual([{ n: 7, work_mem: '40MB' }]);
+            expect(messages[0]).toContain(`EXECUTE ${under40}('7', 'work_mem')`);
+            const held: Array<{ name: string; statement: string }> = await runWithTenant({ tenantId: tenantA }, () =>
+              tenantTransaction(single, (manager) => manager.query(`SELECT name, statement FROM pg_prepared_statements`)),
+            );
+            // `statement` holds the whole message the PREPARE came in.
+            const holding = held.filter((row) => row.statement.includes(`PREPARE ${row.name} AS ${select}`)).map((row) => row.name);
+            expect(holding.sort()).toEqual([under40, plain, under41].sort());
           } finally {
             await single.destroy();
           }

@@ -220,6 +220,8 @@ const SYNTAX_OR_ACCESS_RULE = '42';
 
 /** A pool's prepared statements: at most this many distinct statements (each costs memory on every connection). */
 const MAX_PREPARED_STATEMENTS = 200;
+/** Plan contexts (sets of settings, see Preparation.render) whose statements are prepared, at most. */
+const MAX_PLAN_CONTEXTS = 8;
 /** Longer statements (rare, built at run time) are not worth a place among them. */
 const MAX_PREPARED_LENGTH = 8_000;
 
@@ -254,10 +256,17 @@ export class Preparation {
   private readonly generationOf = new WeakMap<PoolClient, number>();
   private readonly unusable = new WeakSet<PoolClient>();
   private preparable = 0;
+  /** Names of the statements prepared under each plan context (see render). */
+  private readonly contextNames = new Map<string, Map<string, string>>();
 
   constructor(private readonly pool: Pool) {}
 
-  render(client: PoolClient, items: readonly Item[]): Rendered {
+  /**
+   * The message for `items` on `client`. `planContext` names the settings its transaction plans
+   * under (tenantTransaction's `settings`): a statement prepared under one context has a name of
+   * its own there, so the plan PostgreSQL keeps for it is only ever used under the same settings.
+   */
+  render(client: PoolClient, items: readonly Item[], planContext?: string): Rendered {
     const parts: string[] = [];
     if (!this.unusable.has(client) && (this.generationOf.get(client) ?? 0) < this.generation) {
       if (this.names.get(client)?.size) parts.push('DEALLOCATE ALL');
@@ -270,7 +279,7 @@ export class Preparation {
     for (const item of items) {
       if (typeof item === 'string') parts.push(item);
       else {
-        const name = prepared && this.nameOf(item.template);
+        const name = prepared && this.nameOf(item.template, planContext);
         if (name === undefined) parts.push(inlineText(item));
         else {
           if (!prepared?.has(name) && !introduced.includes(name)) {
@@ -324,8 +333,8 @@ export class Preparation {
     return names;
   }
 
-  /** The statement's name once a probe has shown it prepares; undefined meanwhile, or if it does not. */
-  private nameOf(template: Template): string | undefined {
+  /** The statement's name once a probe has shown it prepares (in `planContext`, if any); undefined meanwhile, or if it does not. */
+  private nameOf(template: Template, planContext?: string): string | undefined {
     let verdict = this.verdicts.get(template.text);
     if (verdict !== undefined && typeof verdict !== 'string' && 'retryAt' in verdict && Date.now() >= verdict.retryAt) {
       this.verdicts.delete(template.text);
@@ -338,7 +347,21 @@ export class Preparation {
       }
       return undefined;
     }
-    return typeof verdict === 'string' || !('name' in verdict) ? undefined : verdict.name;
+    if (typeof verdict === 'string' || !('name' in verdict)) return undefined;
+    return planContext === undefined ? verdict.name : this.nameIn(planContext, template.text);
+  }
+
+  /** A statement's name under a plan context: a hash of both, worked out once (contexts are few, statements bounded). */
+  private nameIn(planContext: string, text: string): string | undefined {
+    let names = this.contextNames.get(planContext);
+    if (names === undefined) {
+      // Settings are the code's constants: more contexts than this are settings built at run time, inlined.
+      if (this.contextNames.size >= MAX_PLAN_CONTEXTS) return undefined;
+      this.contextNames.set(planContext, (names = new Map()));
+    }
+    let name = names.get(text);
+    if (name === undefined) names.set(text, (name = statementName(`${planContext}\0${text}`)));
+    return name;
   }
 
   private async probe(text: string): Promise<void> {
@@ -376,8 +399,12 @@ export class Preparation {
       return;
     }
     this.preparable++;
-    this.verdicts.set(text, { name: `mission_${createHash('sha256').update(text).digest('hex').slice(0, 32)}` });
+    this.verdicts.set(text, { name: statementName(text) });
   }
+}
+
+function statementName(text: string): string {
+  return `mission_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
 }
 
 const preparations = new WeakMap<Pool, Preparation>();
@@ -419,8 +446,8 @@ export interface OpeningStatement {
  *
  * Parameters are inlined as escaped literals (see inlineParameters), into the statement or into
  * the EXECUTE of its prepared form (see Preparation; `prepare: false` keeps every statement
- * inlined, for transactions whose settings change how statements are planned: a prepared plan
- * would outlive them). A statement that cannot be inlined goes as an ordinary parameterised query
+ * inlined; a transaction whose opening changes how statements are planned names those settings
+ * in `planContext`, and its statements are prepared under names of their own). A statement that cannot be inlined goes as an ordinary parameterised query
  * after a message carrying what was pending. PostgreSQL's own log of a failed statement, and
  * pg_stat_activity, therefore show the values where a parameterised statement would show `$n`
  * (content is sealed before it is written; ids, states and times are not).
@@ -429,7 +456,11 @@ export async function pipelinedTransaction<T>(
   dataSource: DataSource,
   opening: readonly OpeningStatement[],
   work: (manager: EntityManager) => Promise<T>,
-  options: { readonly prepare?: boolean } = {},
+  options: {
+    readonly prepare?: boolean;
+    /** The settings the transaction's statements are planned under, if its opening changes any (see Preparation.render). */
+    readonly planContext?: string;
+  } = {},
 ): Promise<T> {
   const openingItems: Item[] = [START_TRANSACTION];
   for (const { sql, parameters } of opening) {
@@ -454,7 +485,7 @@ export async function pipelinedTransaction<T>(
     // savepoint's rollback) goes inlined.
     const rendered: Rendered =
       preparation && uncertain === undefined
-        ? preparation.render(client, items)
+        ? preparation.render(client, items, options.planContext)
         : { text: items.map((item) => (typeof item === 'string' ? item : inlineText(item))).join(';\n'), resultIndexes: items.map((_item, index) => index), introduced: [] };
     let results: PgResult | PgResult[];
     try {
