@@ -20,9 +20,6 @@ RUN node tools/console/build.mjs
 FROM node:24-bookworm-slim AS runtime
 ARG APP=gateway
 ENV NODE_ENV=production APP=${APP}
-# V8's young generation at Node 20's size (Node 24 sizes it by the heap limit: up to 4 × more
-# resident memory for no measured throughput; bench/README.md). A NODE_OPTIONS of your own replaces it.
-ENV NODE_OPTIONS=--max-semi-space-size=16
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json tsconfig.base.json ./

@@ -5,12 +5,13 @@ import path from 'node:path';
 export const REPO_ROOT = path.join(__dirname, '..', '..');
 
 /**
- * Node flags every server runs with, as `npm start` and the container image (`NODE_OPTIONS` in the
- * Dockerfile) run them: V8's young generation at Node 20's size. Node 24 sizes it by the heap
- * limit, 64 MiB semi-spaces on a machine with 24 GiB, which added about 90 MiB to the all-in-one
- * process's resident memory under the read load for no measurable throughput
- * (`bench/README.md`, "Node 24's young generation"). `test/unit/node-flags.spec.ts` keeps the
- * places in step.
+ * Node flags every server the suites and benchmarks start runs with, as `npm start` runs the
+ * all-in-one process: V8's young generation at Node 20's size. On a host without a memory limit
+ * Node 24 sizes it by the heap limit, 64 MiB semi-spaces on a machine with 24 GiB, which added
+ * about 90 MiB to the all-in-one process's resident memory under the read load for no measurable
+ * throughput (`bench/README.md`, "Node 24's young generation"). The container image does not set
+ * it: in a pod, Node sizes the heap from the memory limit and V8 the young generation with it
+ * (smaller than this). `test/unit/node-flags.spec.ts` keeps `npm start` in step.
  */
 export const SERVER_NODE_FLAGS: readonly string[] = ['--max-semi-space-size=16'];
 

@@ -136,7 +136,7 @@ export async function tenantTransaction<T>(
   // Settings change how the transaction's statements are planned: a plan PostgreSQL keeps for a
   // prepared statement must only serve transactions with the same settings, so they name the
   // statements' plan context (their names differ from the same statements' without them).
-  const planContext = settings.length === 0 ? undefined : settings.map(([name, value]) => `${name}=${value}`).join('\n');
+  const planContext = settings.length === 0 ? undefined : JSON.stringify([...settings].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   return pipelinedTransaction(dataSource, [{ sql: `SELECT ${calls.join(', ')}`, parameters }], work, { planContext });
 }
 

@@ -222,6 +222,11 @@ const SYNTAX_OR_ACCESS_RULE = '42';
 const MAX_PREPARED_STATEMENTS = 200;
 /** Plan contexts (sets of settings, see Preparation.render) whose statements are prepared, at most. */
 const MAX_PLAN_CONTEXTS = 8;
+/**
+ * Statements prepared under plan contexts, all contexts together, at most: with the plain ones, a
+ * connection holds at most twice MAX_PREPARED_STATEMENTS. Beyond it, statements go inlined.
+ */
+const MAX_CONTEXT_STATEMENTS = MAX_PREPARED_STATEMENTS;
 /** Longer statements (rare, built at run time) are not worth a place among them. */
 const MAX_PREPARED_LENGTH = 8_000;
 
@@ -258,6 +263,7 @@ export class Preparation {
   private preparable = 0;
   /** Names of the statements prepared under each plan context (see render). */
   private readonly contextNames = new Map<string, Map<string, string>>();
+  private contextStatements = 0;
 
   constructor(private readonly pool: Pool) {}
 
@@ -360,7 +366,11 @@ export class Preparation {
       this.contextNames.set(planContext, (names = new Map()));
     }
     let name = names.get(text);
-    if (name === undefined) names.set(text, (name = statementName(`${planContext}\0${text}`)));
+    if (name === undefined) {
+      if (this.contextStatements >= MAX_CONTEXT_STATEMENTS) return undefined;
+      this.contextStatements++;
+      names.set(text, (name = statementName(`${planContext}\0${text}`)));
+    }
     return name;
   }
 

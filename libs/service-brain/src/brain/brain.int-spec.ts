@@ -294,8 +294,9 @@ describe('brain on PostgreSQL', () => {
       // The transaction's opening with the tenant and the ranking's settings, inlined or prepared
       // (the statements of a transaction with settings are prepared under names of their own).
       const settings: Array<[string, string]> = [['app.tenant_id', tenant], ...Object.entries(RANKING_SETTINGS)];
-      const inlined = `SELECT ${settings.map(([name, value]) => `set_config\\('${name.replace('.', '\\.')}', '${value}', true\\)`).join(', ')}`;
-      const executed = `EXECUTE mission_[0-9a-f]{32}\\(${settings.map(([name, value]) => `'${name.replace('.', '\\.')}', '${value}'`).join(', ')}\\)`;
+      const escape = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      const inlined = `SELECT ${settings.map(([name, value]) => escape(`set_config('${name}', '${value}', true)`)).join(', ')}`;
+      const executed = `EXECUTE mission_[0-9a-f]{32}\\(${settings.map(([name, value]) => escape(`'${name}', '${value}'`)).join(', ')}\\)`;
       const opening = `START TRANSACTION;\\n(?:${inlined}|(?:PREPARE mission_[0-9a-f]{32} AS SELECT set_config[^;]*;\\n)?${executed})`;
       const withSettings = new RegExp(`^${opening}`);
       const sent = jest.spyOn(Client.prototype, 'query');
@@ -309,14 +310,37 @@ describe('brain on PostgreSQL', () => {
           // transaction of its own with the same settings, opened with its blocks statement.
           const [statistics, ranking, ...more] = messages();
           expect(more).toEqual([]);
-          expect(statistics).toMatch(new RegExp(`^${opening};\\n${sentStatement('SELECT s\\.chunk_count')};\\nCOMMIT$`, 's'));
+          expect(statistics).toMatch(new RegExp(`^${opening};\\n${sentStatement('SELECT s\\.chunk_count')}[^;]*;\\nCOMMIT$`, 's'));
           expect(ranking).toMatch(new RegExp(`^${opening};\\n${sentStatement('SELECT [^;]*encode\\(postings, ')}`, 's'));
           expect(ranking).not.toMatch(/COMMIT$/);
 
           sent.mockClear();
           expect((await query(tenant, 'zymurgy')).results).toEqual([]);
-          expect(messages()).toEqual([expect.stringMatching(new RegExp(`^${opening};\\n${sentStatement('SELECT s\\.chunk_count')};\\nCOMMIT$`, 's'))]);
+          expect(messages()).toEqual([expect.stringMatching(new RegExp(`^${opening};\\n${sentStatement('SELECT s\\.chunk_count')}[^;]*;\\nCOMMIT$`, 's'))]);
         }
+      } finally {
+        sent.mockRestore();
+      }
+    });
+
+    it("gives a merge's and a deletion's planner settings with the transaction's opening, never by a statement inside it", async () => {
+      const tenant = randomUUID();
+      const sent = jest.spyOn(Client.prototype, 'query');
+      try {
+        const doc = await ingest(tenant, { title: 'Settings', content: 'A klystron feeds a waveguide. '.repeat(100) });
+        await merged(tenant);
+        await expect(remove(tenant, doc.id)).resolves.toEqual({ id: doc.id });
+        const texts = sent.mock.calls.map(([text]) => String(text)).filter((text) => !isPreparationProbe(text) && text.includes(tenant));
+        // Inlined: set_config('enable_seqscan', 'off', true); prepared: the pair among the EXECUTE's literals.
+        const setting = /set_config\('enable_seqscan', 'off', true\)|'enable_seqscan', 'off'/;
+        const opening = new RegExp(
+          `^START TRANSACTION;\\n(?:SELECT set_config\\('app\\.tenant_id', '${tenant}', true\\)|(?:PREPARE mission_[0-9a-f]{32} AS SELECT set_config[^;]*;\\n)?EXECUTE mission_[0-9a-f]{32}\\('app\\.tenant_id', '${tenant}')[^;]*(?:${setting.source})[^;]*(?:;\\n|$)`,
+        );
+        const withSetting = texts.filter((text) => setting.test(text));
+        // At least the merge (with work_mem and its statement timeout) and the deletion.
+        expect(withSetting.filter((text) => /'statement_timeout', '120s'|set_config\('statement_timeout', '120s', true\)/.test(text)).length).toBeGreaterThanOrEqual(1);
+        expect(withSetting.length).toBeGreaterThanOrEqual(2);
+        for (const text of withSetting) expect({ text, inOpening: opening.test(text) }).toEqual({ text, inOpening: true });
       } finally {
         sent.mockRestore();
       }

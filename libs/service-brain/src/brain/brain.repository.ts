@@ -172,19 +172,25 @@ const CHUNK_BATCH = 1_000;
 export const MERGE_BATCH_CHUNKS = 8_192;
 
 /**
- * For the rest of the transaction: no sequential scans where an index serves. Every access here is
- * by tenant and key; straight after a bulk load, before autovacuum's ANALYZE, the planner takes the
- * index tables for nearly empty and would otherwise scan a whole table once per term (seen: a
- * merge's append of a few thousand terms ran for minutes, a nested loop over sequential scans).
+ * The settings of a deletion's transaction (tenantTransaction's `settings`): no sequential scans
+ * where an index serves. Every access here is by tenant and key; straight after a bulk load,
+ * before autovacuum's ANALYZE, the planner takes the index tables for nearly empty and would
+ * otherwise scan a whole table once per term (seen: a merge's append of a few thousand terms ran
+ * for minutes, a nested loop over sequential scans). Set with the transaction's opening, not by a
+ * statement inside it, so the plans PostgreSQL keeps for its prepared statements are made under
+ * them and serve only transactions with the same settings.
  */
-const INDEX_ACCESS_ONLY = `set_config('enable_seqscan', 'off', true)`;
+export const DELETION_SETTINGS: Readonly<Record<string, string>> = { enable_seqscan: 'off' };
+
+/** A merge's settings: as a deletion's, with memory to group a batch's postings and at most 120 s a statement. */
+export const MERGE_SETTINGS: Readonly<Record<string, string>> = { ...DELETION_SETTINGS, work_mem: '32MB', statement_timeout: '120s' };
 
 /**
  * The settings of a query's transaction (statistics, then ranking; tenantTransaction's
  * `settings`, sent with the tenant): no JIT compilation (cheap per row, but it can look expensive
  * to the planner, and compiling would cost more than running it), no memoizing of the per-term
  * scans (each term is scanned once), memory enough to sort the waiting chunks' postings or a
- * pruned ranking's candidates without spilling to disk, index access only (as INDEX_ACCESS_ONLY),
+ * pruned ranking's candidates without spilling to disk, index access only (as DELETION_SETTINGS),
  * and no parallel workers: straight after a bulk load, statistics sampled while chunks waited for
  * their merge made the planner start workers for the waiting chunks' branch, about 6 ms a query
  * for a branch that found none waiting and read nothing.
@@ -310,7 +316,7 @@ export class BrainRepository {
    * False when there is no such document. Its chunks still waiting for a merge just leave
    * unmerged_chunks; the merged ones leave the posting blocks that hold them (a block left empty
    * goes), and so the document frequencies. Takes the tenant's merge lock first, so no merge runs
-   * meanwhile.
+   * meanwhile. For a transaction opened with DELETION_SETTINGS.
    */
   async deleteDocument(manager: EntityManager, tenantId: string, id: string): Promise<boolean> {
     if (!isUuid(id)) return false;
@@ -408,14 +414,10 @@ export class BrainRepository {
    * stays within SMALL_BLOCK postings: documents merged one at a time (a trickle of small ones)
    * then fill blocks of up to that many instead of leaving one tiny block per document. Returns
    * the chunks merged, or null when another merge of the tenant holds the lock (it will take these
-   * chunks, or the caller tries again later).
+   * chunks, or the caller tries again later). For a transaction opened with MERGE_SETTINGS.
    */
   async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
-    const [lock]: Array<{ locked: boolean }> = await manager.query(
-      `SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked, ${INDEX_ACCESS_ONLY},
-         set_config('work_mem', '32MB', true), set_config('statement_timeout', '120s', true)`,
-      [tenantId],
-    );
+    const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked`, [tenantId]);
     if (!lock?.locked) return null;
     const batch: Array<{ seq: string; length: number; terms: string; frequencies: string }> = await manager.query(
       `WITH batch AS (
@@ -774,7 +776,7 @@ export class BrainRepository {
 
   /** Taken before the statistics lock wherever both are: merges and deletions of a tenant take turns. */
   private async lockTenantMerges(manager: EntityManager, tenantId: string): Promise<void> {
-    await manager.query(`SELECT pg_advisory_xact_lock(${TENANT_MERGE_LOCK}), ${INDEX_ACCESS_ONLY}`, [tenantId]);
+    await manager.query(`SELECT pg_advisory_xact_lock(${TENANT_MERGE_LOCK})`, [tenantId]);
   }
 }
 

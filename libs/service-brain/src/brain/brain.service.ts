@@ -26,7 +26,17 @@ import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
 import { eachTermCount, termCounts } from '../text/analyzer';
 import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
-import { BrainRepository, DocumentRow, IndexedChunk, IndexKeyMismatchError, MERGE_BATCH_CHUNKS, RANKING_SETTINGS, RankedChunkRow } from './brain.repository';
+import {
+  BrainRepository,
+  DELETION_SETTINGS,
+  DocumentRow,
+  IndexedChunk,
+  IndexKeyMismatchError,
+  MERGE_BATCH_CHUNKS,
+  MERGE_SETTINGS,
+  RANKING_SETTINGS,
+  RankedChunkRow,
+} from './brain.repository';
 
 export const BRAIN_SCHEMA = 'brain';
 
@@ -220,7 +230,9 @@ export class BrainService {
     try {
       for (let batch = 0; !this.stopping; batch++) {
         const size = this.mergeBatchSizes.get(tenantId) ?? this.mergeBatchChunks;
-        const merged = await runWithTenant({ tenantId }, () => tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size)));
+        const merged = await runWithTenant({ tenantId }, () =>
+          tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size), { settings: MERGE_SETTINGS }),
+        );
         if (merged === null) busy = true;
         if (merged === null || merged < size) break;
         if (batch + 1 >= MERGE_BATCHES_PER_TURN) {
@@ -357,7 +369,7 @@ export class BrainService {
   /** Removes the document, its chunks and postings, and its share of the tenant's statistics, in one transaction. */
   async delete(id: string): Promise<{ id: string }> {
     const { tenantId } = currentTenant();
-    const deleted = await tenantTransaction(this.dataSource, (manager) => this.repository.deleteDocument(manager, tenantId, id));
+    const deleted = await tenantTransaction(this.dataSource, (manager) => this.repository.deleteDocument(manager, tenantId, id), { settings: DELETION_SETTINGS });
     if (!deleted) throw DomainError.notFound('Document');
     return { id };
   }
