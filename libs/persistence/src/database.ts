@@ -143,6 +143,16 @@ export async function tenantTransaction<T>(
 /** A PostgreSQL setting's own name (`work_mem`, `enable_seqscan`); names with a prefix (`app.tenant_id`) are not for this. */
 const SETTING_NAME = /^[a-z_][a-z0-9_]*$/;
 
+/**
+ * The SQLSTATE PostgreSQL answered with, whether `error` is node-postgres's own or TypeORM's
+ * QueryFailedError around it (`driverError`); undefined for anything else.
+ */
+export function sqlStateOf(error: unknown): string | undefined {
+  const { code, driverError } = (error ?? {}) as { code?: unknown; driverError?: { code?: unknown } };
+  const state = typeof code === 'string' ? code : driverError?.code;
+  return typeof state === 'string' ? state : undefined;
+}
+
 /** Settings that decide who statements run as, under which policies and which schemas: never per transaction. */
 const PROTECTED_SETTINGS: ReadonlySet<string> = new Set(['role', 'session_authorization', 'row_security', 'search_path', 'default_transaction_read_only', 'transaction_read_only']);
 

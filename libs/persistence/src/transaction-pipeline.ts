@@ -455,9 +455,9 @@ export interface OpeningStatement {
  * the commit): the transaction rolls back as a whole, as before.
  *
  * Parameters are inlined as escaped literals (see inlineParameters), into the statement or into
- * the EXECUTE of its prepared form (see Preparation; `prepare: false` keeps every statement
- * inlined; a transaction whose opening changes how statements are planned names those settings
- * in `planContext`, and its statements are prepared under names of their own). A statement that cannot be inlined goes as an ordinary parameterised query
+ * the EXECUTE of its prepared form (see Preparation; a transaction whose opening changes how
+ * statements are planned names those settings in `planContext`, and its statements are prepared
+ * under names of their own). A statement that cannot be inlined goes as an ordinary parameterised query
  * after a message carrying what was pending. PostgreSQL's own log of a failed statement, and
  * pg_stat_activity, therefore show the values where a parameterised statement would show `$n`
  * (content is sealed before it is written; ids, states and times are not).
@@ -467,7 +467,6 @@ export async function pipelinedTransaction<T>(
   opening: readonly OpeningStatement[],
   work: (manager: EntityManager) => Promise<T>,
   options: {
-    readonly prepare?: boolean;
     /** The settings the transaction's statements are planned under, if its opening changes any (see Preparation.render). */
     readonly planContext?: string;
   } = {},
@@ -478,7 +477,7 @@ export async function pipelinedTransaction<T>(
     if (bound === undefined) throw new TypeError(`A transaction's opening statement must take only values that can be inlined: ${sql}`);
     openingItems.push(bound);
   }
-  const preparation = options.prepare === false ? undefined : preparationOf(dataSource);
+  const preparation = preparationOf(dataSource);
   const runner = dataSource.createQueryRunner();
   /** A message with PREPAREs failed: the connection may hold statements it does not know of. */
   let uncertain: PoolClient | undefined;
@@ -494,17 +493,17 @@ export async function pipelinedTransaction<T>(
     // until the connection forgets them all at the end: the rest of the transaction (after a
     // savepoint's rollback) goes inlined.
     const rendered: Rendered =
-      preparation && uncertain === undefined
+      uncertain === undefined
         ? preparation.render(client, items, options.planContext)
         : { text: items.map((item) => (typeof item === 'string' ? item : inlineText(item))).join(';\n'), resultIndexes: items.map((_item, index) => index), introduced: [] };
     let results: PgResult | PgResult[];
     try {
       results = (await client.query(rendered.text)) as unknown as PgResult | PgResult[];
     } catch (error) {
-      if (preparation?.failed(rendered, error)) uncertain = client;
+      if (preparation.failed(rendered, error)) uncertain = client;
       throw new QueryFailedError(label, [], error as Error);
     }
-    preparation?.ran(client, rendered);
+    preparation.ran(client, rendered);
     const all = Array.isArray(results) ? results : [results];
     return rendered.resultIndexes.map((index) => all[index] as PgResult);
   };
@@ -612,7 +611,7 @@ export async function pipelinedTransaction<T>(
   } finally {
     pendingOf.delete(runner);
     watch.stop();
-    if (uncertain && preparation && !watch.lost) await preparation.forget(uncertain);
+    if (uncertain && !watch.lost) await preparation.forget(uncertain);
     await runner.release();
   }
 }

@@ -20,7 +20,7 @@ import {
   parseOrThrow,
   TIER_STORAGE,
 } from '@mission/contracts';
-import { tenantTransaction } from '@mission/persistence';
+import { sqlStateOf, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
@@ -123,8 +123,7 @@ const MIN_MERGE_BATCH_CHUNKS = 64;
 
 /** PostgreSQL's query_canceled, which a statement timeout raises. */
 function isStatementTimeout(error: unknown): boolean {
-  const code = (error as { code?: unknown; driverError?: { code?: unknown } } | null)?.code ?? (error as { driverError?: { code?: unknown } } | null)?.driverError?.code;
-  return code === '57014';
+  return sqlStateOf(error) === '57014';
 }
 
 /**

@@ -2,7 +2,7 @@ import { DataSource, EntityManager } from 'typeorm';
 import { ErrorCode, Scopes, FINAL_MISSION_STATUSES, HitDecidedEvent, HitExpiredEvent, StepResultSchema } from '@mission/contracts';
 import { z } from 'zod';
 import { Headers, IncomingMessage } from '@mission/messaging';
-import { markProcessed, tenantTransaction } from '@mission/persistence';
+import { markProcessed, sqlStateOf, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { MISSION_SCHEMA, MissionEntity, StoredStep } from './mission.entity';
 import { StepRequests } from './mission.steps';
@@ -319,8 +319,8 @@ export class MissionRunner {
 
 /** A deadlock PostgreSQL broke, or a serialization failure: the transaction was rolled back whole. */
 function isRetryableConflict(error: unknown): boolean {
-  const { code, driverError } = (error ?? {}) as { code?: unknown; driverError?: { code?: unknown } };
-  return [code, driverError?.code].some((value) => value === '40P01' || value === '40001');
+  const state = sqlStateOf(error);
+  return state === '40P01' || state === '40001';
 }
 
 /** Thrown to roll back a transaction worked out from a known version that changed nothing (see transition). */

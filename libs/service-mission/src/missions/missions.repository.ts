@@ -2,7 +2,7 @@ import { LRUCache } from 'lru-cache';
 import { DataSource, EntityManager } from 'typeorm';
 import { CursorPosition, FINAL_MISSION_STATUSES, isUuid, MissionStatus } from '@mission/contracts';
 import { DecryptionError } from '@mission/crypto';
-import { deferWrite, deleteInBatches, isSealed, type Queryable, RecordCipher, type SweepTask } from '@mission/persistence';
+import { deferWrite, deleteInBatches, isSealed, type Queryable, RecordCipher, sqlStateOf, type SweepTask } from '@mission/persistence';
 import { MissionContent, MissionEntity, MissionRow } from './mission.entity';
 
 const TABLE = 'missions';
@@ -26,8 +26,7 @@ export const STALE_VERSION_CODE = 'MS409';
 
 /** Whether `error` says a conditional save found the mission changed (see saveIfUnchanged). */
 export function isStaleVersion(error: unknown): boolean {
-  const { code, driverError } = (error ?? {}) as { code?: unknown; driverError?: { code?: unknown } };
-  return code === STALE_VERSION_CODE || driverError?.code === STALE_VERSION_CODE;
+  return sqlStateOf(error) === STALE_VERSION_CODE;
 }
 
 /** A version of a mission's row, named by its sealed content (sealed anew, with a fresh nonce, by every save). */
