@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorBody, ErrorCode, isErrorBody } from '@mission/contracts';
-import { isTenantId, runWithoutTenant, runWithTenant, runWithTrace, TENANT_HEADER, tenantHeaders, traceHeaders, type TraceSpan } from '@mission/tenant-context';
+import { isTenantId, runWithTrace, tenantScope, TENANT_HEADER, tenantHeaders, traceHeaders, type TraceSpan } from '@mission/tenant-context';
 import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
+import { immutableWrapper, jsonOf } from './immutable';
 import { isDependencyUnavailable } from './unavailable';
 
 /** What a reply carries: the handler's result or an error body. */
@@ -115,15 +116,19 @@ export type Admission = { readonly admitted: true; readonly scope: MessageScope 
 export function admit(headers: Readonly<Record<string, string>>, tenancy: Tenancy, site?: ConsumerSite): Admission {
   const trace = headers[Headers.traceparent];
   const span = site ? processSpan(site, headers) : undefined;
-  if (tenancy === 'operator') return { admitted: true, scope: (fn) => runWithoutTenant(() => runWithTrace(trace, fn, span)) };
+  if (tenancy === 'operator') return { admitted: true, scope: (fn) => runWithTrace(trace, fn, span, { tenant: undefined }) };
   const tenantId = headers[TENANT_HEADER];
   if (tenantId === undefined) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message without a ${TENANT_HEADER} header`) };
   if (!isTenantId(tenantId)) return { admitted: false, refusal: new TenantRefusedError(`a tenant handler got a message with an invalid ${TENANT_HEADER} header`) };
-  return { admitted: true, scope: (fn) => runWithTenant({ tenantId: tenantId.toLowerCase() }, () => runWithTrace(trace, fn, span)) };
+  const tenant = tenantScope({ tenantId: tenantId.toLowerCase() });
+  return { admitted: true, scope: (fn) => runWithTrace(trace, fn, span, tenant) };
 }
 
 /** What a refused request is answered with: the caller sent it outside a tenant, which is a bug on its side. */
 export const REFUSED_REPLY: ReplyEnvelope = { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
+
+/** The success reply around each immutable result (a cached final mission): one envelope, encoded once. */
+const SUCCESS_REPLIES = new WeakMap<object, ReplyEnvelope>();
 
 /** Invokes a request handler and turns its outcome into a reply, never throwing. */
 export async function answer(
@@ -138,7 +143,7 @@ export async function answer(
   }
   try {
     const data = await scope(() => handler(message));
-    return { ok: true, data: data === undefined ? null : data };
+    return immutableWrapper(SUCCESS_REPLIES, data, () => ({ ok: true, data: data === undefined ? null : data }));
   } catch (error) {
     if (error instanceof DomainError) return { ok: false, error: error.toBody() };
     if (isDependencyUnavailable(error)) {
@@ -208,7 +213,7 @@ export async function deliverWithRetries(
 }
 
 export function serialize(value: unknown): string {
-  return JSON.stringify(value);
+  return jsonOf(value);
 }
 
 export function deserialize(raw: string | Buffer | null | undefined): unknown {

@@ -15,8 +15,11 @@ export const PLATFORM_SCOPE = 'platform';
 export interface PayloadCodec {
   /** The body for `payload`, and headers to add to the message (they are part of what opens it). */
   encode(payload: unknown, headers: Readonly<Record<string, string>>): Promise<{ value: Buffer | string; headers: Record<string, string> }>;
-  /** Throws when the body cannot be read: not JSON, or (sealed) not opened by this key, tenant and message. */
-  decode(value: Buffer | null, headers: Readonly<Record<string, string>>): Promise<unknown>;
+  /**
+   * Throws when the body cannot be read: not JSON, or (sealed) not opened by this key, tenant and
+   * message. A string body is what `encode` gave on a bus that never leaves the process.
+   */
+  decode(value: Buffer | string | null, headers: Readonly<Record<string, string>>): Promise<unknown>;
 }
 
 /** Plain JSON: the embedded default, where messages never leave the process. */
@@ -73,7 +76,8 @@ export function sealedJsonCodec(cipher: TransitCipher): PayloadCodec {
       if (encryption !== SEALED) throw new Error(`Unknown payload encryption ${encryption}`);
       const key = headers[PAYLOAD_KEY_HEADER];
       if (!key || !value) throw new Error('Sealed payload without its key or body');
-      const plaintext = await cipher.open(scopeOf(headers, true), { body: value, key }, associatedDataOf(headers));
+      const body = typeof value === 'string' ? Buffer.from(value, 'utf8') : value;
+      const plaintext = await cipher.open(scopeOf(headers, true), { body, key }, associatedDataOf(headers));
       return deserialize(plaintext);
     },
   };

@@ -3,6 +3,7 @@ import { DomainError, ErrorCode, type MessageDefinition, Messages, Topics } from
 import { runWithTenant } from '@mission/tenant-context';
 import { z } from 'zod';
 import { InProcessBroker, InProcessBus } from './in-process/in-process-bus';
+import { immutable } from './immutable';
 import { on, requestHandlers, requestMessage } from './typed-requests';
 
 const silent = { warn: () => undefined, error: () => undefined };
@@ -81,6 +82,17 @@ describe('typed requests', () => {
     const error = await failureOf(runWithTenant({ tenantId }, () => requestMessage(client, message, { n: 1 })));
     expect(error).toMatchObject({ code: ErrorCode.Internal });
     expect(handled).toEqual([1]);
+  });
+
+  it('checks an immutable reply (a cached final value) once, and every reply that may change each time', async () => {
+    const cached = immutable({ doubled: 84 });
+    await start((n) => (n === 42 ? cached : { doubled: 2 * n }));
+    const check = jest.spyOn(message.reply, 'safeParse');
+    for (let i = 0; i < 3; i++) await expect(runWithTenant({ tenantId }, () => requestMessage(client, message, { n: 42 }))).resolves.toEqual({ doubled: 84 });
+    expect(check).toHaveBeenCalledTimes(1);
+    for (let i = 0; i < 2; i++) await runWithTenant({ tenantId }, () => requestMessage(client, message, { n: 1 }));
+    expect(check).toHaveBeenCalledTimes(3);
+    check.mockRestore();
   });
 
   it('passes a reply this side’s schema does not know yet through unchanged (a newer service during a rolling upgrade)', async () => {

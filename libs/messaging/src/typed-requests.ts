@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { fieldErrors, parseOrThrow, type CheckedPayloadOf, type CheckedReplyOf, type MessageDefinition, type PayloadOf, type ReplyOf, type Topic } from '@mission/contracts';
 import type { IncomingMessage, MessageBus, RequestHandler, RequestOptions } from './bus';
+import { checkOnce } from './immutable';
 
 /** A reply that does not match its message's reply schema: a defect of the service that sent it, never the caller's. */
 export class InvalidReplyError extends Error {
@@ -14,7 +15,7 @@ export class InvalidReplyError extends Error {
 }
 
 function checkedReply<M extends MessageDefinition>(message: M, reply: unknown): CheckedReplyOf<M> {
-  const result = message.reply.safeParse(reply);
+  const result = checkOnce(message.reply, reply);
   if (!result.success) throw new InvalidReplyError(message.type, result.error);
   return result.data as CheckedReplyOf<M>;
 }

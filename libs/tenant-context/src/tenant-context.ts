@@ -20,12 +20,17 @@ export function isTenantId(value: unknown): value is string {
   return isUuid(value);
 }
 
-/** Runs `fn` with `context` as the current tenant for everything it awaits. */
-export function runWithTenant<T>(context: TenantContext, fn: () => T): T {
+/** The scope part that makes `context` the current tenant (for `runWithTrace`'s `alongside`); refuses an invalid tenant id. */
+export function tenantScope(context: TenantContext): { readonly tenant: TenantContext } {
   if (!isTenantId(context.tenantId)) {
     throw new Error(`Refusing to run with an invalid tenant id: ${JSON.stringify(context.tenantId)}`);
   }
-  return runInScope({ tenant: Object.freeze({ ...context }) }, fn);
+  return { tenant: Object.freeze({ ...context }) };
+}
+
+/** Runs `fn` with `context` as the current tenant for everything it awaits. */
+export function runWithTenant<T>(context: TenantContext, fn: () => T): T {
+  return runInScope(tenantScope(context), fn);
 }
 
 /** The current tenant. Throws when there is none: a missing tenant is a bug, never "all tenants". */

@@ -191,7 +191,7 @@ export class InProcessBus implements MessageBus {
     this.broker.join(this.replyTopic, this.replyTopic, {
       bus: this,
       ordered: false,
-      deliver: (wire) => this.replies.deliver(wire.headers, () => this.codec.decode(bodyBuffer(wire.body), wire.headers)),
+      deliver: (wire) => this.replies.deliver(wire.headers, () => this.codec.decode(wire.body, wire.headers)),
     });
     for (const register of this.registrations) register();
     this.state = 'started';
@@ -329,7 +329,7 @@ export class InProcessBus implements MessageBus {
   }
 
   private async incoming(wire: WireMessage, attempt: number): Promise<IncomingMessage> {
-    const payload = await this.codec.decode(bodyBuffer(wire.body), wire.headers);
+    const payload = await this.codec.decode(wire.body, wire.headers);
     return { id: wire.id, topic: wire.topic, type: wire.type, key: wire.key, payload, headers: { ...wire.headers }, attempt };
   }
 
@@ -346,8 +346,4 @@ export class InProcessBus implements MessageBus {
   private assertRunning(): void {
     if (this.state !== 'started') throw new DomainError(ErrorCode.DependencyUnavailable, 'The message bus is not running');
   }
-}
-
-function bodyBuffer(body: Buffer | string): Buffer {
-  return typeof body === 'string' ? Buffer.from(body, 'utf8') : body;
 }

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
-import { activeSpanTraceparent, childTraceparent, describeActiveSpan, runWithRequestId, runWithTenant, runWithTrace, TRACEPARENT_HEADER } from '@mission/tenant-context';
+import { activeSpanTraceparent, childTraceparent, describeActiveSpan, runWithTrace, tenantScope, TRACEPARENT_HEADER } from '@mission/tenant-context';
 
 /**
  * A `preHandler` hook: runs the route (guards, pipes, controller) inside a W3C trace (continuing
@@ -19,10 +19,8 @@ export function enterRequestContext(request: FastifyRequest, reply: FastifyReply
   void reply.header(TRACEPARENT_HEADER, traceparent);
   const auth = request.auth;
   const tenantId = auth?.tenantId;
-  runWithRequestId(String(request.id), () =>
-    runWithTrace(traceparent, () => {
-      if (!auth || !tenantId) return done();
-      return runWithTenant({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }, () => done());
-    }),
-  );
+  // One scope for the request id, the trace and the tenant: each scope entered costs a copy of the context.
+  const requestId = String(request.id);
+  const alongside = auth && tenantId ? { requestId, ...tenantScope({ tenantId, subject: auth.subject, scopes: [...auth.scopes] }) } : { requestId };
+  runWithTrace(traceparent, () => done(), undefined, alongside);
 }

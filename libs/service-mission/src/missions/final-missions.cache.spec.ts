@@ -1,4 +1,5 @@
-import type { MissionStatus, MissionView } from '@mission/contracts';
+import { Messages, Topics, type MissionStatus, type MissionView } from '@mission/contracts';
+import { isImmutable, on, type RequestHandler, requestHandlers } from '@mission/messaging';
 import { FinalMissionCache } from './final-missions.cache';
 
 const TENANT_A = '11111111-1111-4111-8111-111111111111';
@@ -45,9 +46,26 @@ describe('FinalMissionCache', () => {
     expect(() => (served.steps as unknown as unknown[]).push({})).toThrow(TypeError);
   });
 
+  it('holds views the reply schema passes unchanged, so a read of one is checked and encoded once (@mission/messaging immutable)', () => {
+    const cache = new FinalMissionCache();
+    const mission = view('aaaaaaaa-0000-4000-8000-000000000003', 'succeeded');
+    cache.offer(TENANT_A, mission);
+    const served = cache.get(TENANT_A, mission.id);
+    expect(isImmutable(served)).toBe(true);
+    const check = jest.spyOn(Messages.missionGet.reply, 'safeParse');
+    const handler = requestHandlers(Topics.missionRequests, [on(Messages.missionGet, async () => served as MissionView)])[Messages.missionGet.type] as RequestHandler;
+    const incoming = { id: 'm', topic: Topics.missionRequests, type: Messages.missionGet.type, key: 'k', payload: { id: mission.id }, headers: {}, attempt: 1 };
+    return Promise.all([handler(incoming), handler(incoming)]).then(([first, second]) => {
+      expect(first).toBe(served);
+      expect(second).toBe(served);
+      expect(check).toHaveBeenCalledTimes(1);
+      check.mockRestore();
+    });
+  });
+
   it('stays within its size, evicting the least recently read', () => {
     const big = 'x'.repeat(1_000);
-    const cache = new FinalMissionCache({ maxBytes: 4_000 });
+    const cache = new FinalMissionCache({ maxBytes: 8_000 });
     const ids = [1, 2, 3, 4].map((n) => `aaaaaaaa-0000-4000-8000-00000000000${n}`);
     cache.offer(TENANT_A, view(ids[0] as string, 'succeeded', big));
     cache.offer(TENANT_A, view(ids[1] as string, 'succeeded', big));
@@ -58,7 +76,7 @@ describe('FinalMissionCache', () => {
     expect(cache.get(TENANT_A, ids[1] as string)).toBeUndefined();
     expect(cache.size).toBe(3);
     // One mission larger than the whole budget is not kept, and evicts nothing.
-    cache.offer(TENANT_A, view('aaaaaaaa-0000-4000-8000-000000000009', 'succeeded', 'y'.repeat(5_000)));
+    cache.offer(TENANT_A, view('aaaaaaaa-0000-4000-8000-000000000009', 'succeeded', 'y'.repeat(4_500)));
     expect(cache.get(TENANT_A, 'aaaaaaaa-0000-4000-8000-000000000009')).toBeUndefined();
     expect(cache.size).toBe(3);
   });

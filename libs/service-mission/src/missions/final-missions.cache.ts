@@ -1,11 +1,16 @@
 import { LRUCache } from 'lru-cache';
 import { FINAL_MISSION_STATUSES, type MissionView } from '@mission/contracts';
+import { immutable } from '@mission/messaging';
 
-/** What the cache may hold by default: about 16 MiB of missions as JSON, at most 10,000 of them. */
-export const FINAL_MISSION_CACHE_DEFAULTS = { maxBytes: 16 * 1024 * 1024, maxEntries: 10_000 } as const;
+/** What the cache may hold by default: 32 MiB (about 16 MiB of missions as JSON, each with its encoded reply), at most 10,000 missions. */
+export const FINAL_MISSION_CACHE_DEFAULTS = { maxBytes: 32 * 1024 * 1024, maxEntries: 10_000 } as const;
 
 export interface FinalMissionCacheOptions {
-  /** Upper bound of the cached missions' size (their JSON in UTF-16 code units, about bytes); 0 turns the cache off. */
+  /**
+   * Upper bound of what the cached missions take, each counted twice its JSON's length (UTF-16
+   * code units, about bytes): the view, and the reply encoded from it once and kept with it
+   * (`immutable` in @mission/messaging). 0 turns the cache off.
+   */
   readonly maxBytes?: number;
   readonly maxEntries?: number;
 }
@@ -29,7 +34,7 @@ export class FinalMissionCache {
       maxSize: maxBytes,
       // A mission larger than the whole budget is simply not kept.
       maxEntrySize: maxBytes,
-      sizeCalculation: (entry) => Math.max(1, JSON.stringify(entry.view).length),
+      sizeCalculation: (entry) => Math.max(1, 2 * JSON.stringify(entry.view).length),
     });
   }
 
@@ -41,7 +46,7 @@ export class FinalMissionCache {
   /** Keeps the mission if it is final; any other status is never cached. */
   offer(tenantId: string, view: MissionView): void {
     if (!this.cache || !FINAL_MISSION_STATUSES.includes(view.status)) return;
-    this.cache.set(key(tenantId, view.id), { tenantId, view: deepFreeze(view) });
+    this.cache.set(key(tenantId, view.id), { tenantId, view: immutable(view) });
   }
 
   get size(): number {
@@ -51,12 +56,3 @@ export class FinalMissionCache {
 
 // Ids are UUIDs and tenant ids never contain a NUL: the pair cannot collide with another.
 const key = (tenantId: string, id: string): string => `${tenantId}\u0000${id}`;
-
-/** One view answers many reads: nothing may change it after it is cached. */
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object' && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}

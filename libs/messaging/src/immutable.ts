@@ -1,0 +1,70 @@
+import { isDeepStrictEqual } from 'node:util';
+import type { z } from 'zod';
+
+/**
+ * Values that can never change: deep-frozen by `immutable` and remembered here, so work done once
+ * on one of them (checking it against a reply schema, encoding it as JSON) holds for every later
+ * use. A cache that answers many requests with the same value (a final mission, say) marks it.
+ * Weakly held: a value a cache lets go of is collected with what was remembered about it.
+ */
+interface Known {
+  /** Reply schemas this value passed unchanged (what the check made of it equals it). */
+  readonly passes: Set<z.ZodType>;
+  json?: string;
+}
+
+const known = new WeakMap<object, Known>();
+
+/** Freezes `value` and everything it holds, and marks it as never changing; returns it. */
+export function immutable<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || known.has(value)) return value;
+  deepFreeze(value);
+  known.set(value, { passes: new Set() });
+  return value;
+}
+
+export function isImmutable(value: unknown): boolean {
+  return typeof value === 'object' && value !== null && known.has(value);
+}
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const child of Object.values(value)) deepFreeze(child);
+}
+
+/**
+ * `schema`'s check of `value`: its output, or the issues. An immutable value that passed once
+ * unchanged (no key stripped, no default filled in) is not checked again: it cannot have changed
+ * since. Anything else is checked every time.
+ */
+export function checkOnce<S extends z.ZodType>(schema: S, value: unknown): ReturnType<S['safeParse']> {
+  const memo = typeof value === 'object' && value !== null ? known.get(value) : undefined;
+  if (memo?.passes.has(schema)) return { success: true, data: value } as ReturnType<S['safeParse']>;
+  const result = schema.safeParse(value) as ReturnType<S['safeParse']>;
+  if (memo && result.success && isDeepStrictEqual(result.data, value)) {
+    memo.passes.add(schema);
+    return { success: true, data: value } as ReturnType<S['safeParse']>;
+  }
+  return result;
+}
+
+/** JSON of `value`; an immutable value's is made once and kept with it. */
+export function jsonOf(value: unknown): string {
+  const memo = typeof value === 'object' && value !== null ? known.get(value) : undefined;
+  if (memo?.json !== undefined) return memo.json;
+  const json = JSON.stringify(value);
+  if (memo) memo.json = json;
+  return json;
+}
+
+/** The same wrapper around the same immutable value each time (so its JSON, too, is made once). */
+export function immutableWrapper<W extends object>(cache: WeakMap<object, W>, value: unknown, wrap: () => W): W {
+  if (!isImmutable(value)) return wrap();
+  const inner = value as object;
+  const existing = cache.get(inner);
+  if (existing) return existing;
+  const wrapped = immutable(wrap());
+  cache.set(inner, wrapped);
+  return wrapped;
+}
