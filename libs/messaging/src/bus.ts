@@ -78,7 +78,14 @@ export interface HandlerOptions {
    */
   readonly broadcast?: boolean;
 }
-export type EventHandler = (message: IncomingMessage) => Promise<void>;
+export type EventHandler = ((message: IncomingMessage) => Promise<void>) & {
+  /**
+   * The event types the handler reacts to, when it says (`eventHandlers` does): the bus passes
+   * others by unread, after the tenant check and before the payload is opened, and counts them
+   * `ignored`. Absent: every event reaches the handler.
+   */
+  readonly eventTypes?: ReadonlySet<string>;
+};
 
 export interface RequestOptions {
   readonly timeoutMs?: number;
@@ -104,7 +111,7 @@ export interface BusMetrics {
   /** A send to `topic` settled (its records acknowledged, or failed) after `seconds`. */
   sent(topic: string, seconds: number, ok: boolean): void;
   /** A delivered message was handled: answered, processed, dead-lettered or refused. */
-  handled(topic: string, group: string, seconds: number, outcome: 'ok' | 'error' | 'dead-lettered' | 'refused' | 'skipped'): void;
+  handled(topic: string, group: string, seconds: number, outcome: 'ok' | 'error' | 'dead-lettered' | 'refused' | 'skipped' | 'ignored'): void;
   /** Records of a partition not yet consumed by `group` (Kafka only). */
   lag(topic: string, group: string, partition: number, records: number): void;
   /** `group` was (re)assigned its partitions: the lag of partitions it may have lost is stale. */

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorBody, ErrorCode, isErrorBody } from '@mission/contracts';
 import { isTenantId, runWithTrace, tenantScope, TENANT_HEADER, tenantHeaders, traceHeaders, type TraceSpan } from '@mission/tenant-context';
-import { Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
+import { EventHandler, Headers, IncomingMessage, RetryPolicy, Tenancy } from './bus';
 import { immutableWrapper, jsonOf } from './immutable';
 import { isDependencyUnavailable } from './unavailable';
 
@@ -153,6 +153,11 @@ export async function answer(
     logger.error('Request handler failed', { topic: message.topic, type: message.type, error: describe(error) });
     return { ok: false, error: { code: ErrorCode.Internal, message: 'internal error' } };
   }
+}
+
+/** Whether `handler` says it reacts to no event of this message's type (`eventTypes`): passed by unread. */
+export function isIgnored(handler: EventHandler, headers: Readonly<Record<string, string>>): boolean {
+  return handler.eventTypes !== undefined && !handler.eventTypes.has(headers[Headers.messageType] ?? '');
 }
 
 /** Turns a reply back into the handler's result, or rethrows its DomainError. */

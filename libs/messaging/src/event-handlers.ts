@@ -17,7 +17,8 @@ type CheckedHandler = (event: unknown, message: IncomingMessage) => Promise<void
  * The handler of a subscription, for `bus.subscribe`: an event of a type in `handlers` reaches its
  * handler once its payload matches its schema; other types are ignored. A payload that does not
  * match can never be handled, however often it is retried: it is dead-lettered at once
- * (PoisonMessageError), with its type and the fields that failed.
+ * (PoisonMessageError), with its type and the fields that failed. The handler names its types
+ * (`eventTypes`), so the bus does not even open the payload of an event of any other type.
  */
 export function eventHandlers<S extends EventSchemas>(schemas: S, handlers: TypedEventHandlers<S>): EventHandler {
   const table = new Map<string, { readonly schema: z.ZodType; readonly handle: CheckedHandler }>();
@@ -25,7 +26,7 @@ export function eventHandlers<S extends EventSchemas>(schemas: S, handlers: Type
     // The one place an event's type is asserted: its payload is checked against this schema before the call.
     if (handle) table.set(type, { schema: schemas[type], handle: handle as CheckedHandler });
   }
-  return async (message) => {
+  const handler = async (message: IncomingMessage): Promise<void> => {
     const entry = table.get(message.type);
     if (!entry) return;
     const checked = entry.schema.safeParse(message.payload);
@@ -37,4 +38,6 @@ export function eventHandlers<S extends EventSchemas>(schemas: S, handlers: Type
     }
     await entry.handle(checked.data, message);
   };
+  // Other types are passed by on the bus before their payload is opened.
+  return Object.assign(handler, { eventTypes: new Set(table.keys()) });
 }

@@ -1,6 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { KeyEncryptionKey, LocalKeyProvider, TransitCipher } from '@mission/crypto';
-import { PayloadCodec, sealedJsonCodec } from '../payload-codec';
+import { NO_BUS_METRICS } from '../bus';
+import { eventHandlers } from '../event-handlers';
+import { PayloadCodec, plainJsonCodec, sealedJsonCodec } from '../payload-codec';
+import { runWithTenant } from '@mission/tenant-context';
+import { z } from 'zod';
 import { describeBusContract } from '../testing';
 import { InProcessBroker, InProcessBus } from './in-process-bus';
 
@@ -32,3 +36,34 @@ inProcessContract('in-process');
 // The same semantics with the codec a deployment seals payloads with: it is the bus's, not Kafka's.
 const kek = KeyEncryptionKey.generate();
 inProcessContract('in-process, sealed', () => sealedJsonCodec(new TransitCipher(new LocalKeyProvider(kek))));
+
+describe('InProcessBus and a typed subscriber', () => {
+  it('never opens an event of a type the subscriber does not handle, counting it ignored', async () => {
+    const broker = new InProcessBroker();
+    const opened: string[] = [];
+    const outcomes: string[] = [];
+    const counting: PayloadCodec = {
+      encode: plainJsonCodec.encode,
+      decode: (value, headers) => (opened.push(headers['message-type'] ?? ''), plainJsonCodec.decode(value, headers)),
+    };
+    const subscriber = new InProcessBus(broker, {
+      logger: silent,
+      codec: counting,
+      metrics: { ...NO_BUS_METRICS, handled: (_topic, _group, _seconds, outcome) => void outcomes.push(outcome) },
+    });
+    const handled: number[] = [];
+    subscriber.subscribe('typed.events', 'typed', eventHandlers({ wanted: z.object({ n: z.int() }) }, { wanted: async ({ n }) => void handled.push(n) }));
+    const publisher = new InProcessBus(broker, { logger: silent });
+    await Promise.all([subscriber.start(), publisher.start()]);
+    await runWithTenant({ tenantId: randomUUID() }, async () => {
+      await publisher.publish('typed.events', { type: 'other', key: 'k', payload: { n: 1 } });
+      await publisher.publish('typed.events', { type: 'wanted', key: 'k', payload: { n: 2 } });
+    });
+    for (let i = 0; i < 100 && handled.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await publisher.close();
+    await subscriber.close();
+    expect(handled).toEqual([2]);
+    expect(opened).toEqual(['wanted']);
+    expect(outcomes).toEqual(['ignored', 'ok']);
+  });
+});

@@ -27,6 +27,7 @@ import {
   defaultRequestKey,
   deliverWithRetries,
   describe,
+  isIgnored,
   outgoingHeaders,
   REFUSED_REPLY,
   ReplyEnvelope,
@@ -293,6 +294,10 @@ export class InProcessBus implements MessageBus {
     if (!refusal.admitted) {
       this.deadLetter(wire, topic, group, refusal.refusal, 0);
       this.metrics.handled(topic, group, seconds(), 'refused');
+      return;
+    }
+    if (isIgnored(handler, wire.headers)) {
+      this.metrics.handled(topic, group, seconds(), 'ignored');
       return;
     }
     let message: Omit<IncomingMessage, 'attempt'>;

@@ -9,7 +9,9 @@ import { describeBusContract } from '../testing';
 import { ensureTopics, KafkaBus, kafkaLogCreator, TopicSpec } from './kafka-bus';
 import { headersFromKafka, withTimeout } from './kafka-mapping';
 import { KeyEncryptionKey, LocalKeyProvider, TransitCipher } from '@mission/crypto';
-import { PAYLOAD_KEY_HEADER, sealedJsonCodec } from '../payload-codec';
+import { PAYLOAD_KEY_HEADER, PayloadCodec, sealedJsonCodec } from '../payload-codec';
+import { eventHandlers } from '../event-handlers';
+import { z } from 'zod';
 
 const brokersVariable = process.env.KAFKA_BROKERS;
 if (!brokersVariable) {
@@ -464,6 +466,32 @@ describe('KafkaBus with sealed payloads on a real broker', () => {
       expect(record.headers[PAYLOAD_KEY_HEADER]).toMatch(/^[0-9a-f]{16}:v1\./);
     }
     expect(JSON.stringify(event.headers)).not.toContain(CANARY);
+  }, 60_000);
+
+  it('never opens an event of a type the subscriber does not handle: only the handled type is decrypted, and handed over', async () => {
+    const inner = sealed();
+    const opened: string[] = [];
+    const counting: PayloadCodec = {
+      encode: (payload, headers) => inner.encode(payload, headers),
+      decode: (value, headers) => (opened.push(headers['message-type'] ?? ''), inner.decode(value, headers)),
+    };
+    const handled: string[] = [];
+    const typed = `typed-${run}`;
+    const subscriber = newBus(counting);
+    subscriber.subscribe(
+      topics.events,
+      `sealed-typed-${run}`,
+      eventHandlers({ [typed]: z.object({ n: z.int() }) }, { [typed]: async (_event, message) => void handled.push(message.id) }),
+    );
+    await subscriber.start();
+    const publisher = newBus();
+    await publisher.start();
+    const [passedBy, wanted] = [randomUUID(), randomUUID()];
+    await asTenant(() => publisher.publish(topics.events, { id: passedBy, type: `other-${run}`, key: 'typed', payload: { n: 1 } }));
+    await asTenant(() => publisher.publish(topics.events, { id: wanted, type: typed, key: 'typed', payload: { n: 2 } }));
+    await until(() => handled.includes(wanted), 'the handled type behind the other one');
+    expect(handled).toEqual([wanted]);
+    expect(opened).toEqual([typed]);
   }, 60_000);
 
   it('refuses a plain payload, one moved to another tenant or message, and one sealed under another KEK: dead-lettered, never handled', async () => {

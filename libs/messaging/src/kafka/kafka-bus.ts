@@ -29,6 +29,7 @@ import {
   defaultRequestKey,
   deliverWithRetries,
   describe,
+  isIgnored,
   isReplyTopic,
   outgoingHeaders,
   REFUSED_REPLY,
@@ -606,6 +607,10 @@ export class KafkaBus implements MessageBus {
     if (!admission.admitted) {
       await this.deadLetter(topic, group, message, admission.refusal, 0);
       this.metrics.handled(topic, group, seconds(), 'refused');
+      return;
+    }
+    if (isIgnored(subscription.handler, headers)) {
+      this.metrics.handled(topic, group, seconds(), 'ignored');
       return;
     }
     let event: Omit<IncomingMessage, 'attempt'>;

@@ -92,6 +92,8 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
     /** Payloads the typed `shaped` handler got: only those that matched its schema. */
     const shaped: unknown[] = [];
     const typedEvents = eventHandlers({ shaped: z.object({ n: z.int() }) }, { shaped: async (event) => void shaped.push(event) });
+    /** Ids of the events a subscriber of `shaped` events alone was handed (the bus passes other types by). */
+    const shapedOnly: string[] = [];
     const gates = new Gates();
 
     async function deadLetterOf(topic: string, id: string): Promise<{ readonly type: string; readonly headers: Readonly<Record<string, string>> }> {
@@ -171,6 +173,11 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         await typedEvents(message);
         received.push(message);
       });
+      client.subscribe(
+        topics.events,
+        'contract-group-3',
+        eventHandlers({ shaped: z.object({ n: z.int() }) }, { shaped: async (_event, message) => void shapedOnly.push(message.id) }),
+      );
       client.subscribe(topics.events, 'contract-group-2', async (message) => {
         if (!optionalTenant()) handledWithoutTenant.push(message.id);
         secondGroup.push(message);
@@ -508,6 +515,21 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         await asTenantA(() => client.publish(fixture.topics.events, { id: after, type: 'shaped', key: 'shaped', payload: { n: 1, addedLater: true } }));
         await waitFor(() => received.find((m) => m.id === after), timeoutMs, 'the valid event after the malformed one');
         expect(shaped).toEqual([{ n: 1 }]);
+      },
+      timeoutMs * 2,
+    );
+
+    it(
+      'passes an event of a type its typed handler does not name by, in order: never handed over, never dead-lettered, the next one on its key handled',
+      async () => {
+        const [ignored, next] = [randomUUID(), randomUUID()];
+        await asTenantA(() => client.publish(fixture.topics.events, { id: ignored, type: 'unlisted', key: 'typed-only', payload: { n: 'not a number' } }));
+        await asTenantA(() => client.publish(fixture.topics.events, { id: next, type: 'shaped', key: 'typed-only', payload: { n: 2 } }));
+        await waitFor(() => (shapedOnly.includes(next) ? true : undefined), timeoutMs, 'the shaped event behind the unlisted one');
+        // The untyped subscriber of another group got both: the event was published and delivered.
+        await waitFor(() => (received.some((m) => m.id === ignored) ? true : undefined), timeoutMs, 'the unlisted event in the untyped group');
+        expect(shapedOnly).not.toContain(ignored);
+        expect((await fixture.deadLetters(fixture.topics.events)).map((m) => m.headers['message-id'])).not.toContain(ignored);
       },
       timeoutMs * 2,
     );
