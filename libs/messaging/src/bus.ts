@@ -23,7 +23,10 @@
  *   concurrently, bounded per process). A failing handler is retried with backoff; after the
  *   last attempt the message goes to `<topic>.dlq`. A handler that throws a PoisonMessageError
  *   (a message it can never handle, e.g. a payload that fails its schema) is not retried: the
- *   message goes to `<topic>.dlq` at once, with the reason.
+ *   message goes to `<topic>.dlq` at once, with the reason. A handler that names its event types
+ *   (`eventTypes`, as `eventHandlers` does) is never handed another type: such an event is passed
+ *   by after its tenant check, its body unread (so neither opened nor dead-lettered if it would
+ *   not open), and counted `ignored`.
  * - Bodies pass through the bus's PayloadCodec (plain JSON, or sealed per tenant).
  */
 export const Headers = {
@@ -110,7 +113,11 @@ export const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 export interface BusMetrics {
   /** A send to `topic` settled (its records acknowledged, or failed) after `seconds`. */
   sent(topic: string, seconds: number, ok: boolean): void;
-  /** A delivered message was handled: answered, processed, dead-lettered or refused. */
+  /**
+   * A delivered message was handled: answered or processed (`ok`, `error`), dead-lettered,
+   * refused (no valid tenant), `skipped` (a request its requester stopped waiting for) or
+   * `ignored` (an event of a type its handler does not name).
+   */
   handled(topic: string, group: string, seconds: number, outcome: 'ok' | 'error' | 'dead-lettered' | 'refused' | 'skipped' | 'ignored'): void;
   /** Records of a partition not yet consumed by `group` (Kafka only). */
   lag(topic: string, group: string, partition: number, records: number): void;
@@ -128,7 +135,7 @@ export interface BusHealth {
 export interface MessageBus {
   /** Answers requests of `topic` as part of consumer `group`. Register before start(). */
   serve(topic: string, group: string, handlers: Readonly<Record<string, RequestHandler>>, options?: HandlerOptions): void;
-  /** Delivers every event of `topic` to `handler`, once per `group`. Register before start(). */
+  /** Delivers every event of `topic` to `handler` (of the types it names, if it names them: `eventTypes`), once per `group`. Register before start(). */
   subscribe(topic: string, group: string, handler: EventHandler, options?: HandlerOptions): void;
   start(): Promise<void>;
   request<R>(topic: string, type: string, payload: unknown, options?: RequestOptions): Promise<R>;

@@ -155,9 +155,9 @@ export async function answer(
   }
 }
 
-/** Whether `handler` says it reacts to no event of this message's type (`eventTypes`): passed by unread. */
-export function isIgnored(handler: EventHandler, headers: Readonly<Record<string, string>>): boolean {
-  return handler.eventTypes !== undefined && !handler.eventTypes.has(headers[Headers.messageType] ?? '');
+/** Whether `handler` says it reacts to no event of type `type` (`eventTypes`): passed by unread. */
+export function isIgnored(handler: EventHandler, type: string): boolean {
+  return handler.eventTypes !== undefined && !handler.eventTypes.has(type);
 }
 
 /** Turns a reply back into the handler's result, or rethrows its DomainError. */

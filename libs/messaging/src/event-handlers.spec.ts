@@ -26,6 +26,12 @@ describe('eventHandlers', () => {
     expect(placed).toEqual([{ event: { orderId, lines: 2 }, message }]);
   });
 
+  it('names the types it handles, so a bus passes others by unread; a type given no handler is not among them', () => {
+    expect([...(handler.eventTypes ?? [])]).toEqual(['order.placed']);
+    const none = eventHandlers(schemas, { 'order.shipped': undefined });
+    expect(none.eventTypes?.size).toBe(0);
+  });
+
   it.each(['order.shipped', 'order.returned', 'constructor', 'toString'])('ignores %s, which it has no handler for, whatever its payload', async (type) => {
     await expect(handler(event(type, null))).resolves.toBeUndefined();
     expect(placed).toEqual([]);

@@ -39,5 +39,5 @@ export function eventHandlers<S extends EventSchemas>(schemas: S, handlers: Type
     await entry.handle(checked.data, message);
   };
   // Other types are passed by on the bus before their payload is opened.
-  return Object.assign(handler, { eventTypes: new Set(table.keys()) });
+  return Object.assign(handler, { eventTypes: new Set(table.keys()) as ReadonlySet<string> });
 }

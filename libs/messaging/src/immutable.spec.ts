@@ -19,6 +19,29 @@ describe('immutable', () => {
     expect(isImmutable(null)).toBe(false);
   });
 
+  it('freezes below a node someone else froze already (a shallow freeze leaves its children open)', () => {
+    const inner = { n: 1 };
+    const v = immutable({ outer: Object.freeze({ inner }) });
+    expect(isImmutable(v)).toBe(true);
+    expect(Object.isFrozen(inner)).toBe(true);
+  });
+
+  it('marks only plain data: a value holding a Date, a Buffer or a class instance is left unmarked and untouched', () => {
+    class Point {
+      x = 1;
+    }
+    for (const odd of [new Date(0), Buffer.from('ab'), new Point(), new Map()]) {
+      const v = { id: 'a', odd };
+      expect(immutable(v)).toBe(v);
+      expect(isImmutable(v)).toBe(false);
+      expect(Object.isFrozen(v)).toBe(false);
+    }
+    const cyclic: Record<string, unknown> = { id: 'c' };
+    cyclic['self'] = cyclic;
+    expect(isImmutable(immutable(cyclic))).toBe(true);
+    expect(isImmutable(immutable(Object.assign(Object.create(null) as object, { a: [1, null, 'x'] })))).toBe(true);
+  });
+
   it('does not mark a value merely frozen by someone else', () => {
     expect(isImmutable(Object.freeze(value()))).toBe(false);
   });

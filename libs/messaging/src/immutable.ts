@@ -15,10 +15,16 @@ interface Known {
 
 const known = new WeakMap<object, Known>();
 
-/** Freezes `value` and everything it holds, and marks it as never changing; returns it. */
+/**
+ * Freezes `value` and everything it holds, and marks it as never changing; returns it. Only plain
+ * data is marked (objects whose prototype is Object's or null, arrays, primitives): a Date, a
+ * Buffer or any other instance can change under a freeze, so such a value is returned unmarked
+ * and untouched.
+ */
 export function immutable<T>(value: T): T {
   if (typeof value !== 'object' || value === null || known.has(value)) return value;
-  deepFreeze(value);
+  if (!isPlainData(value, new Set())) return value;
+  deepFreeze(value, new Set());
   known.set(value, { passes: new Set() });
   return value;
 }
@@ -27,10 +33,22 @@ export function isImmutable(value: unknown): boolean {
   return typeof value === 'object' && value !== null && known.has(value);
 }
 
-function deepFreeze(value: unknown): void {
-  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return;
+function isPlainData(value: unknown, seen: Set<object>): boolean {
+  if (typeof value === 'function' || typeof value === 'symbol') return false;
+  if (typeof value !== 'object' || value === null) return true;
+  if (seen.has(value)) return true;
+  seen.add(value);
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (!Array.isArray(value) && prototype !== Object.prototype && prototype !== null) return false;
+  return Object.values(value).every((child) => isPlainData(child, seen));
+}
+
+/** Every node, including one someone else froze already (its children may not be). */
+function deepFreeze(value: unknown, seen: Set<object>): void {
+  if (typeof value !== 'object' || value === null || seen.has(value)) return;
+  seen.add(value);
   Object.freeze(value);
-  for (const child of Object.values(value)) deepFreeze(child);
+  for (const child of Object.values(value)) deepFreeze(child, seen);
 }
 
 /**

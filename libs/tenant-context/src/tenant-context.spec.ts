@@ -18,6 +18,7 @@ import {
   traceHeaders,
   currentRequestId,
   runWithRequestId,
+  tenantScope,
 } from './index';
 
 describe('tenant context', () => {
@@ -77,6 +78,9 @@ describe('trace context', () => {
       '00-00000000000000000000000000000000-00f067aa0ba902b7-01',
       '00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01',
       '01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x',
+      '00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01',
+      '00-4bf92f3577b34da6a3ce929d0e0e473-600f067aa0ba902b7-01',
     ]) {
       expect(parseTraceparent(bad)).toBeUndefined();
     }
@@ -90,6 +94,33 @@ describe('trace context', () => {
     expect(traceHeaders()).toEqual({});
     expect(parseTraceparent(runWithTrace('nonsense', () => currentTraceparent()))).toBeDefined();
     expect(parseTraceparent(newTraceparent())?.traceId).toMatch(/^[0-9a-f]{32}$/);
+  });
+
+  it('takes a traceparent with surrounding blanks, cut at the same places', () => {
+    expect(parseTraceparent(' 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\t')).toEqual({
+      traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+      parentId: '00f067aa0ba902b7',
+      flags: '01',
+    });
+  });
+
+  it('enters a tenant and a request id in the same scope as a trace (alongside), and leaves the tenant with tenant: undefined', async () => {
+    const tenantId = randomUUID();
+    const trace = newTraceparent();
+    const seen = await runWithTrace(
+      trace,
+      async () => {
+        await Promise.resolve();
+        return { tenant: currentTenant().tenantId, trace: currentTraceparent(), request: currentRequestId() };
+      },
+      undefined,
+      { requestId: 'req-2', ...tenantScope({ tenantId }) },
+    );
+    expect(seen).toEqual({ tenant: tenantId, trace, request: 'req-2' });
+    const left = runWithTenant({ tenantId }, () => runWithTrace(trace, () => optionalTenant(), undefined, { tenant: undefined }));
+    expect(left).toBeUndefined();
+    expect(() => tenantScope({ tenantId: "x' OR 1=1" })).toThrow(/invalid tenant id/);
+    expect(Object.isFrozen(tenantScope({ tenantId }).tenant)).toBe(true);
   });
 
   it('leaves the tenant context on request', () => {

@@ -13,6 +13,7 @@ import {
   traceHeaders,
   useOpenTelemetrySpans,
 } from './trace-context';
+import { optionalTenant, tenantScope } from './tenant-context';
 
 /** The trace context with OpenTelemetry recording: real spans, parented across hops by `traceparent`. */
 describe('trace context with OpenTelemetry spans', () => {
@@ -54,6 +55,13 @@ describe('trace context with OpenTelemetry spans', () => {
     expect(span.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
     const own = `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01`;
     expect(seen).toEqual({ current: own, outgoing: own, active: own });
+  });
+
+  it("enters what goes alongside (a tenant) in the span's scope", async () => {
+    const tenantId = '11111111-1111-4111-8111-111111111111';
+    const seen = await runWithTrace(incoming, async () => ({ tenant: optionalTenant()?.tenantId, current: currentTraceparent() }), consumer, tenantScope({ tenantId }));
+    const [span] = exporter.getFinishedSpans();
+    expect(seen).toEqual({ tenant: tenantId, current: `00-${span.spanContext().traceId}-${span.spanContext().spanId}-01` });
   });
 
   it('parents spans made inside (a database query, say) to the message span', async () => {

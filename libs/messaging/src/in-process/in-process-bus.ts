@@ -296,7 +296,7 @@ export class InProcessBus implements MessageBus {
       this.metrics.handled(topic, group, seconds(), 'refused');
       return;
     }
-    if (isIgnored(handler, wire.headers)) {
+    if (isIgnored(handler, wire.type)) {
       this.metrics.handled(topic, group, seconds(), 'ignored');
       return;
     }

@@ -609,7 +609,7 @@ export class KafkaBus implements MessageBus {
       this.metrics.handled(topic, group, seconds(), 'refused');
       return;
     }
-    if (isIgnored(subscription.handler, headers)) {
+    if (isIgnored(subscription.handler, headers[Headers.messageType] ?? '')) {
       this.metrics.handled(topic, group, seconds(), 'ignored');
       return;
     }
