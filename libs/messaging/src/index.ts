@@ -8,4 +8,4 @@ export * from './unavailable';
 export * from './dispatch';
 export * from './replies';
 export * from './typed-requests';
-export { immutable, isImmutable } from './immutable';
+export { immutable, isImmutable, jsonOf } from './immutable';

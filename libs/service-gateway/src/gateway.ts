@@ -16,6 +16,7 @@ import { enterRequestContext } from './auth/request-context.hook';
 import { TokenVerifier } from './auth/token-verifier';
 import { TenantRateLimiter } from './rate-limit/tenant-rate-limiter';
 import { DomainError, ErrorCode, jsonBodyRefusal, MAX_RESOURCE_ID_LENGTH } from '@mission/contracts';
+import { jsonOf } from '@mission/messaging';
 import { problemTypeBase } from './http/problem.filter';
 import { clientErrorHandler, HEADERS_TIMEOUT_MS, MAX_HEADER_BYTES, REQUEST_TIMEOUT_MS } from './http/client-error';
 import { sendProblem } from './http/problem.responder';
@@ -109,6 +110,9 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     bodyParser: false,
   });
   const fastify = app.getHttpAdapter().getInstance();
+  // JSON.stringify, except that an immutable reply (a cached final mission, as the bus hands it
+  // over) is encoded once and its JSON kept with it. Set before Nest registers the routes.
+  fastify.setReplySerializer((payload) => jsonOf(payload));
   // Requests in flight get CLOSE_GRACE_MS to finish once the gateway closes; then their connections are cut.
   const grace = closeGrace(fastify.server, options.logger);
   fastify.addHook('preClose', (done) => {

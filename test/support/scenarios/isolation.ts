@@ -283,11 +283,15 @@ export function describeIsolationScenarios(context: ScenarioContext): void {
       const { missionId } = await missionAwaitingApproval(tenantA);
       expect((await call(gateway(), 'POST', `/api/missions/${missionId}/cancel`, { token: tenantA.token })).status).toBe(200);
       // Final now: the owner's reads are answered from mission-service's cache after the first.
+      const reads: unknown[] = [];
       for (let read = 0; read < 3; read += 1) {
         const own = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenantA.token });
         expect(own.status).toBe(200);
         expect(own.body).toMatchObject({ id: missionId, status: 'cancelled', title: 'Private to A' });
+        reads.push(own.body);
       }
+      expect(reads[2]).toEqual(reads[0]);
+      expect(reads[1]).toEqual(reads[0]);
       const foreign = await call(gateway(), 'GET', `/api/missions/${missionId}`, { token: tenantB.token });
       const missing = await call(gateway(), 'GET', `/api/missions/${randomUUID()}`, { token: tenantB.token });
       expectProblem(foreign, 404, 'not_found');

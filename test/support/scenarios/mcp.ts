@@ -171,6 +171,12 @@ export function describeMcpScenarios(context: ScenarioContext): void {
           const rest = await call(gateway(), 'GET', `/api/missions/${id}`, { token: context.tenantA.token });
           expect(rest.status).toBe(200);
           expect(final).toEqual(rest.body);
+          // Final and read: later reads are answered from mission-service's cache (one immutable
+          // value, shared by the in-process bus and encoded once), through both doors alike.
+          for (let read = 0; read < 2; read += 1) {
+            expect((await session.call('get_mission', { id })).body).toEqual(rest.body);
+            expect((await call(gateway(), 'GET', `/api/missions/${id}`, { token: context.tenantA.token })).body).toEqual(rest.body);
+          }
           const listed = await session.call('list_missions', { status: final.status, limit: 100 });
           expect(listed.body.items.find((m: { id: string }) => m.id === id)).toEqual(rest.body);
         });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { KeyEncryptionKey, LocalKeyProvider, TransitCipher } from '@mission/crypto';
 import { NO_BUS_METRICS } from '../bus';
+import { immutable } from '../immutable';
 import { eventHandlers } from '../event-handlers';
 import { PayloadCodec, plainJsonCodec, sealedJsonCodec } from '../payload-codec';
 import { runWithTenant } from '@mission/tenant-context';
@@ -65,5 +66,37 @@ describe('InProcessBus and a typed subscriber', () => {
     expect(handled).toEqual([2]);
     expect(opened).toEqual(['wanted']);
     expect(outcomes).toEqual(['ignored', 'ok']);
+  });
+});
+
+describe('InProcessBus and an immutable reply', () => {
+  async function served(reply: () => unknown, codec?: PayloadCodec): Promise<unknown[]> {
+    const broker = new InProcessBroker();
+    const server = new InProcessBus(broker, { logger: silent, ...(codec ? { codec } : {}) });
+    const client = new InProcessBus(broker, { logger: silent, ...(codec ? { codec } : {}) });
+    server.serve('shared.requests', 'server', { get: async () => reply() });
+    await Promise.all([server.start(), client.start()]);
+    try {
+      return await runWithTenant({ tenantId: randomUUID() }, async () => [await client.request('shared.requests', 'get', {}), await client.request('shared.requests', 'get', {})]);
+    } finally {
+      await client.close();
+      await server.close();
+    }
+  }
+
+  it('hands an immutable reply over as it is (nobody can change it), and copies any other', async () => {
+    const cached = immutable({ id: 'a', steps: [{ n: 1 }] });
+    const [first, second] = await served(() => cached);
+    expect(first).toBe(cached);
+    expect(second).toBe(cached);
+    const [copy] = await served(() => ({ id: 'b', steps: [] }));
+    expect(Object.isFrozen(copy)).toBe(false);
+  });
+
+  it('never shares across a sealing codec: the receiver opens its own copy', async () => {
+    const cached = immutable({ id: 'a' });
+    const [opened] = await served(() => cached, sealedJsonCodec(new TransitCipher(new LocalKeyProvider(KeyEncryptionKey.generate()))));
+    expect(opened).toEqual({ id: 'a' });
+    expect(opened).not.toBe(cached);
   });
 });

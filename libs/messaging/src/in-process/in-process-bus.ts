@@ -37,10 +37,16 @@ import {
   unwrapReply,
 } from '../delivery';
 import { DEFAULT_MAX_IN_FLIGHT, InFlightLimit } from '../dispatch';
+import { isImmutable } from '../immutable';
 import { PayloadCodec, plainJsonCodec } from '../payload-codec';
 import { PendingReplies } from '../replies';
 
-/** A message as it sits "on the wire": payload serialised, so no object is ever shared. */
+/**
+ * A message as it sits "on the wire": payload serialised, so no object the sender could still
+ * change is ever shared. The one exception is a payload that cannot change: an immutable one
+ * (deep-frozen plain data, `immutable`), such as a cached final mission's reply, on a bus whose
+ * codec is plain JSON, is also handed over as it is, and the receiver skips decoding its body.
+ */
 interface WireMessage {
   readonly id: string;
   readonly topic: string;
@@ -48,6 +54,8 @@ interface WireMessage {
   readonly key: string;
   /** What the codec made of the payload: never the sender's object. */
   readonly body: Buffer | string;
+  /** The payload itself, when it is immutable and the codec plain JSON (nothing to open or check). */
+  readonly shared?: object;
   readonly headers: Readonly<Record<string, string>>;
 }
 
@@ -192,7 +200,7 @@ export class InProcessBus implements MessageBus {
     this.broker.join(this.replyTopic, this.replyTopic, {
       bus: this,
       ordered: false,
-      deliver: (wire) => this.replies.deliver(wire.headers, () => this.codec.decode(wire.body, wire.headers)),
+      deliver: (wire) => this.replies.deliver(wire.headers, () => this.payloadOf(wire)),
     });
     for (const register of this.registrations) register();
     this.state = 'started';
@@ -330,11 +338,18 @@ export class InProcessBus implements MessageBus {
 
   private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>): Promise<WireMessage> {
     const body = await this.codec.encode(payload, headers);
-    return { id: headers[Headers.messageId] ?? randomUUID(), topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
+    const id = headers[Headers.messageId] ?? randomUUID();
+    const wire = { id, topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
+    // Still encoded (a sealed codec, if configured, must see and seal every payload; plain JSON of an immutable value is made once).
+    return this.codec === plainJsonCodec && isImmutable(payload) ? { ...wire, shared: payload as object } : wire;
+  }
+
+  private async payloadOf(wire: WireMessage): Promise<unknown> {
+    return wire.shared ?? this.codec.decode(wire.body, wire.headers);
   }
 
   private async incoming(wire: WireMessage, attempt: number): Promise<IncomingMessage> {
-    const payload = await this.codec.decode(wire.body, wire.headers);
+    const payload = await this.payloadOf(wire);
     return { id: wire.id, topic: wire.topic, type: wire.type, key: wire.key, payload, headers: { ...wire.headers }, attempt };
   }
 
