@@ -3,7 +3,9 @@
  * semantics (Kafka and in-process); `testing/bus-contract.ts` is the suite both must pass.
  *
  * Semantics every adapter keeps:
- * - Payloads cross the bus as JSON: a handler never sees the sender's objects.
+ * - Payloads cross the bus as JSON: a handler never sees the sender's objects. (One exception,
+ *   on the in-process bus with plain JSON: a reply to a requester that is immutable, deep-frozen
+ *   plain data nobody can change, such as a cached final mission, reaches the requester as it is.)
  * - The current tenant (tenant-context) travels in the `tenant-id` header, the current trace in
  *   `traceparent` (W3C).
  * - Tenancy is declared per registration (HandlerOptions): a tenant handler (the default) runs

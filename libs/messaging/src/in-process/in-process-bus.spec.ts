@@ -89,8 +89,43 @@ describe('InProcessBus and an immutable reply', () => {
     const [first, second] = await served(() => cached);
     expect(first).toBe(cached);
     expect(second).toBe(cached);
-    const [copy] = await served(() => ({ id: 'b', steps: [] }));
-    expect(Object.isFrozen(copy)).toBe(false);
+    const original = { id: 'b', steps: [] };
+    const [copy] = await served(() => original);
+    expect(copy).toEqual(original);
+    expect(copy).not.toBe(original);
+  });
+
+  it('copies an immutable event: only a reply to its requester is shared', async () => {
+    const broker = new InProcessBroker();
+    const publisher = new InProcessBus(broker, { logger: silent });
+    const subscriber = new InProcessBus(broker, { logger: silent });
+    const received: unknown[] = [];
+    subscriber.subscribe('shared.events', 'subscriber', async (message) => void received.push(message.payload));
+    await Promise.all([publisher.start(), subscriber.start()]);
+    const event = immutable({ id: 'e' });
+    await runWithTenant({ tenantId: randomUUID() }, () => publisher.publish('shared.events', { type: 'x', key: 'k', payload: event }));
+    for (let i = 0; i < 100 && received.length === 0; i++) await new Promise((resolve) => setTimeout(resolve, 10));
+    await publisher.close();
+    await subscriber.close();
+    expect(received).toEqual([{ id: 'e' }]);
+    expect(received[0]).not.toBe(event);
+  });
+
+  it('is not taken as it is by a requester whose codec is not plain JSON', async () => {
+    const broker = new InProcessBroker();
+    const server = new InProcessBus(broker, { logger: silent });
+    const decoded: string[] = [];
+    const counting: PayloadCodec = { encode: plainJsonCodec.encode, decode: (value, headers) => (decoded.push('reply'), plainJsonCodec.decode(value, headers)) };
+    const client = new InProcessBus(broker, { logger: silent, codec: counting });
+    const cached = immutable({ id: 'a' });
+    server.serve('shared.requests', 'server', { get: async () => cached });
+    await Promise.all([server.start(), client.start()]);
+    const reply = await runWithTenant({ tenantId: randomUUID() }, () => client.request('shared.requests', 'get', {}));
+    await client.close();
+    await server.close();
+    expect(reply).toEqual({ id: 'a' });
+    expect(reply).not.toBe(cached);
+    expect(decoded).toEqual(['reply']);
   });
 
   it('never shares across a sealing codec: the receiver opens its own copy', async () => {

@@ -28,6 +28,7 @@ import {
   deliverWithRetries,
   describe,
   isIgnored,
+  isReplyTopic,
   outgoingHeaders,
   REFUSED_REPLY,
   ReplyEnvelope,
@@ -43,9 +44,11 @@ import { PendingReplies } from '../replies';
 
 /**
  * A message as it sits "on the wire": payload serialised, so no object the sender could still
- * change is ever shared. The one exception is a payload that cannot change: an immutable one
- * (deep-frozen plain data, `immutable`), such as a cached final mission's reply, on a bus whose
- * codec is plain JSON, is also handed over as it is, and the receiver skips decoding its body.
+ * change is ever shared. The one exception is a reply that cannot change: an immutable one
+ * (deep-frozen plain data, `immutable`), such as a cached final mission, sent to a requester's own
+ * reply topic between buses whose codec is plain JSON, is also handed over as it is, and the
+ * requester skips decoding its body. Requests, events and replies to a durable topic (which its
+ * subscribers take as events) are always decoded copies.
  */
 interface WireMessage {
   readonly id: string;
@@ -54,7 +57,7 @@ interface WireMessage {
   readonly key: string;
   /** What the codec made of the payload: never the sender's object. */
   readonly body: Buffer | string;
-  /** The payload itself, when it is immutable and the codec plain JSON (nothing to open or check). */
+  /** The reply itself, when it is immutable, goes to a requester, and the codec is plain JSON (nothing to open or check). */
   readonly shared?: object;
   readonly headers: Readonly<Record<string, string>>;
 }
@@ -289,7 +292,7 @@ export class InProcessBus implements MessageBus {
       ...(tenantId ? { [TENANT_HEADER]: tenantId } : {}),
     });
     try {
-      this.broker.produce(await this.wire(replyTo, 'reply', wire.key, reply, headers));
+      this.broker.produce(await this.wire(replyTo, 'reply', wire.key, reply, headers, isReplyTopic(replyTo)));
     } catch (error) {
       this.logger.error('Reply could not be sent', { replyTo, correlationId, error: describe(error) });
     }
@@ -329,23 +332,26 @@ export class InProcessBus implements MessageBus {
   /** Parks a message in `<topic>.dlq` with why and after how many deliveries (0: refused unhandled). */
   private deadLetter(wire: WireMessage, topic: string, group: string, error: unknown, attempts: number): void {
     this.logger.error('Message dead-lettered', { topic, group, type: wire.type, id: wire.id, attempts, error: describe(error) });
+    const { shared: _kept, ...parked } = wire;
     this.broker.produce({
-      ...wire,
+      ...parked,
       topic: deadLetterTopic(topic),
       headers: { ...wire.headers, [Headers.error]: describe(error), [Headers.attempts]: String(attempts) },
     });
   }
 
-  private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>): Promise<WireMessage> {
+  /** `toRequester`: a reply to a requester's own topic, which may be shared when immutable (see WireMessage). */
+  private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>, toRequester = false): Promise<WireMessage> {
     const body = await this.codec.encode(payload, headers);
     const id = headers[Headers.messageId] ?? randomUUID();
     const wire = { id, topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
     // Still encoded (a sealed codec, if configured, must see and seal every payload; plain JSON of an immutable value is made once).
-    return this.codec === plainJsonCodec && isImmutable(payload) ? { ...wire, shared: payload as object } : wire;
+    return toRequester && this.codec === plainJsonCodec && isImmutable(payload) ? { ...wire, shared: payload as object } : wire;
   }
 
+  /** A shared reply is taken as it is only by a bus that reads plain JSON too; anything else opens the body. */
   private async payloadOf(wire: WireMessage): Promise<unknown> {
-    return wire.shared ?? this.codec.decode(wire.body, wire.headers);
+    return wire.shared !== undefined && this.codec === plainJsonCodec ? wire.shared : this.codec.decode(wire.body, wire.headers);
   }
 
   private async incoming(wire: WireMessage, attempt: number): Promise<IncomingMessage> {

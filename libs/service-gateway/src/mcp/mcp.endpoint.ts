@@ -1,6 +1,7 @@
 import { Inject, Injectable, OnModuleDestroy } from '@nestjs/common';
 import { AuthInfo, CallToolResult, createMcpHandler, McpHttpHandler, McpServer } from '@modelcontextprotocol/server';
 import { ErrorCode } from '@mission/contracts';
+import { jsonOf } from '@mission/messaging';
 import { mapError } from '../http/error-mapping';
 import { problemFor } from '../http/problem';
 import { problemTypeBase } from '../http/problem.filter';
@@ -28,7 +29,8 @@ export interface McpCaller {
 }
 
 function toolResult(body: object): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(body) }], structuredContent: body as Record<string, unknown> };
+  // A cached final mission's JSON is kept with it (jsonOf); anything else is encoded here.
+  return { content: [{ type: 'text', text: jsonOf(body) }], structuredContent: body as Record<string, unknown> };
 }
 
 /**

@@ -65,7 +65,7 @@ describe('FinalMissionCache', () => {
 
   it('stays within its size, evicting the least recently read', () => {
     const big = 'x'.repeat(1_000);
-    const cache = new FinalMissionCache({ maxBytes: 8_000 });
+    const cache = new FinalMissionCache({ maxBytes: 12_000 });
     const ids = [1, 2, 3, 4].map((n) => `aaaaaaaa-0000-4000-8000-00000000000${n}`);
     cache.offer(TENANT_A, view(ids[0] as string, 'succeeded', big));
     cache.offer(TENANT_A, view(ids[1] as string, 'succeeded', big));
@@ -76,7 +76,7 @@ describe('FinalMissionCache', () => {
     expect(cache.get(TENANT_A, ids[1] as string)).toBeUndefined();
     expect(cache.size).toBe(3);
     // One mission larger than the whole budget is not kept, and evicts nothing.
-    cache.offer(TENANT_A, view('aaaaaaaa-0000-4000-8000-000000000009', 'succeeded', 'y'.repeat(4_500)));
+    cache.offer(TENANT_A, view('aaaaaaaa-0000-4000-8000-000000000009', 'succeeded', 'y'.repeat(4_200)));
     expect(cache.get(TENANT_A, 'aaaaaaaa-0000-4000-8000-000000000009')).toBeUndefined();
     expect(cache.size).toBe(3);
   });

@@ -2,14 +2,16 @@ import { LRUCache } from 'lru-cache';
 import { FINAL_MISSION_STATUSES, type MissionView } from '@mission/contracts';
 import { immutable } from '@mission/messaging';
 
-/** What the cache may hold by default: 32 MiB (about 16 MiB of missions as JSON, each with its encoded reply), at most 10,000 missions. */
-export const FINAL_MISSION_CACHE_DEFAULTS = { maxBytes: 32 * 1024 * 1024, maxEntries: 10_000 } as const;
+/** What the cache may hold by default: 48 MiB (about 16 MiB of missions as JSON, each with the JSON kept beside it), at most 10,000 missions. */
+export const FINAL_MISSION_CACHE_DEFAULTS = { maxBytes: 48 * 1024 * 1024, maxEntries: 10_000 } as const;
 
 export interface FinalMissionCacheOptions {
   /**
-   * Upper bound of what the cached missions take, each counted twice its JSON's length (UTF-16
-   * code units, about bytes): the view, and the reply encoded from it once and kept with it
-   * (`immutable` in @mission/messaging). 0 turns the cache off.
+   * Upper bound of what the cached missions take, each counted three times its JSON's length
+   * (UTF-16 code units, about bytes; an estimate, V8's objects are not their JSON): the view, the
+   * reply encoded from it once and kept with it (`immutable` in @mission/messaging), and on the
+   * all-in-one process the view's own JSON, kept by the gateway that answers with it. 0 turns the
+   * cache off.
    */
   readonly maxBytes?: number;
   readonly maxEntries?: number;
@@ -34,7 +36,7 @@ export class FinalMissionCache {
       maxSize: maxBytes,
       // A mission larger than the whole budget is simply not kept.
       maxEntrySize: maxBytes,
-      sizeCalculation: (entry) => Math.max(1, 2 * JSON.stringify(entry.view).length),
+      sizeCalculation: (entry) => Math.max(1, 3 * JSON.stringify(entry.view).length),
     });
   }
 
