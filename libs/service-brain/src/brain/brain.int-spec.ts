@@ -762,11 +762,22 @@ describe('brain on PostgreSQL', () => {
     /** Records each merge a service runs: when it began, what it was allowed and what it took. */
     class CountingRepository extends BrainRepository {
       readonly merges: Array<{ at: number; maxChunks: number | undefined; merged: number | null }> = [];
+      /** Chunks the merges found kept by the service (`known`) and those they had to read back (`read`). */
+      readonly inputs = { known: 0, read: 0 };
 
       override async mergeUnmerged(...args: Parameters<BrainRepository['mergeUnmerged']>): Promise<number | null> {
         const at = Date.now();
-        const merged = await super.mergeUnmerged(...args);
-        this.merges.push({ at, maxChunks: args[2], merged });
+        const [manager, tenantId, maxChunks, inputs] = args;
+        const counted = {
+          take: (tenant: string, seq: number) => {
+            const chunk = inputs?.take(tenant, seq);
+            if (chunk) this.inputs.known++;
+            else this.inputs.read++;
+            return chunk;
+          },
+        };
+        const merged = await super.mergeUnmerged(manager, tenantId, maxChunks, counted);
+        this.merges.push({ at, maxChunks, merged });
         return merged;
       }
     }
@@ -791,7 +802,7 @@ describe('brain on PostgreSQL', () => {
       await own?.drop();
     });
 
-    function serviceWith(settings: { mergeGatherMs: number; mergeBatchChunks?: number }): { brain: BrainService; repository: CountingRepository } {
+    function serviceWith(settings: { mergeGatherMs: number; mergeBatchChunks?: number; waitingTermsMaxBytes?: number }): { brain: BrainService; repository: CountingRepository } {
       const repository = new CountingRepository(new RecordCipher(BRAIN_SCHEMA, KEYS));
       const brain = new BrainService(dataSource, repository, new DerivedTenantIndexKeys(secret), { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING, ...settings });
       services.push(brain);
@@ -862,6 +873,44 @@ describe('brain on PostgreSQL', () => {
       await expect(next.brain.sweepUnmerged()).resolves.toBeGreaterThanOrEqual(1);
       await drained(tenant);
       expect(next.repository.merges.map(({ merged }) => merged)).toEqual([1]);
+    });
+
+    it('merges the chunks it stored from the terms it wrote, reads back only what it does not hold, and indexes the same either way', async () => {
+      const document = {
+        title: 'Tubes',
+        content: Array.from({ length: 6 }, (_, n) => `Paragraph ${n}: klystrons and magnetrons amplify microwave signals. `.repeat(12)).join('\n\n'),
+      };
+      const blocksAndStatistics = async (tenantId: string): Promise<{ sizes: number[]; stored: unknown; derived: unknown }> => {
+        const blocks = await ownInspector.query(`SELECT size FROM brain.posting_blocks WHERE tenant_id = $1 ORDER BY size, term_hash`, [tenantId]);
+        const df = await ownInspector.query(`SELECT term_hash::text, sum(size)::int AS df FROM brain.posting_blocks WHERE tenant_id = $1 GROUP BY 1 ORDER BY 1`, [tenantId]);
+        const counted = await ownInspector.query(
+          `SELECT u.term_hash::text, count(*)::int AS df FROM brain.chunks c CROSS JOIN LATERAL unnest(c.term_hashes) AS u(term_hash) WHERE c.tenant_id = $1 GROUP BY 1 ORDER BY 1`,
+          [tenantId],
+        );
+        return { sizes: blocks.rows.map((row) => row.size), stored: df.rows, derived: counted.rows };
+      };
+
+      const keeping = serviceWith({ mergeGatherMs: 0 });
+      const tenant = randomUUID();
+      const { chunkCount } = await runWithTenant({ tenantId: tenant }, () => keeping.brain.ingest(document));
+      expect(chunkCount).toBeGreaterThan(3);
+      await drained(tenant);
+      expect(keeping.repository.inputs).toEqual({ known: chunkCount, read: 0 });
+
+      // Holding nothing (as after a restart, or a chunk stored by another process): every chunk is read back.
+      const holdingNone = serviceWith({ mergeGatherMs: 0, waitingTermsMaxBytes: 0 });
+      const other = randomUUID();
+      await runWithTenant({ tenantId: other }, () => holdingNone.brain.ingest(document));
+      await drained(other);
+      expect(holdingNone.repository.inputs).toEqual({ known: 0, read: chunkCount });
+
+      // Other tenants' hashes differ; the blocks' sizes and the document frequencies do not.
+      const [kept, read] = [await blocksAndStatistics(tenant), await blocksAndStatistics(other)];
+      expect(kept.stored).toEqual(kept.derived);
+      expect(read.stored).toEqual(read.derived);
+      expect(kept.sizes).toEqual(read.sizes);
+      expect(kept.sizes.length).toBeGreaterThan(3);
+      expect((await runWithTenant({ tenantId: tenant }, () => keeping.brain.search('klystrons magnetrons', 3))).map((r) => r.title)).toEqual(['Tubes', 'Tubes', 'Tubes']);
     });
 
     it('merges nothing once stopped, though a merge was gathering', async () => {

@@ -2,8 +2,9 @@ import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
-import { contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
+import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
+import type { MergeInputs } from './waiting-chunk-terms';
 
 export interface DocumentRow {
   readonly id: string;
@@ -250,9 +251,11 @@ export class BrainRepository {
    * later writes them into posting blocks: mergeUnmerged), and adds them to the tenant's totals.
    * With a quota, refuses (QuotaExceeded, the transaction rolls back) when the tenant
    * would hold more documents or bytes than it allows: checked under the tenant's statistics lock,
-   * so concurrent ingestions cannot pass it together.
+   * so concurrent ingestions cannot pass it together. Returns what a merge needs of each stored
+   * chunk (its seq, length and the array texts written), for the service to keep until its merge
+   * once the transaction has committed (WaitingChunkTerms).
    */
-  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<void> {
+  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<ChunkTerms[]> {
     const content: DocumentContent = { title: document.title, source: document.source, metadata: document.metadata };
     await manager.query(`INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
       document.id,
@@ -271,25 +274,63 @@ export class BrainRepository {
       if (!chunk.termFrequencies.every((tf) => Number.isSafeInteger(tf) && tf >= 1)) throw new Error(`Chunk ${chunk.ordinal} has a term frequency below one`);
       if (new Set(chunk.termHashes).size !== chunk.termHashes.length) throw new Error(`Chunk ${chunk.ordinal} lists a term twice`);
     }
+    const stored: ChunkTerms[] = [];
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
-      const params: unknown[] = [document.tenantId, document.id];
       const texts = await this.cipher.sealAll(
         manager,
         batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })),
       );
-      const rows = batch.map((chunk, index) => {
-        params.push(chunk.id, chunk.ordinal, texts[index], chunk.length, integerArrayLiteral(chunk.termHashes), integerArrayLiteral(chunk.termFrequencies));
-        const at = params.length - 6;
-        return `($${at + 1}::uuid, $1::uuid, $2::uuid, $${at + 2}::int, $${at + 3}::text, $${at + 4}::int, $${at + 5}::bigint[], $${at + 6}::int[])`;
-      });
-      await manager.query(
+      // One statement of fixed text (prepared once per connection) whatever the chunks: their
+      // columns as arrays, the term arrays of all of them as one array each, cut per chunk.
+      const arrays = new Map<number, { terms: string; frequencies: string; length: number }>();
+      const allTerms: string[] = [];
+      const allFrequencies: string[] = [];
+      const firsts: number[] = [];
+      const lasts: number[] = [];
+      let count = 0;
+      for (const chunk of batch) {
+        const terms = integerArrayLiteral(chunk.termHashes);
+        const frequencies = integerArrayLiteral(chunk.termFrequencies);
+        arrays.set(chunk.ordinal, { terms, frequencies, length: chunk.length });
+        if (chunk.termHashes.length > 0) {
+          allTerms.push(terms.slice(1, -1));
+          allFrequencies.push(frequencies.slice(1, -1));
+        }
+        firsts.push(count + 1);
+        count += chunk.termHashes.length;
+        lasts.push(count);
+      }
+      // Sealed texts are `enc1.` with a key id and base64url: never a comma, so they travel as one
+      // comma-separated text (no quoting of each, and one string to check for the literal).
+      if (texts.some((text) => text.includes(','))) throw new Error('A sealed chunk text holds a comma');
+      const seqs: Array<{ seq: string; ordinal: number }> = await manager.query(
         `WITH stored AS (
-           INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies) VALUES ${rows.join(', ')} RETURNING seq
+           INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies)
+           SELECT u.id, $1::uuid, $2::uuid, u.ordinal, u.text, u.length, ($7::bigint[])[u.first:u.last], ($8::int[])[u.first:u.last]
+           FROM unnest($3::uuid[], $4::int[], string_to_array($5::text, ','), $6::int[], $9::int[], $10::int[]) AS u(id, ordinal, text, length, first, last)
+           RETURNING seq, ordinal
+         ), waiting AS (
+           INSERT INTO brain.unmerged_chunks (tenant_id, chunk_seq) SELECT $1::uuid, seq FROM stored
          )
-         INSERT INTO brain.unmerged_chunks (tenant_id, chunk_seq) SELECT $1::uuid, seq FROM stored`,
-        params,
+         SELECT seq::text AS seq, ordinal FROM stored`,
+        [
+          document.tenantId,
+          document.id,
+          batch.map((chunk) => chunk.id),
+          integerArrayLiteral(batch.map((chunk) => chunk.ordinal)),
+          texts.join(','),
+          integerArrayLiteral(batch.map((chunk) => chunk.length)),
+          `{${allTerms.join(',')}}`,
+          `{${allFrequencies.join(',')}}`,
+          `{${firsts.join(',')}}`,
+          `{${lasts.join(',')}}`,
+        ],
       );
+      for (const { seq, ordinal } of seqs) {
+        const written = arrays.get(ordinal);
+        if (written) stored.push({ seq: Number(seq), ...written });
+      }
     }
 
     await this.lockTenantStatistics(manager, document.tenantId);
@@ -309,6 +350,7 @@ export class BrainRepository {
       [document.tenantId, chunks.length, totalLength, keyCheck, document.contentBytes],
     );
     if (updated.length !== 1) throw new IndexKeyMismatchError(document.tenantId);
+    return stored;
   }
 
   /**
@@ -416,23 +458,39 @@ export class BrainRepository {
    * the chunks merged, or null when another merge of the tenant holds the lock (it will take these
    * chunks, or the caller tries again later). For a transaction opened with MERGE_SETTINGS.
    */
-  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS): Promise<number | null> {
+  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS, inputs?: MergeInputs): Promise<number | null> {
     const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked`, [tenantId]);
     if (!lock?.locked) return null;
-    const batch: Array<{ seq: string; length: number; terms: string; frequencies: string }> = await manager.query(
-      `WITH batch AS (
+    // In a WITH: TypeORM answers a bare DELETE with its rows and count, a SELECT with its rows.
+    const taken: Array<{ seq: string }> = await manager.query(
+      `WITH taken AS (
          DELETE FROM brain.unmerged_chunks
          WHERE tenant_id = $1 AND chunk_seq IN (SELECT chunk_seq FROM brain.unmerged_chunks WHERE tenant_id = $1 ORDER BY chunk_seq LIMIT $2)
          RETURNING chunk_seq
        )
-       SELECT c.seq::text AS seq, c.length, c.term_hashes::text AS terms, c.term_frequencies::text AS frequencies
-       FROM batch JOIN brain.chunks c ON c.seq = batch.chunk_seq AND c.tenant_id = $1
-       ORDER BY c.seq`,
+       SELECT chunk_seq::text AS seq FROM taken`,
       [tenantId, maxChunks],
     );
-    if (batch.length === 0) return 0;
-    // The batch's postings per term, in chunk order (the batch is read in that order).
-    const segments = groupByTerm(batch.map((chunk) => ({ seq: Number(chunk.seq), length: chunk.length, terms: chunk.terms, frequencies: chunk.frequencies }))).map((list) => ({
+    // The chunks this process stored come from `inputs`, as written; only the others are read back.
+    const batch: ChunkTerms[] = [];
+    const unknown: string[] = [];
+    for (const { seq } of taken) {
+      const known = inputs?.take(tenantId, Number(seq));
+      if (known) batch.push(known);
+      else unknown.push(seq);
+    }
+    if (unknown.length > 0) {
+      const read: Array<{ seq: string; length: number; terms: string; frequencies: string }> = await manager.query(
+        `SELECT c.seq::text AS seq, c.length, c.term_hashes::text AS terms, c.term_frequencies::text AS frequencies
+         FROM brain.chunks c WHERE c.tenant_id = $1 AND c.seq = ANY($2::bigint[])`,
+        [tenantId, integerArrayLiteral(unknown)],
+      );
+      for (const chunk of read) batch.push({ seq: Number(chunk.seq), length: chunk.length, terms: chunk.terms, frequencies: chunk.frequencies });
+    }
+    if (batch.length === 0) return taken.length;
+    batch.sort((a, b) => a.seq - b.seq);
+    // The batch's postings per term, in chunk order.
+    const segments = groupByTerm(batch).map((list) => ({
       term: list.term,
       first: list.seqs[0] as number,
       last: list.seqs[list.seqs.length - 1] as number,

@@ -37,6 +37,7 @@ import {
   RANKING_SETTINGS,
   RankedChunkRow,
 } from './brain.repository';
+import { WAITING_TERMS_MAX_BYTES, WaitingChunkTerms } from './waiting-chunk-terms';
 
 export const BRAIN_SCHEMA = 'brain';
 
@@ -79,6 +80,8 @@ export interface BrainServiceSettings {
   readonly mergeGatherMs?: number;
   /** Chunks one merge takes at most, and how many make a merge start without gathering (MERGE_BATCH_CHUNKS when absent). */
   readonly mergeBatchChunks?: number;
+  /** The stored chunks' terms kept for their merge at most, in bytes (WAITING_TERMS_MAX_BYTES when absent; 0 keeps none). */
+  readonly waitingTermsMaxBytes?: number;
 }
 
 export interface BrainServiceLogger {
@@ -139,6 +142,8 @@ export class BrainService {
   /** Batch sizes cut down for tenants whose merges ran into the statement timeout. */
   private readonly mergeBatchSizes = new Map<string, number>();
   private readonly runningMerges = new Set<Promise<void>>();
+  /** The terms of the chunks this process stored, until their merge takes them (bounded). */
+  private readonly waitingTerms: WaitingChunkTerms;
   private stopping = false;
   private readonly mergeBatchChunks: number;
 
@@ -150,6 +155,7 @@ export class BrainService {
     private readonly logger: BrainServiceLogger = { error: () => undefined },
   ) {
     this.mergeBatchChunks = settings.mergeBatchChunks ?? MERGE_BATCH_CHUNKS;
+    this.waitingTerms = new WaitingChunkTerms(settings.waitingTermsMaxBytes ?? WAITING_TERMS_MAX_BYTES);
     if (!Number.isSafeInteger(this.mergeBatchChunks) || this.mergeBatchChunks < 1) throw new RangeError('mergeBatchChunks must be a whole number of at least 1');
     const gatherMs = settings.mergeGatherMs ?? MERGE_GATHER_MS;
     // setTimeout takes anything above 2^31 - 1 ms, NaN or Infinity for 1 ms.
@@ -230,7 +236,9 @@ export class BrainService {
       for (let batch = 0; !this.stopping; batch++) {
         const size = this.mergeBatchSizes.get(tenantId) ?? this.mergeBatchChunks;
         const merged = await runWithTenant({ tenantId }, () =>
-          tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size), { settings: MERGE_SETTINGS }),
+          tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size, this.waitingTerms), {
+            settings: MERGE_SETTINGS,
+          }),
         );
         if (merged === null) busy = true;
         if (merged === null || merged < size) break;
@@ -322,7 +330,9 @@ export class BrainService {
       chunkCount: chunks.length,
       createdAt: new Date(),
     };
-    await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
+    const stored = await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
+    // Committed: the merge may take the chunks' terms from here instead of reading them back.
+    if (!this.stopping) this.waitingTerms.add(tenantId, stored);
     this.scheduleMerge(tenantId, chunks.length);
     return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
   }

@@ -1,0 +1,71 @@
+import type { ChunkTerms } from '../ranking/postings';
+import { WaitingChunkTerms } from './waiting-chunk-terms';
+
+const TENANT = '00000000-0000-4000-8000-000000000001';
+const OTHER = '00000000-0000-4000-8000-000000000002';
+
+function chunk(seq: number, terms = '{1,2,3}', frequencies = '{1,1,2}'): ChunkTerms {
+  return { seq, length: 4, terms, frequencies };
+}
+
+describe('WaitingChunkTerms', () => {
+  it('hands a kept chunk over once, to its own tenant only', () => {
+    const waiting = new WaitingChunkTerms();
+    const stored = chunk(7);
+    waiting.add(TENANT, [stored, chunk(8)]);
+    expect(waiting.size).toBe(2);
+    expect(waiting.take(OTHER, 7)).toBeUndefined();
+    expect(waiting.take(TENANT, 7)).toBe(stored);
+    expect(waiting.take(TENANT, 7)).toBeUndefined();
+    expect(waiting.take(TENANT, 9)).toBeUndefined();
+    expect(waiting.size).toBe(1);
+  });
+
+  it('counts the bytes it holds and gives them back as chunks are taken or cleared', () => {
+    const waiting = new WaitingChunkTerms();
+    waiting.add(TENANT, [chunk(1), chunk(2)]);
+    const two = waiting.bytes;
+    expect(two).toBeGreaterThan(2 * ('{1,2,3}'.length + '{1,1,2}'.length));
+    waiting.take(TENANT, 1);
+    expect(waiting.bytes).toBe(two / 2);
+    waiting.clear();
+    expect(waiting.bytes).toBe(0);
+    expect(waiting.size).toBe(0);
+  });
+
+  it('lets the oldest go past its bound, and keeps none with a bound of zero', () => {
+    const one = new WaitingChunkTerms();
+    one.add(TENANT, [chunk(1)]);
+    const bound = one.bytes * 3;
+    const waiting = new WaitingChunkTerms(bound);
+    waiting.add(TENANT, [chunk(1), chunk(2), chunk(3)]);
+    waiting.add(OTHER, [chunk(4), chunk(5)]);
+    expect(waiting.size).toBe(3);
+    expect(waiting.bytes).toBeLessThanOrEqual(bound);
+    expect(waiting.take(TENANT, 1)).toBeUndefined();
+    expect(waiting.take(TENANT, 2)).toBeUndefined();
+    expect(waiting.take(TENANT, 3)).toBeDefined();
+    expect(waiting.take(OTHER, 5)).toBeDefined();
+
+    const none = new WaitingChunkTerms(0);
+    none.add(TENANT, [chunk(1)]);
+    expect(none.size).toBe(0);
+    expect(none.take(TENANT, 1)).toBeUndefined();
+  });
+
+  it('keeps a chunk added again once, counted once', () => {
+    const waiting = new WaitingChunkTerms();
+    waiting.add(TENANT, [chunk(1)]);
+    const once = waiting.bytes;
+    waiting.add(TENANT, [chunk(1, '{4}', '{1}')]);
+    expect(waiting.size).toBe(1);
+    expect(waiting.bytes).toBeLessThan(once);
+    expect(waiting.take(TENANT, 1)?.terms).toBe('{4}');
+  });
+
+  it('refuses a bound that is not a whole number of bytes', () => {
+    expect(() => new WaitingChunkTerms(-1)).toThrow(RangeError);
+    expect(() => new WaitingChunkTerms(1.5)).toThrow(RangeError);
+    expect(() => new WaitingChunkTerms(Number.NaN)).toThrow(RangeError);
+  });
+});
