@@ -913,6 +913,43 @@ describe('brain on PostgreSQL', () => {
       expect((await runWithTenant({ tenantId: tenant }, () => keeping.brain.search('klystrons magnetrons', 3))).map((r) => r.title)).toEqual(['Tubes', 'Tubes', 'Tubes']);
     });
 
+    it('gathers longer for the next merge while a tenant keeps loading, and as long as before once it has stopped', async () => {
+      const tenant = randomUUID();
+      const { brain, repository } = serviceWith({ mergeGatherMs: 300 });
+      const ingest = (title: string): Promise<IngestedDocumentView> =>
+        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a klystron amplifies microwaves.` }));
+      // The first merge, its batch taken, is held until a second document has arrived: the tenant is loading.
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const merge = repository.mergeUnmerged.bind(repository);
+      const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
+        const merged = await merge(...args);
+        await held;
+        return merged;
+      });
+      try {
+        await ingest('First');
+        while (spy.mock.calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+        await ingest('Second');
+        const freed = Date.now();
+        release();
+        await drained(tenant);
+        expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 1]);
+        // Four times the gathering time after the first merge ended, not once.
+        expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(freed + 4 * 300);
+      } finally {
+        spy.mockRestore();
+        release();
+      }
+      // Nothing arrived during that merge: the next document gathers the usual time.
+      const lone = Date.now();
+      await ingest('Third');
+      await drained(tenant);
+      expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 1, 1]);
+      expect(repository.merges[2]?.at).toBeGreaterThanOrEqual(lone + 300);
+      expect(repository.merges[2]?.at).toBeLessThan(lone + 4 * 300);
+    });
+
     it('merges nothing once stopped, though a merge was gathering', async () => {
       const tenant = randomUUID();
       const { brain, repository } = serviceWith({ mergeGatherMs: 200 });
