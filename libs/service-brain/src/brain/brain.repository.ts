@@ -487,7 +487,7 @@ export class BrainRepository {
       );
       for (const chunk of read) batch.push({ seq: Number(chunk.seq), length: chunk.length, terms: chunk.terms, frequencies: chunk.frequencies });
     }
-    if (batch.length === 0) return taken.length;
+    if (batch.length === 0) return 0;
     batch.sort((a, b) => a.seq - b.seq);
     // The batch's postings per term, in chunk order.
     const segments = groupByTerm(batch).map((list) => ({
@@ -532,17 +532,28 @@ export class BrainRepository {
       fresh = segments.filter((segment) => !done.has(segment.term));
     }
     for (const part of slices(fresh, (segment) => segment.bytes.length)) {
+      // The blocks' postings as one binary parameter, each block's cut from it by offset: an array
+      // of bytea would travel as hex text, escaped element by element (about 5 % of the process's
+      // work under a bulk load), and be parsed back from hex by PostgreSQL.
+      const starts: number[] = [];
+      let offset = 1;
+      for (const segment of part) {
+        starts.push(offset);
+        offset += segment.bytes.length;
+      }
       await manager.query(
         `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
-         SELECT $1::uuid, u.term_hash, u.first, u.last, u.size, u.postings
-         FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::int[], $6::bytea[]) AS u(term_hash, first, last, size, postings)`,
+         SELECT $1::uuid, u.term_hash, u.first, u.last, u.size, substring($6::bytea FROM u.start FOR u.bytes)
+         FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::int[], $7::int[], $8::int[]) AS u(term_hash, first, last, size, start, bytes)`,
         [
           tenantId,
-          part.map((segment) => segment.term),
-          part.map((segment) => segment.first),
-          part.map((segment) => segment.last),
-          part.map((segment) => segment.size),
-          part.map((segment) => segment.bytes),
+          integerArrayLiteral(part.map((segment) => segment.term)),
+          integerArrayLiteral(part.map((segment) => segment.first)),
+          integerArrayLiteral(part.map((segment) => segment.last)),
+          integerArrayLiteral(part.map((segment) => segment.size)),
+          Buffer.concat(part.map((segment) => segment.bytes)),
+          integerArrayLiteral(starts),
+          integerArrayLiteral(part.map((segment) => segment.bytes.length)),
         ],
       );
     }
