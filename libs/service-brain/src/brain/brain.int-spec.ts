@@ -535,6 +535,22 @@ describe('brain on PostgreSQL', () => {
         )
       ).rows;
 
+    it('stores and merges passages without index terms beside one with them, each with its own terms', async () => {
+      const tenant = randomUUID();
+      const stopWords = 'the of and to a in is that it was for on are as with '.repeat(40).trim();
+      const document = await ingest(tenant, { title: 'The Of And', content: `${stopWords}\n\nKlystrons amplify microwave signals in radar transmitters.` });
+      expect(document.chunkCount).toBeGreaterThanOrEqual(2);
+      const { rows } = await inspector.query(
+        `SELECT ordinal, cardinality(term_hashes) AS terms, cardinality(term_frequencies) AS frequencies FROM brain.chunks WHERE tenant_id = $1 ORDER BY ordinal`,
+        [tenant],
+      );
+      expect(rows.slice(0, -1).every((row) => row.terms === 0 && row.frequencies === 0)).toBe(true);
+      expect(rows[rows.length - 1]).toEqual({ ordinal: rows.length - 1, terms: 6, frequencies: 6 });
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored).toEqual(derived);
+      expect((await query(tenant, 'klystrons radar')).results.map((result) => result.text)).toEqual(['Klystrons amplify microwave signals in radar transmitters.']);
+    });
+
     it('appends documents merged one at a time to the newest small block of each term', async () => {
       const tenant = randomUUID();
       const notes: IngestedDocumentView[] = [];

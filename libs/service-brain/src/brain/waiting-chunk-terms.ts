@@ -24,7 +24,9 @@ interface Entry {
  * chunk's two arrays back from PostgreSQL, about a third of the database's work per chunk under a
  * bulk load. Only what committed is kept (the service adds a document's chunks after its
  * transaction); a merge that reads a chunk not kept here (stored by another process or before a
- * restart, or let go) reads it from the database as before, so this is only ever a shortcut.
+ * restart, or let go) reads it from the database as before, so this is only ever a shortcut. A
+ * merge takes a chunk when it begins: should its transaction then fail, the next merge reads that
+ * chunk back.
  * Bounded: past `maxBytes` the oldest go first. A chunk merged by another process or deleted stays
  * until it is pushed out, never used (its seq is never handed to a merge again).
  */
