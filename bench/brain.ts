@@ -8,7 +8,8 @@
  * the same text): a 50,000-word vocabulary drawn from a Zipf–Mandelbrot distribution, between
  * real English stop words, in sentences and paragraphs, in documents of about 150 KB.
  *
- * - Ingestion: every document (made before the clock starts) through `POST /api/brain/documents`, `--concurrency` at a time,
+ * - Ingestion: every document (made before the clock starts, a few more just in time should the
+ *   estimate fall short) through `POST /api/brain/documents`, `--concurrency` at a time,
  *   until the last chunk is merged into the posting blocks (and, apart, until the last is stored);
  *   MB/s of content (UTF-8) over the wall time.
  * - Query latency: after a VACUUM (ANALYZE) of the brain schema (the steady state autovacuum

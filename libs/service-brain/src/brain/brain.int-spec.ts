@@ -785,8 +785,8 @@ describe('brain on PostgreSQL', () => {
         const at = Date.now();
         const [manager, tenantId, maxChunks, inputs] = args;
         const counted = {
-          take: (tenant: string, seq: number) => {
-            const chunk = inputs?.take(tenant, seq);
+          take: (tenant: string, seq: number, id: string) => {
+            const chunk = inputs?.take(tenant, seq, id);
             if (chunk) this.inputs.known++;
             else this.inputs.read++;
             return chunk;
@@ -937,15 +937,18 @@ describe('brain on PostgreSQL', () => {
       // The first merge, its batch taken, is held until a second document has arrived: the tenant is loading.
       let release: () => void = () => undefined;
       const held = new Promise<void>((resolve) => (release = resolve));
+      let taken: () => void = () => undefined;
+      const firstTaken = new Promise<void>((resolve) => (taken = resolve));
       const merge = repository.mergeUnmerged.bind(repository);
       const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
         const merged = await merge(...args);
+        taken();
         await held;
         return merged;
       });
       try {
         await ingest('First');
-        while (spy.mock.calls.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
+        await firstTaken;
         await ingest('Second');
         const freed = Date.now();
         release();

@@ -4,7 +4,7 @@ import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type 
 import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
 import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
-import type { MergeInputs } from './waiting-chunk-terms';
+import type { MergeInputs, StoredChunkTerms } from './waiting-chunk-terms';
 
 export interface DocumentRow {
   readonly id: string;
@@ -252,10 +252,10 @@ export class BrainRepository {
    * With a quota, refuses (QuotaExceeded, the transaction rolls back) when the tenant
    * would hold more documents or bytes than it allows: checked under the tenant's statistics lock,
    * so concurrent ingestions cannot pass it together. Returns what a merge needs of each stored
-   * chunk (its seq, length and the array texts written), for the service to keep until its merge
+   * chunk (its seq, id, length and the array texts written), for the service to keep until its merge
    * once the transaction has committed (WaitingChunkTerms).
    */
-  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<ChunkTerms[]> {
+  async insertDocument(manager: EntityManager, document: DocumentRow, chunks: readonly IndexedChunk[], keyCheck: string, quota?: StorageQuota): Promise<StoredChunkTerms[]> {
     const content: DocumentContent = { title: document.title, source: document.source, metadata: document.metadata };
     await manager.query(`INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at) VALUES ($1, $2, $3, $4, $5, $6)`, [
       document.id,
@@ -274,7 +274,7 @@ export class BrainRepository {
       if (!chunk.termFrequencies.every((tf) => Number.isSafeInteger(tf) && tf >= 1)) throw new Error(`Chunk ${chunk.ordinal} has a term frequency below one`);
       if (new Set(chunk.termHashes).size !== chunk.termHashes.length) throw new Error(`Chunk ${chunk.ordinal} lists a term twice`);
     }
-    const stored: ChunkTerms[] = [];
+    const stored: StoredChunkTerms[] = [];
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
       const texts = await this.cipher.sealAll(
@@ -283,7 +283,7 @@ export class BrainRepository {
       );
       // One statement of fixed text (prepared once per connection) whatever the chunks: their
       // columns as arrays, the term arrays of all of them as one array each, cut per chunk.
-      const arrays = new Map<number, { terms: string; frequencies: string; length: number }>();
+      const arrays = new Map<number, { id: string; terms: string; frequencies: string; length: number }>();
       const allTerms: string[] = [];
       const allFrequencies: string[] = [];
       const firsts: number[] = [];
@@ -292,7 +292,7 @@ export class BrainRepository {
       for (const chunk of batch) {
         const terms = integerArrayLiteral(chunk.termHashes);
         const frequencies = integerArrayLiteral(chunk.termFrequencies);
-        arrays.set(chunk.ordinal, { terms, frequencies, length: chunk.length });
+        arrays.set(chunk.ordinal, { id: chunk.id, terms, frequencies, length: chunk.length });
         if (chunk.termHashes.length > 0) {
           allTerms.push(terms.slice(1, -1));
           allFrequencies.push(frequencies.slice(1, -1));
@@ -456,26 +456,29 @@ export class BrainRepository {
    * stays within SMALL_BLOCK postings: documents merged one at a time (a trickle of small ones)
    * then fill blocks of up to that many instead of leaving one tiny block per document. Returns
    * the chunks merged, or null when another merge of the tenant holds the lock (it will take these
-   * chunks, or the caller tries again later). For a transaction opened with MERGE_SETTINGS.
+   * chunks, or the caller tries again later). The chunks' terms come from `inputs` where it holds
+   * them for the same chunk (taken from it as the merge begins: should the transaction fail, the
+   * next merge reads them back), from `chunks` otherwise. For a transaction opened with MERGE_SETTINGS.
    */
   async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS, inputs?: MergeInputs): Promise<number | null> {
     const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked`, [tenantId]);
     if (!lock?.locked) return null;
     // In a WITH: TypeORM answers a bare DELETE with its rows and count, a SELECT with its rows.
-    const taken: Array<{ seq: string }> = await manager.query(
+    // With each chunk's id (not its terms): what `inputs` holds is used only for the chunk it was stored as.
+    const taken: Array<{ seq: string; id: string }> = await manager.query(
       `WITH taken AS (
          DELETE FROM brain.unmerged_chunks
          WHERE tenant_id = $1 AND chunk_seq IN (SELECT chunk_seq FROM brain.unmerged_chunks WHERE tenant_id = $1 ORDER BY chunk_seq LIMIT $2)
          RETURNING chunk_seq
        )
-       SELECT chunk_seq::text AS seq FROM taken`,
+       SELECT c.seq::text AS seq, c.id FROM taken JOIN brain.chunks c ON c.seq = taken.chunk_seq AND c.tenant_id = $1`,
       [tenantId, maxChunks],
     );
     // The chunks this process stored come from `inputs`, as written; only the others are read back.
     const batch: ChunkTerms[] = [];
     const unknown: string[] = [];
-    for (const { seq } of taken) {
-      const known = inputs?.take(tenantId, Number(seq));
+    for (const { seq, id } of taken) {
+      const known = inputs?.take(tenantId, Number(seq), id);
       if (known) batch.push(known);
       else unknown.push(seq);
     }

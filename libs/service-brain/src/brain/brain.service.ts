@@ -304,6 +304,7 @@ export class BrainService {
     this.mergeQueue.length = 0;
     for (const state of this.merges.values()) clearTimeout(state.gathering);
     await Promise.all([...this.runningMerges]);
+    this.waitingTerms.clear();
   }
 
   /**

@@ -1,24 +1,27 @@
-import type { ChunkTerms } from '../ranking/postings';
-import { WaitingChunkTerms } from './waiting-chunk-terms';
+import { type StoredChunkTerms, WAITING_TERMS_STALE_MS, WaitingChunkTerms } from './waiting-chunk-terms';
 
 const TENANT = '00000000-0000-4000-8000-000000000001';
 const OTHER = '00000000-0000-4000-8000-000000000002';
 
-function chunk(seq: number, terms = '{1,2,3}', frequencies = '{1,1,2}'): ChunkTerms {
-  return { seq, length: 4, terms, frequencies };
+function chunk(seq: number, terms = '{1,2,3}', frequencies = '{1,1,2}'): StoredChunkTerms {
+  return { seq, id: `chunk-${seq}`, length: 4, terms, frequencies };
 }
 
 describe('WaitingChunkTerms', () => {
-  it('hands a kept chunk over once, to its own tenant only', () => {
+  it('hands a kept chunk over once, for its own tenant and id only', () => {
     const waiting = new WaitingChunkTerms();
     const stored = chunk(7);
-    waiting.add(TENANT, [stored, chunk(8)]);
-    expect(waiting.size).toBe(2);
-    expect(waiting.take(OTHER, 7)).toBeUndefined();
-    expect(waiting.take(TENANT, 7)).toBe(stored);
-    expect(waiting.take(TENANT, 7)).toBeUndefined();
-    expect(waiting.take(TENANT, 9)).toBeUndefined();
-    expect(waiting.size).toBe(1);
+    waiting.add(TENANT, [stored, chunk(8), chunk(9)]);
+    expect(waiting.size).toBe(3);
+    expect(waiting.take(TENANT, 10, 'chunk-10')).toBeUndefined();
+    expect(waiting.take(TENANT, 7, 'chunk-7')).toBe(stored);
+    expect(waiting.take(TENANT, 7, 'chunk-7')).toBeUndefined();
+    // Another tenant, or the same seq as another chunk (given again by a restored database): nothing, and the entry is gone.
+    expect(waiting.take(OTHER, 8, 'chunk-8')).toBeUndefined();
+    expect(waiting.take(TENANT, 8, 'chunk-8')).toBeUndefined();
+    expect(waiting.take(TENANT, 9, 'another-chunk')).toBeUndefined();
+    expect(waiting.take(TENANT, 9, 'chunk-9')).toBeUndefined();
+    expect(waiting.size).toBe(0);
   });
 
   it('counts the bytes it holds and gives them back as chunks are taken or cleared', () => {
@@ -26,31 +29,35 @@ describe('WaitingChunkTerms', () => {
     waiting.add(TENANT, [chunk(1), chunk(2)]);
     const two = waiting.bytes;
     expect(two).toBeGreaterThan(2 * ('{1,2,3}'.length + '{1,1,2}'.length));
-    waiting.take(TENANT, 1);
+    waiting.take(TENANT, 1, 'chunk-1');
     expect(waiting.bytes).toBe(two / 2);
     waiting.clear();
     expect(waiting.bytes).toBe(0);
     expect(waiting.size).toBe(0);
   });
 
-  it('lets the oldest go past its bound, and keeps none with a bound of zero', () => {
+  it('when full keeps what it holds (merges take the oldest first) unless that has gone stale, and keeps none with a bound of zero', () => {
     const one = new WaitingChunkTerms();
     one.add(TENANT, [chunk(1)]);
     const bound = one.bytes * 3;
     const waiting = new WaitingChunkTerms(bound);
-    waiting.add(TENANT, [chunk(1), chunk(2), chunk(3)]);
-    waiting.add(OTHER, [chunk(4), chunk(5)]);
+    waiting.add(TENANT, [chunk(1), chunk(2), chunk(3)], 0);
+    waiting.add(OTHER, [chunk(4), chunk(5)], WAITING_TERMS_STALE_MS - 1);
     expect(waiting.size).toBe(3);
+    expect(waiting.take(OTHER, 4, 'chunk-4')).toBeUndefined();
+    // A minute on, the oldest make room, one for each new chunk.
+    waiting.add(OTHER, [chunk(6), chunk(7)], WAITING_TERMS_STALE_MS);
     expect(waiting.bytes).toBeLessThanOrEqual(bound);
-    expect(waiting.take(TENANT, 1)).toBeUndefined();
-    expect(waiting.take(TENANT, 2)).toBeUndefined();
-    expect(waiting.take(TENANT, 3)).toBeDefined();
-    expect(waiting.take(OTHER, 5)).toBeDefined();
+    expect(waiting.take(TENANT, 1, 'chunk-1')).toBeUndefined();
+    expect(waiting.take(TENANT, 2, 'chunk-2')).toBeUndefined();
+    expect(waiting.take(TENANT, 3, 'chunk-3')).toBeDefined();
+    expect(waiting.take(OTHER, 6, 'chunk-6')).toBeDefined();
+    expect(waiting.take(OTHER, 7, 'chunk-7')).toBeDefined();
 
     const none = new WaitingChunkTerms(0);
     none.add(TENANT, [chunk(1)]);
     expect(none.size).toBe(0);
-    expect(none.take(TENANT, 1)).toBeUndefined();
+    expect(none.take(TENANT, 1, 'chunk-1')).toBeUndefined();
   });
 
   it('keeps a chunk added again once, counted once', () => {
@@ -60,7 +67,7 @@ describe('WaitingChunkTerms', () => {
     waiting.add(TENANT, [chunk(1, '{4}', '{1}')]);
     expect(waiting.size).toBe(1);
     expect(waiting.bytes).toBeLessThan(once);
-    expect(waiting.take(TENANT, 1)?.terms).toBe('{4}');
+    expect(waiting.take(TENANT, 1, 'chunk-1')?.terms).toBe('{4}');
   });
 
   it('refuses a bound that is not a whole number of bytes', () => {

@@ -6,16 +6,27 @@ export const WAITING_TERMS_MAX_BYTES = 32 * 1024 * 1024;
 /** Bytes counted per chunk kept beyond its two arrays' text: the entry, the map's slot, the strings' headers. */
 const ENTRY_OVERHEAD_BYTES = 160;
 
+/** An entry older than this may be let go to make room for a new one (it was likely merged by another replica). */
+export const WAITING_TERMS_STALE_MS = 60_000;
+
+/** A stored chunk as a merge needs it, with the id it was stored under. */
+export type StoredChunkTerms = ChunkTerms & { readonly id: string };
+
 /** Where a merge takes a chunk's terms from without reading them back (BrainRepository.mergeUnmerged). */
 export interface MergeInputs {
-  /** The chunk `seq` of `tenantId` as it was stored, handed over once (the next call gives nothing), or undefined. */
-  take(tenantId: string, seq: number): ChunkTerms | undefined;
+  /**
+   * The chunk `seq` of `tenantId` as it was stored, if it was stored under `id` (a seq the
+   * database gives again, after a restore or a failover, is another chunk), handed over once
+   * (the next call gives nothing); otherwise undefined.
+   */
+  take(tenantId: string, seq: number, id: string): ChunkTerms | undefined;
 }
 
 interface Entry {
   readonly tenantId: string;
-  readonly chunk: ChunkTerms;
+  readonly chunk: StoredChunkTerms;
   readonly bytes: number;
+  readonly at: number;
 }
 
 /**
@@ -27,8 +38,10 @@ interface Entry {
  * restart, or let go) reads it from the database as before, so this is only ever a shortcut. A
  * merge takes a chunk when it begins: should its transaction then fail, the next merge reads that
  * chunk back.
- * Bounded: past `maxBytes` the oldest go first. A chunk merged by another process or deleted stays
- * until it is pushed out, never used (its seq is never handed to a merge again).
+ * Bounded by `maxBytes`: merges take the oldest chunks first, so when full this keeps what it
+ * holds and lets new chunks go (their merge reads them back), except that entries older than
+ * WAITING_TERMS_STALE_MS make room (a chunk merged by another replica, or deleted, is never taken
+ * here). An entry is used only for the chunk id it was stored under.
  */
 export class WaitingChunkTerms implements MergeInputs {
   private readonly entries = new Map<number, Entry>();
@@ -47,27 +60,34 @@ export class WaitingChunkTerms implements MergeInputs {
     return this.heldBytes;
   }
 
-  /** Keeps the committed chunks of one of `tenantId`'s documents, letting the oldest go past the bound. */
-  add(tenantId: string, chunks: readonly ChunkTerms[]): void {
+  /** Keeps the committed chunks of one of `tenantId`'s documents, as far as the bound allows (see the class). */
+  add(tenantId: string, chunks: readonly StoredChunkTerms[], now = Date.now()): void {
     for (const chunk of chunks) {
       const bytes = chunk.terms.length + chunk.frequencies.length + ENTRY_OVERHEAD_BYTES;
-      if (bytes > this.maxBytes) continue;
       this.remove(chunk.seq);
-      this.entries.set(chunk.seq, { tenantId, chunk, bytes });
+      if (this.heldBytes + bytes > this.maxBytes) this.letStaleGo(now, this.heldBytes + bytes - this.maxBytes);
+      if (this.heldBytes + bytes > this.maxBytes) continue;
+      this.entries.set(chunk.seq, { tenantId, chunk, bytes, at: now });
       this.heldBytes += bytes;
-    }
-    for (const [seq] of this.entries) {
-      if (this.heldBytes <= this.maxBytes) break;
-      this.remove(seq);
     }
   }
 
-  take(tenantId: string, seq: number): ChunkTerms | undefined {
+  take(tenantId: string, seq: number, id: string): ChunkTerms | undefined {
     const entry = this.entries.get(seq);
-    // A seq belongs to one tenant only; the check keeps a mistake from ever crossing tenants.
-    if (!entry || entry.tenantId !== tenantId) return undefined;
+    if (!entry) return undefined;
     this.remove(seq);
-    return entry.chunk;
+    // A seq belongs to one tenant and one chunk only; the checks keep a seq given again from ever crossing chunks or tenants.
+    return entry.tenantId === tenantId && entry.chunk.id === id ? entry.chunk : undefined;
+  }
+
+  /** Lets entries older than WAITING_TERMS_STALE_MS go, oldest first, until `bytes` are free or none is left that old. */
+  private letStaleGo(now: number, bytes: number): void {
+    let freed = 0;
+    for (const [seq, entry] of this.entries) {
+      if (freed >= bytes || now - entry.at < WAITING_TERMS_STALE_MS) break;
+      freed += entry.bytes;
+      this.remove(seq);
+    }
   }
 
   /** Lets go of everything (the service stopping). */
