@@ -6,10 +6,15 @@ import { bucketFor, capacityInTokens, RateLimitPolicy } from './policy';
 import { RateLimiterLogger, RedisRateLimiter } from './rate-limiter';
 import { burstyOffsets, run, summarise, TakeRecord, trafficFor, windowViolations } from './testing/consequences';
 import { realTimeTaker } from './testing/real-time-taker';
+import { ClockMovement, watchRedisClock } from './testing/redis-clock-watch';
 import { OwnRedisServer, startOwnRedisServer } from './testing/redis-server';
 import { microsUntilFull } from './token-bucket';
 
 const SHARED_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+/** How often the consequences run when Redis's clock moves under them, and by how much it may (µs). */
+const CLOCK_ATTEMPTS = 3;
+const CLOCK_TOLERANCE_MICROS = 1_000;
 
 // Enterprise at 50/min rather than a multiple of 6: its burst then has slack for real-time jitter.
 const TIERS: RateLimitPolicy[] = [
@@ -56,10 +61,11 @@ describe('rate limits on the shared Redis', () => {
     await limiter?.close();
   });
 
-  it('meets the four consequences for every tier, on Redis time', async () => {
-    const expectations = await Promise.all(
+  /** The four consequences on real time for every tier at once, each vector on its own bucket under `under`. */
+  function consequencesForEveryTier(under: string): Promise<Array<Record<string, unknown>>> {
+    return Promise.all(
       TIERS.map(async (policy) => {
-        const key = (vector: string): string => `${prefix}:${policy.name}:${vector}`;
+        const key = (vector: string): string => `${under}:${policy.name}:${vector}`;
         const [steady, burst, sustained, bursty] = await Promise.all([
           run(realTimeTaker(limiter, key('steady'), policy), trafficFor(policy.limit, 15)),
           run(realTimeTaker(limiter, key('burst'), policy), trafficFor(2 * policy.limit, 10)),
@@ -81,19 +87,42 @@ describe('rate limits on the shared Redis', () => {
         };
       }),
     );
-    for (const outcome of expectations) {
-      expect(outcome).toEqual({
-        policy: outcome.policy,
-        stores: ['redis'],
-        steadyRefused: 0,
-        burstRefused: 0,
-        sustainedLimitedAfter10s: true,
-        aboutHalfRefusedOnceEmpty: true,
-        burstyRefusedSome: true,
-        windowViolations: [],
-      });
-    }
-  }, 90_000);
+  }
+
+  it(
+    'meets the four consequences for every tier, on Redis time',
+    async () => {
+      let outcomes: Array<Record<string, unknown>> = [];
+      let clock: ClockMovement = { samples: 0, movedMicros: 0 };
+      // A run during which Redis's wall clock was stepped against ours tests the clock, not the
+      // limiter (the 2× burst of professional has 15 ms of slack): it is run again, with new buckets.
+      for (let attempt = 1; attempt <= CLOCK_ATTEMPTS; attempt++) {
+        const watch = watchRedisClock(admin);
+        try {
+          outcomes = await consequencesForEveryTier(`${prefix}:attempt-${attempt}`);
+        } finally {
+          clock = await watch.stop();
+        }
+        if (clock.movedMicros <= CLOCK_TOLERANCE_MICROS) break;
+        process.stderr.write(`Redis's clock moved ${clock.movedMicros} µs against the monotonic clock during attempt ${attempt}; running again\n`);
+      }
+      expect(clock.samples).toBeGreaterThan(100);
+      expect(clock.movedMicros).toBeLessThanOrEqual(CLOCK_TOLERANCE_MICROS);
+      for (const outcome of outcomes) {
+        expect(outcome).toEqual({
+          policy: outcome.policy,
+          stores: ['redis'],
+          steadyRefused: 0,
+          burstRefused: 0,
+          sustainedLimitedAfter10s: true,
+          aboutHalfRefusedOnceEmpty: true,
+          burstyRefusedSome: true,
+          windowViolations: [],
+        });
+      }
+    },
+    CLOCK_ATTEMPTS * 45_000,
+  );
 
   it('keeps one budget for a bucket hammered through two connections at once', async () => {
     const other = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger });
