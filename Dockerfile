@@ -23,7 +23,7 @@ ENV NODE_ENV=production APP=${APP}
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json tsconfig.base.json ./
-COPY tools/register.cjs ./tools/register.cjs
+COPY tools/register.cjs tools/swc-options.cjs ./tools/
 COPY libs ./libs
 COPY apps ./apps
 COPY --from=console /app/dist/console ./dist/console

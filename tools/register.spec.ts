@@ -1,0 +1,83 @@
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { transformSync } from '@swc-node/core';
+import { readDefaultTsConfig, tsCompilerOptionsToSwcConfig } from '@swc-node/register/read-default-tsconfig';
+import ts from 'typescript';
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { compileTypeScript, swcOptionsFor } = require('./swc-options.cjs') as {
+  compileTypeScript(source: string, filename: string): { code: string; map?: string };
+  swcOptionsFor(options: Record<string, unknown>): Record<string, unknown>;
+};
+
+const root = path.join(__dirname, '..');
+
+function typeScriptFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) return entry.name === 'node_modules' ? [] : typeScriptFiles(full);
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [full] : [];
+  });
+}
+
+/** What @swc-node/register (the loader tools/register.cjs replaced) makes of a module. */
+function throughSwcNodeRegister(source: string, filename: string): string {
+  const options = readDefaultTsConfig(path.join(root, 'tsconfig.json'));
+  options.module = ts.ModuleKind.CommonJS;
+  return transformSync(source, filename, tsCompilerOptionsToSwcConfig(options as ts.CompilerOptions, filename)).code;
+}
+
+describe('tools/register.cjs', () => {
+  it('compiles every module of apps/, libs/, bench/, test/ and tools/ to the code @swc-node/register made', () => {
+    const files = ['apps', 'libs', 'bench', 'test', 'tools'].flatMap((dir) => typeScriptFiles(path.join(root, dir)));
+    expect(files.length).toBeGreaterThan(300);
+    const different = files.filter((file) => {
+      const source = readFileSync(file, 'utf8');
+      return compileTypeScript(source, file).code !== throughSwcNodeRegister(source, file);
+    });
+    expect(different.map((file) => path.relative(root, file))).toEqual([]);
+  });
+
+  it('rewrites the @mission/* aliases to the libraries and keeps a source map without the source', () => {
+    const file = path.join(root, 'libs/service-gateway/src/example.ts');
+    const { code, map } = compileTypeScript("import { TIER_RPM } from '@mission/contracts';\nexport const starter: number = TIER_RPM.starter;\n", file);
+    expect(code).toContain('require("../../contracts/src")');
+    expect(code).not.toContain('sourceMappingURL');
+    expect(JSON.parse(map ?? '{}')).toMatchObject({ version: 3, sources: [expect.stringContaining('example.ts')] });
+    expect(JSON.parse(map ?? '{}').sourcesContent).toBeUndefined();
+  });
+
+  it('refuses a target it cannot read', () => {
+    expect(() => swcOptionsFor({ target: 'Latest' })).toThrow(/ES year/);
+    expect(swcOptionsFor({ target: 'ES2021' })).toMatchObject({ target: 'es2021', useDefineForClassFields: false });
+    expect(swcOptionsFor({ target: 'ESNext' })).toMatchObject({ useDefineForClassFields: true });
+  });
+
+  it('runs a module without loading the TypeScript compiler, and maps its stack traces to the TypeScript lines', () => {
+    const script = [
+      "require('./libs/contracts/src/index.ts');",
+      'const loaded = Object.keys(require.cache).filter((file) => /node_modules\\/typescript\\//.test(file));',
+      "let line = '';",
+      "try { require('./tools/testing/throws-at-line-11.ts'); } catch (error) { line = /throws-at-line-11\\.ts:(\\d+)/.exec(error.stack)?.[1] ?? ''; }",
+      'console.log(JSON.stringify({ loaded, line }));',
+    ].join('\n');
+    const output = execFileSync(process.execPath, ['-r', './tools/register.cjs', '-e', script], { cwd: root, encoding: 'utf8' });
+    expect(JSON.parse(output)).toEqual({ loaded: [], line: '11' });
+  });
+
+  it('needs only production dependencies and files the runtime image copies', () => {
+    const { dependencies } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
+    const loaderFiles = ['tools/register.cjs', 'tools/swc-options.cjs'];
+    const required = loaderFiles.flatMap((file) => [...readFileSync(path.join(root, file), 'utf8').matchAll(/require\('([^']+)'\)/g)].map((match) => match[1]));
+    const packages = required.filter((name) => !name.startsWith('.') && !name.startsWith('node:'));
+    expect(packages.sort()).toEqual(['@swc-node/core', '@swc-node/sourcemap-support', 'pirates']);
+    expect(packages.filter((name) => dependencies[name] === undefined)).toEqual([]);
+    expect(dependencies['@swc/core']).toBeDefined();
+    const runtimeStage = readFileSync(path.join(root, 'Dockerfile'), 'utf8').split(/^FROM .* AS runtime$/m)[1] ?? '';
+    const copied = [...runtimeStage.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((match) => match[1].split(/\s+/));
+    const localFiles = required.filter((name) => name.startsWith('.')).map((name) => path.relative(root, path.resolve(root, 'tools', name)));
+    expect(localFiles.sort()).toEqual(['tools/swc-options.cjs', 'tsconfig.base.json']);
+    expect([...new Set([...loaderFiles, ...localFiles])].filter((file) => !copied.includes(file))).toEqual([]);
+  });
+});
