@@ -23,11 +23,13 @@ ENV NODE_ENV=production APP=${APP}
 WORKDIR /app
 COPY --from=deps /app/node_modules ./node_modules
 COPY package.json tsconfig.json tsconfig.base.json ./
-COPY tools/register.cjs tools/swc-options.cjs ./tools/
+COPY tools/register.cjs tools/compile-cache.cjs tools/swc-options.cjs ./tools/
 COPY libs ./libs
 COPY apps ./apps
 COPY --from=console /app/dist/console ./dist/console
+# The modules compiled once here (node_modules/.cache/mission-register), so no server loads swc.
 RUN find apps libs -name '*.spec.ts' -delete \
+  && node tools/compile-cache.cjs \
   && mkdir -p /app/.data && chown node:node /app/.data
 USER node
 EXPOSE 3000 8080

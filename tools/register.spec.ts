@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { transformSync } from '@swc-node/core';
 import { readDefaultTsConfig, tsCompilerOptionsToSwcConfig } from '@swc-node/register/read-default-tsconfig';
@@ -10,6 +11,8 @@ const { compileTypeScript, swcOptionsFor } = require('./swc-options.cjs') as {
   compileTypeScript(source: string, filename: string): { code: string; map?: string };
   swcOptionsFor(options: Record<string, unknown>): Record<string, unknown>;
 };
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const { keyOf } = require('./compile-cache.cjs') as { keyOf(filename: string, source: string): string };
 
 const root = path.join(__dirname, '..');
 
@@ -54,21 +57,74 @@ describe('tools/register.cjs', () => {
     expect(swcOptionsFor({ target: 'ESNext' })).toMatchObject({ useDefineForClassFields: true });
   });
 
-  it('runs a module without loading the TypeScript compiler, and maps its stack traces to the TypeScript lines', () => {
-    const script = [
-      "require('./libs/contracts/src/index.ts');",
-      'const loaded = Object.keys(require.cache).filter((file) => /node_modules\\/typescript\\//.test(file));',
-      "let line = '';",
-      "try { require('./tools/testing/throws-at-line-11.ts'); } catch (error) { line = /throws-at-line-11\\.ts:(\\d+)/.exec(error.stack)?.[1] ?? ''; }",
-      'console.log(JSON.stringify({ loaded, line }));',
-    ].join('\n');
-    const output = execFileSync(process.execPath, ['-r', './tools/register.cjs', '-e', script], { cwd: root, encoding: 'utf8' });
-    expect(JSON.parse(output)).toEqual({ loaded: [], line: '11' });
+  describe('with its compile cache', () => {
+    let cacheDir: string;
+    let scratch: string;
+
+    beforeEach(() => {
+      scratch = mkdtempSync(path.join(tmpdir(), 'register-spec-'));
+      cacheDir = path.join(scratch, 'cache');
+    });
+
+    afterEach(() => rmSync(scratch, { recursive: true, force: true }));
+
+    function runNode(script: string, env: Record<string, string> = {}): string {
+      return execFileSync(process.execPath, ['-r', './tools/register.cjs', '-e', script], {
+        cwd: root,
+        encoding: 'utf8',
+        env: { ...process.env, MISSION_COMPILE_CACHE_DIR: cacheDir, ...env },
+      });
+    }
+
+    const loadedCompilers = 'Object.keys(require.cache).filter((file) => /node_modules\\/(typescript|@swc\\/core|@swc-node\\/core)\\//.test(file))';
+
+    it('runs modules without loading a compiler into the process, and maps their stack traces to the TypeScript lines', () => {
+      const script = [
+        "require('./libs/contracts/src/index.ts');",
+        "let line = '';",
+        "try { require('./tools/testing/throws-at-line-11.ts'); } catch (error) { line = /throws-at-line-11\\.ts:(\\d+)/.exec(error.stack)?.[1] ?? ''; }",
+        `console.log(JSON.stringify({ loaded: ${loadedCompilers}, line }));`,
+      ].join('\n');
+      expect(JSON.parse(runNode(script))).toEqual({ loaded: [], line: '11' });
+      const entries = readdirSync(cacheDir);
+      // The child compiled every module of the sources, not only the two this process loaded.
+      expect(entries.length).toBeGreaterThan(300);
+      const written = entries.map((name) => statSync(path.join(cacheDir, name)).mtimeMs);
+      expect(JSON.parse(runNode(script))).toEqual({ loaded: [], line: '11' });
+      expect(readdirSync(cacheDir).map((name) => statSync(path.join(cacheDir, name)).mtimeMs)).toEqual(written);
+    });
+
+    it('never runs a stale entry: a changed module is compiled again', () => {
+      const module = path.join(scratch, 'answer.ts');
+      const script = `console.log(require(${JSON.stringify(module)}).answer);`;
+      writeFileSync(module, 'export const answer: number = 1;\n');
+      expect(runNode(script).trim()).toBe('1');
+      writeFileSync(module, 'export const answer: number = 2;\n');
+      expect(runNode(script).trim()).toBe('2');
+    });
+
+    it('compiles for itself when the cache cannot be written, and reads past an entry that is not one', () => {
+      writeFileSync(path.join(scratch, 'file'), '');
+      const script = "console.log(require('./libs/contracts/src/index.ts').TIER_RPM.starter);";
+      expect(runNode(script, { MISSION_COMPILE_CACHE_DIR: path.join(scratch, 'file', 'cache') }).trim()).toBe('100');
+      expect(runNode(script).trim()).toBe('100');
+      for (const name of readdirSync(cacheDir)) writeFileSync(path.join(cacheDir, name), '{"code": 4');
+      expect(runNode(script).trim()).toBe('100');
+    });
+
+    it('addresses an entry by the module path, its source and the compiler', () => {
+      const file = path.join(root, 'libs/example.ts');
+      const key = keyOf(file, 'export const a = 1;');
+      expect(key).toMatch(/^[0-9a-f]{64}$/);
+      expect(keyOf(file, 'export const a = 2;')).not.toBe(key);
+      expect(keyOf(path.join(root, 'apps/example.ts'), 'export const a = 1;')).not.toBe(key);
+      expect(keyOf(file, 'export const a = 1;')).toBe(key);
+    });
   });
 
   it('needs only production dependencies and files the runtime image copies', () => {
     const { dependencies } = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string> };
-    const loaderFiles = ['tools/register.cjs', 'tools/swc-options.cjs'];
+    const loaderFiles = ['tools/register.cjs', 'tools/compile-cache.cjs', 'tools/swc-options.cjs'];
     const required = loaderFiles.flatMap((file) => [...readFileSync(path.join(root, file), 'utf8').matchAll(/require\('([^']+)'\)/g)].map((match) => match[1]));
     const packages = required.filter((name) => !name.startsWith('.') && !name.startsWith('node:'));
     expect(packages.sort()).toEqual(['@swc-node/core', '@swc-node/sourcemap-support', 'pirates']);
@@ -77,7 +133,10 @@ describe('tools/register.cjs', () => {
     const runtimeStage = readFileSync(path.join(root, 'Dockerfile'), 'utf8').split(/^FROM .* AS runtime$/m)[1] ?? '';
     const copied = [...runtimeStage.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((match) => match[1].split(/\s+/));
     const localFiles = required.filter((name) => name.startsWith('.')).map((name) => path.relative(root, path.resolve(root, 'tools', name)));
-    expect(localFiles.sort()).toEqual(['tools/swc-options.cjs', 'tsconfig.base.json']);
+    expect([...new Set(localFiles)].sort()).toEqual(['tools/compile-cache.cjs', 'tools/swc-options.cjs', 'tsconfig.base.json']);
     expect([...new Set([...loaderFiles, ...localFiles])].filter((file) => !copied.includes(file))).toEqual([]);
+    // The cache is filled at build time, as root, before the image drops to the node user.
+    expect(runtimeStage.indexOf('node tools/compile-cache.cjs')).toBeGreaterThan(runtimeStage.indexOf('COPY apps'));
+    expect(runtimeStage.indexOf('node tools/compile-cache.cjs')).toBeLessThan(runtimeStage.indexOf('USER node'));
   });
 });

@@ -1,9 +1,11 @@
 // How tools/register.cjs compiles a TypeScript module: the options @swc-node/register derives
 // from tsconfig's compiler options, derived here from tsconfig.base.json without loading the
-// TypeScript compiler (as tools/jest-preset.cjs reads it). No side effects: tools/register.spec.ts
-// loads it to compare every module's output with @swc-node/register's.
+// TypeScript compiler (as tools/jest-preset.cjs reads it). swc itself is loaded only when a module
+// is compiled. No side effects: tools/register.spec.ts loads it to compare every module's output
+// with @swc-node/register's.
+const { createHash } = require('node:crypto');
+const { readFileSync } = require('node:fs');
 const path = require('node:path');
-const { transformSync } = require('@swc-node/core');
 
 const root = path.join(__dirname, '..');
 
@@ -43,9 +45,25 @@ const swcOptions = swcOptionsFor(require('../tsconfig.base.json').compilerOption
 
 /** One module's JavaScript and source map (JSON text). */
 function compileTypeScript(source, filename) {
+  const { transformSync } = require('@swc-node/core');
   // @swc-node/core writes defaults into the options it is given: a copy each time.
   const { code, map } = transformSync(source, filename, { ...swcOptions });
   return { code, map };
 }
 
-module.exports = { compileTypeScript, swcOptionsFor };
+let fingerprint;
+
+/**
+ * What else decides a module's compiled code besides its source and path: the options, the
+ * versions of swc and its wrapper, and this file. Part of every compile cache key.
+ */
+function compilerFingerprint() {
+  const versionOf = (name) => JSON.parse(readFileSync(require.resolve(`${name}/package.json`), 'utf8')).version;
+  fingerprint ??= createHash('sha256')
+    .update(JSON.stringify([swcOptions, versionOf('@swc/core'), versionOf('@swc-node/core')]))
+    .update(readFileSync(__filename))
+    .digest('hex');
+  return fingerprint;
+}
+
+module.exports = { compileTypeScript, compilerFingerprint, swcOptionsFor };
