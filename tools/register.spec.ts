@@ -31,6 +31,9 @@ function throughSwcNodeRegister(source: string, filename: string): string {
   return transformSync(source, filename, tsCompilerOptionsToSwcConfig(options as ts.CompilerOptions, filename)).code;
 }
 
+// Each test compiles hundreds of modules or starts Node processes: seconds on a busy machine.
+jest.setTimeout(60_000);
+
 describe('tools/register.cjs', () => {
   it('compiles every module of apps/, libs/, bench/, test/ and tools/ to the code @swc-node/register made', () => {
     const files = ['apps', 'libs', 'bench', 'test', 'tools'].flatMap((dir) => typeScriptFiles(path.join(root, dir)));
