@@ -15,7 +15,7 @@ const { compileTypeScript, compilerFingerprint } = require('./swc-options.cjs');
 
 const root = path.join(__dirname, '..');
 const SOURCE_DIRS = ['apps', 'libs', 'bench', 'test', 'tools'];
-const SKIPPED_DIRS = new Set(['node_modules', 'dist', '.data', 'tmp', 'console']);
+const SKIPPED_DIRS = new Set(['node_modules', 'dist', '.data', 'tmp']);
 const PRUNE_AFTER_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** MISSION_COMPILE_CACHE_DIR, or node_modules/.cache/mission-register (where build tools keep theirs). */

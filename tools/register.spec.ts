@@ -12,7 +12,7 @@ const { compileTypeScript, swcOptionsFor } = require('./swc-options.cjs') as {
   swcOptionsFor(options: Record<string, unknown>): Record<string, unknown>;
 };
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { keyOf } = require('./compile-cache.cjs') as { keyOf(filename: string, source: string): string };
+const { keyOf, read } = require('./compile-cache.cjs') as { keyOf(filename: string, source: string): string; read(filename: string, source: string): { code: string } | undefined };
 
 const root = path.join(__dirname, '..');
 
@@ -91,7 +91,16 @@ describe('tools/register.cjs', () => {
       expect(JSON.parse(runNode(script))).toEqual({ loaded: [], line: '11' });
       const entries = readdirSync(cacheDir);
       // The child compiled every module of the sources, not only the two this process loaded.
-      expect(entries.length).toBeGreaterThan(300);
+      const servers = ['apps', 'libs'].flatMap((dir) => typeScriptFiles(path.join(root, dir)));
+      expect(servers.length).toBeGreaterThan(300);
+      const previous = process.env.MISSION_COMPILE_CACHE_DIR;
+      process.env.MISSION_COMPILE_CACHE_DIR = cacheDir;
+      try {
+        expect(servers.filter((file) => read(file, readFileSync(file, 'utf8')) === undefined).map((file) => path.relative(root, file))).toEqual([]);
+      } finally {
+        if (previous === undefined) delete process.env.MISSION_COMPILE_CACHE_DIR;
+        else process.env.MISSION_COMPILE_CACHE_DIR = previous;
+      }
       const written = entries.map((name) => statSync(path.join(cacheDir, name)).mtimeMs);
       expect(JSON.parse(runNode(script))).toEqual({ loaded: [], line: '11' });
       expect(readdirSync(cacheDir).map((name) => statSync(path.join(cacheDir, name)).mtimeMs)).toEqual(written);
