@@ -27,9 +27,10 @@ COPY tools/register.cjs tools/compile-cache.cjs tools/swc-options.cjs ./tools/
 COPY libs ./libs
 COPY apps ./apps
 COPY --from=console /app/dist/console ./dist/console
-# The modules compiled once here (node_modules/.cache/mission-register), so no server loads swc.
+# The modules compiled once here (node_modules/.cache/mission-register), so no server loads swc;
+# a module that does not compile, or a cache that cannot be written, fails the build.
 RUN find apps libs -name '*.spec.ts' -delete \
-  && node tools/compile-cache.cjs \
+  && node tools/compile-cache.cjs --strict \
   && mkdir -p /app/.data && chown node:node /app/.data
 USER node
 EXPOSE 3000 8080

@@ -5,9 +5,14 @@
 // version is another entry, never a stale one. Entries are written to a temporary name and
 // renamed, so processes starting together never read half an entry.
 //
-// Run as a script, it compiles every TypeScript module of the repository's sources that has no
+// Entries are code the process runs: a directory that another user could write into (owned by
+// someone other than this user or root, or writable by group or others) is not used.
+//
+// Run as a script, it compiles every module of apps/, libs/, bench/, test/ and tools/ that a
+// process can load (not the specs jest compiles, nor the browser's apps/console) and has no
 // entry yet (tools/register.cjs runs it in a child process at a process's first miss, the
-// Dockerfile at build time) and removes entries not written for 30 days.
+// Dockerfile at build time with --strict: any module that does not compile or cannot be stored
+// fails the build), then removes entries of no current module not written for 30 days.
 const { createHash } = require('node:crypto');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -16,11 +21,42 @@ const { compileTypeScript, compilerFingerprint } = require('./swc-options.cjs');
 const root = path.join(__dirname, '..');
 const SOURCE_DIRS = ['apps', 'libs', 'bench', 'test', 'tools'];
 const SKIPPED_DIRS = new Set(['node_modules', 'dist', '.data', 'tmp']);
+/** Compiled by jest (tools/jest-preset.cjs) or esbuild (tools/console/build.mjs), never through the loader. */
+const NOT_LOADED = [/\.(spec|int-spec|e2e-spec)\.ts$/, /^apps\/console\//];
+const ENTRY_NAME = /^[0-9a-f]{64}\.json$/;
+const LEFTOVER_NAME = /\.(tmp|probe)$/;
 const PRUNE_AFTER_MS = 30 * 24 * 60 * 60 * 1000;
 
 /** MISSION_COMPILE_CACHE_DIR, or node_modules/.cache/mission-register (where build tools keep theirs). */
 function cacheDir() {
   return process.env.MISSION_COMPILE_CACHE_DIR || path.join(root, 'node_modules', '.cache', 'mission-register');
+}
+
+const trusted = new Map();
+
+/**
+ * Whether the directory's entries may be run: it does not exist yet (it will be made by this
+ * user), or it is owned by this user or root and neither group nor others may write it.
+ * Refused once per process with one line.
+ */
+function trustedDir(dir = cacheDir()) {
+  if (trusted.has(dir)) return trusted.get(dir);
+  let verdict = true;
+  try {
+    const stat = fs.statSync(dir);
+    const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
+    const owner = uid === undefined || stat.uid === uid || stat.uid === 0;
+    if (!stat.isDirectory() || !owner || (stat.mode & 0o022) !== 0) {
+      verdict = false;
+      process.stderr.write(
+        `tools/compile-cache.cjs: not using ${dir}: another user could write into it (owner ${stat.uid}, mode ${(stat.mode & 0o777).toString(8)}); each process compiles its TypeScript itself\n`,
+      );
+    }
+  } catch {
+    // Not there yet: made by this user when the first entry is written.
+  }
+  trusted.set(dir, verdict);
+  return verdict;
 }
 
 function keyOf(filename, source) {
@@ -29,6 +65,7 @@ function keyOf(filename, source) {
 
 /** The entry for this module's source, or undefined (none, unreadable or not an entry). */
 function read(filename, source) {
+  if (!trustedDir()) return undefined;
   let text;
   try {
     text = fs.readFileSync(path.join(cacheDir(), `${keyOf(filename, source)}.json`), 'utf8');
@@ -46,11 +83,12 @@ function read(filename, source) {
 /** Stores an entry; false when the directory cannot be written (the entry is then simply not kept). */
 function write(filename, source, entry) {
   const dir = cacheDir();
+  if (!trustedDir(dir)) return false;
   const file = path.join(dir, `${keyOf(filename, source)}.json`);
   const temporary = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
   try {
-    fs.mkdirSync(dir, { recursive: true });
-    fs.writeFileSync(temporary, JSON.stringify({ code: entry.code, map: entry.map }));
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
+    fs.writeFileSync(temporary, JSON.stringify({ code: entry.code, map: entry.map }), { mode: 0o644 });
     fs.renameSync(temporary, file);
     return true;
   } catch {
@@ -77,26 +115,48 @@ function typeScriptFiles(dir) {
   });
 }
 
-/** Compiles the modules without an entry; returns how many were compiled and written. */
-function compileMissing(files = SOURCE_DIRS.flatMap((dir) => typeScriptFiles(path.join(root, dir)))) {
+/** The modules a process can load through tools/register.cjs. */
+function loadableModules() {
+  return SOURCE_DIRS.flatMap((dir) => typeScriptFiles(path.join(root, dir))).filter((file) => {
+    const relative = path.relative(root, file).split(path.sep).join('/');
+    return !NOT_LOADED.some((pattern) => pattern.test(relative));
+  });
+}
+
+/**
+ * Compiles the modules without an entry. Returns the keys of all of them (entries found or
+ * written), how many were compiled and written, and those that failed (path and message).
+ */
+function compileMissing(files = loadableModules()) {
+  const keys = new Set();
+  const failed = [];
   let compiled = 0;
   let written = 0;
   for (const file of files) {
-    const source = fs.readFileSync(file, 'utf8');
+    let source;
+    try {
+      source = fs.readFileSync(file, 'utf8');
+    } catch {
+      continue; // Removed since the directory was read.
+    }
+    keys.add(keyOf(file, source));
     if (read(file, source)) continue;
     let entry;
     try {
       entry = compileTypeScript(source, file);
-    } catch {
-      continue; // A module that does not compile fails where it is loaded, with swc's message.
+    } catch (error) {
+      // Fails again where it is loaded, with swc's message; --strict fails the build on it.
+      failed.push({ file: path.relative(root, file), message: String(error?.message ?? error).split('\n')[0] });
+      continue;
     }
     compiled++;
     if (write(file, source, entry)) written++;
   }
-  return { compiled, written };
+  return { keys, compiled, written, failed };
 }
 
-function prune(now = Date.now()) {
+/** Removes entries of none of `current` not written for 30 days, and leftovers of interrupted writes. */
+function prune(current, now = Date.now()) {
   const dir = cacheDir();
   let names;
   try {
@@ -106,6 +166,8 @@ function prune(now = Date.now()) {
   }
   let removed = 0;
   for (const name of names) {
+    const ours = (ENTRY_NAME.test(name) && !current.has(name.slice(0, -'.json'.length))) || LEFTOVER_NAME.test(name);
+    if (!ours) continue;
     const file = path.join(dir, name);
     try {
       if (now - fs.statSync(file).mtimeMs > PRUNE_AFTER_MS) {
@@ -119,16 +181,17 @@ function prune(now = Date.now()) {
   return removed;
 }
 
-module.exports = { cacheDir, compileMissing, keyOf, prune, read, write };
+module.exports = { cacheDir, compileMissing, keyOf, loadableModules, prune, read, write };
 
 /** Whether entries can be stored: the directory made if need be, and a file written and removed there. */
 function writable() {
   const dir = cacheDir();
-  const probe = path.join(dir, `.probe.${process.pid}`);
+  const probe = path.join(dir, `.${process.pid}.${Math.random().toString(36).slice(2)}.probe`);
+  if (!trustedDir(dir)) return false;
   try {
-    fs.mkdirSync(dir, { recursive: true });
+    fs.mkdirSync(dir, { recursive: true, mode: 0o755 });
     fs.writeFileSync(probe, '');
-    fs.rmSync(probe);
+    fs.rmSync(probe, { force: true });
     return true;
   } catch (error) {
     process.stderr.write(
@@ -138,8 +201,12 @@ function writable() {
   }
 }
 
-if (require.main === module && writable()) {
-  const { compiled, written } = compileMissing();
-  prune();
+if (require.main === module) {
+  const strict = process.argv.includes('--strict');
+  if (!writable()) process.exit(strict ? 1 : 0);
+  const { keys, compiled, written, failed } = compileMissing();
+  prune(keys);
+  for (const { file, message } of failed) process.stderr.write(`tools/compile-cache.cjs: ${file} does not compile: ${message}\n`);
   if (compiled > written) process.stderr.write(`tools/compile-cache.cjs: ${compiled - written} of ${compiled} compiled modules could not be stored in ${cacheDir()}\n`);
+  if (strict && (failed.length > 0 || compiled > written)) process.exit(1);
 }

@@ -31,7 +31,8 @@ function fillCache() {
   // Without the parent's preloads (profilers, probes): the child only compiles.
   const env = { ...process.env };
   delete env.NODE_OPTIONS;
-  spawnSync(process.execPath, [path.join(__dirname, 'compile-cache.cjs')], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+  // Bounded: a child that hangs costs this start two minutes at most, then it compiles for itself.
+  spawnSync(process.execPath, [path.join(__dirname, 'compile-cache.cjs')], { env, stdio: ['ignore', 'ignore', 'inherit'], timeout: 120_000 });
 }
 
 function compiled(source, filename) {

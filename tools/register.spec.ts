@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { transformSync } from '@swc-node/core';
@@ -12,7 +12,12 @@ const { compileTypeScript, swcOptionsFor } = require('./swc-options.cjs') as {
   swcOptionsFor(options: Record<string, unknown>): Record<string, unknown>;
 };
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { keyOf, read } = require('./compile-cache.cjs') as { keyOf(filename: string, source: string): string; read(filename: string, source: string): { code: string } | undefined };
+const { keyOf, loadableModules, prune, read } = require('./compile-cache.cjs') as {
+  keyOf(filename: string, source: string): string;
+  loadableModules(): string[];
+  prune(current: Set<string>, now?: number): number;
+  read(filename: string, source: string): { code: string } | undefined;
+};
 
 const root = path.join(__dirname, '..');
 
@@ -91,8 +96,9 @@ describe('tools/register.cjs', () => {
       expect(JSON.parse(runNode(script))).toEqual({ loaded: [], line: '11' });
       const entries = readdirSync(cacheDir);
       // The child compiled every module of the sources, not only the two this process loaded.
-      const servers = ['apps', 'libs'].flatMap((dir) => typeScriptFiles(path.join(root, dir)));
-      expect(servers.length).toBeGreaterThan(300);
+      const servers = loadableModules().filter((file) => /^(apps|libs)\//.test(path.relative(root, file)));
+      expect(servers.length).toBeGreaterThan(250);
+      expect(servers.some((file) => file.endsWith('.spec.ts') || file.includes(`${path.sep}console${path.sep}src${path.sep}`))).toBe(false);
       const previous = process.env.MISSION_COMPILE_CACHE_DIR;
       process.env.MISSION_COMPILE_CACHE_DIR = cacheDir;
       try {
@@ -124,7 +130,34 @@ describe('tools/register.cjs', () => {
       expect(runNode(script).trim()).toBe('100');
     });
 
-    it('addresses an entry by the module path, its source and the compiler', () => {
+    it('runs no entry from a directory another user could write into', () => {
+      mkdirSync(cacheDir, { mode: 0o755 });
+      chmodSync(cacheDir, 0o777);
+      const script = "console.log(require('./libs/contracts/src/index.ts').TIER_RPM.starter);";
+      expect(runNode(script).trim()).toBe('100');
+      expect(readdirSync(cacheDir)).toEqual([]);
+    });
+
+    it('prunes only its own entries of no current module, once they are 30 days old', () => {
+      mkdirSync(cacheDir);
+      const current = 'a'.repeat(64);
+      const gone = 'b'.repeat(64);
+      for (const name of [`${current}.json`, `${gone}.json`, 'notes.txt', `${gone}.json.1.x.tmp`]) writeFileSync(path.join(cacheDir, name), '{}');
+      writeFileSync(path.join(cacheDir, `${'c'.repeat(64)}.json`), '{}');
+      const old = new Date(Date.now() - 31 * 24 * 60 * 60 * 1000);
+      for (const name of [`${current}.json`, `${gone}.json`, 'notes.txt', `${gone}.json.1.x.tmp`]) utimesSync(path.join(cacheDir, name), old, old);
+      const previous = process.env.MISSION_COMPILE_CACHE_DIR;
+      process.env.MISSION_COMPILE_CACHE_DIR = cacheDir;
+      try {
+        expect(prune(new Set([current]))).toBe(2);
+      } finally {
+        if (previous === undefined) delete process.env.MISSION_COMPILE_CACHE_DIR;
+        else process.env.MISSION_COMPILE_CACHE_DIR = previous;
+      }
+      expect(readdirSync(cacheDir).sort()).toEqual([`${current}.json`, `${'c'.repeat(64)}.json`, 'notes.txt']);
+    });
+
+    it('addresses an entry by the module path and its source', () => {
       const file = path.join(root, 'libs/example.ts');
       const key = keyOf(file, 'export const a = 1;');
       expect(key).toMatch(/^[0-9a-f]{64}$/);
@@ -148,7 +181,7 @@ describe('tools/register.cjs', () => {
     expect([...new Set(localFiles)].sort()).toEqual(['tools/compile-cache.cjs', 'tools/swc-options.cjs', 'tsconfig.base.json']);
     expect([...new Set([...loaderFiles, ...localFiles])].filter((file) => !copied.includes(file))).toEqual([]);
     // The cache is filled at build time, as root, before the image drops to the node user.
-    expect(runtimeStage.indexOf('node tools/compile-cache.cjs')).toBeGreaterThan(runtimeStage.indexOf('COPY apps'));
-    expect(runtimeStage.indexOf('node tools/compile-cache.cjs')).toBeLessThan(runtimeStage.indexOf('USER node'));
+    expect(runtimeStage.indexOf('node tools/compile-cache.cjs --strict')).toBeGreaterThan(runtimeStage.indexOf('COPY apps'));
+    expect(runtimeStage.indexOf('node tools/compile-cache.cjs --strict')).toBeLessThan(runtimeStage.indexOf('USER node'));
   });
 });

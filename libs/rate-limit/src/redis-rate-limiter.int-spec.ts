@@ -12,9 +12,13 @@ import { microsUntilFull } from './token-bucket';
 
 const SHARED_REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 
-/** How often the consequences run when Redis's clock moves under them, and by how much it may (µs). */
+/**
+ * How often the consequences run when Redis's clock moves under them, and by how much it may
+ * (µs): 1 ms, plus 50 ppm of the run for a Redis on another host, whose clock drifts (about 1.5
+ * ms over the 30 s run; the professional burst's slack is 15 ms).
+ */
 const CLOCK_ATTEMPTS = 3;
-const CLOCK_TOLERANCE_MICROS = 1_000;
+const CLOCK_TOLERANCE_MICROS = 1_000 + 50 * 30;
 
 // Enterprise at 50/min rather than a multiple of 6: its burst then has slack for real-time jitter.
 const TIERS: RateLimitPolicy[] = [
@@ -104,7 +108,9 @@ describe('rate limits on the shared Redis', () => {
           clock = await watch.stop();
         }
         if (clock.movedMicros <= CLOCK_TOLERANCE_MICROS) break;
-        process.stderr.write(`Redis's clock moved ${clock.movedMicros} µs against the monotonic clock during attempt ${attempt}; running again\n`);
+        process.stderr.write(
+          `Redis's clock moved ${clock.movedMicros} µs against the monotonic clock during attempt ${attempt}; running again; its outcomes: ${JSON.stringify(outcomes)}\n`,
+        );
       }
       expect(clock.samples).toBeGreaterThan(100);
       expect(clock.movedMicros).toBeLessThanOrEqual(CLOCK_TOLERANCE_MICROS);

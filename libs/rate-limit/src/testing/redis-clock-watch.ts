@@ -27,22 +27,29 @@ export function watchRedisClock(redis: Redis, intervalMs = 50): RedisClockWatch 
   let lowestHigh = Number.POSITIVE_INFINITY;
   let samples = 0;
   let stopped = false;
+  const sample = async (): Promise<void> => {
+    const sent = nowMicros();
+    const [seconds, micros] = await redis.time();
+    const answered = nowMicros();
+    const at = Number(seconds) * 1_000_000 + Number(micros);
+    highestLow = Math.max(highestLow, at - answered);
+    lowestHigh = Math.min(lowestHigh, at - sent);
+    samples++;
+  };
+  // A failed sample ends the loop; stop() reports it.
   const loop = (async () => {
     while (!stopped) {
-      const sent = nowMicros();
-      const [seconds, micros] = await redis.time();
-      const answered = nowMicros();
-      const at = Number(seconds) * 1_000_000 + Number(micros);
-      highestLow = Math.max(highestLow, at - answered);
-      lowestHigh = Math.min(lowestHigh, at - sent);
-      samples++;
+      await sample();
       await new Promise((resolve) => setTimeout(resolve, intervalMs));
     }
   })();
+  loop.catch(() => undefined);
   return {
     stop: async () => {
       stopped = true;
       await loop;
+      // One more after the run, so a step in its last moments is seen too.
+      await sample();
       return { samples, movedMicros: Math.max(0, Math.round(highestLow - lowestHigh)) };
     },
   };
