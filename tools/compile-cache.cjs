@@ -45,8 +45,9 @@ function trustedDir(dir = cacheDir()) {
   try {
     const stat = fs.statSync(dir);
     const uid = typeof process.getuid === 'function' ? process.getuid() : undefined;
-    const owner = uid === undefined || stat.uid === uid || stat.uid === 0;
-    if (!stat.isDirectory() || !owner || (stat.mode & 0o022) !== 0) {
+    // Where there are no user ids (Windows) the mode bits say nothing either.
+    const shared = uid !== undefined && ((stat.uid !== uid && stat.uid !== 0) || (stat.mode & 0o022) !== 0);
+    if (!stat.isDirectory() || shared) {
       verdict = false;
       process.stderr.write(
         `tools/compile-cache.cjs: not using ${dir}: another user could write into it (owner ${stat.uid}, mode ${(stat.mode & 0o777).toString(8)}); each process compiles its TypeScript itself\n`,
@@ -181,7 +182,7 @@ function prune(current, now = Date.now()) {
   return removed;
 }
 
-module.exports = { cacheDir, compileMissing, keyOf, loadableModules, prune, read, write };
+module.exports = { cacheDir, compileMissing, keyOf, loadableModules, prune, read, trustedDir, write };
 
 /** Whether entries can be stored: the directory made if need be, and a file written and removed there. */
 function writable() {

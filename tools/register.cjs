@@ -37,7 +37,7 @@ function fillCache() {
 
 function compiled(source, filename) {
   let entry = cache.read(filename, source);
-  if (!entry && !filledCache) {
+  if (!entry && !filledCache && cache.trustedDir()) {
     fillCache();
     entry = cache.read(filename, source);
   }
