@@ -182,7 +182,7 @@ function prune(current, now = Date.now()) {
   return removed;
 }
 
-module.exports = { cacheDir, compileMissing, keyOf, loadableModules, prune, read, trustedDir, write };
+module.exports = { cacheDir, compileMissing, keyOf, loadableModules, prune, read, trustedDir, typeScriptFiles, write };
 
 /** Whether entries can be stored: the directory made if need be, and a file written and removed there. */
 function writable() {

@@ -12,22 +12,15 @@ const { compileTypeScript, swcOptionsFor } = require('./swc-options.cjs') as {
   swcOptionsFor(options: Record<string, unknown>): Record<string, unknown>;
 };
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const { keyOf, loadableModules, prune, read } = require('./compile-cache.cjs') as {
+const { keyOf, loadableModules, prune, read, typeScriptFiles } = require('./compile-cache.cjs') as {
   keyOf(filename: string, source: string): string;
+  typeScriptFiles(dir: string): string[];
   loadableModules(): string[];
   prune(current: Set<string>, now?: number): number;
   read(filename: string, source: string): { code: string } | undefined;
 };
 
 const root = path.join(__dirname, '..');
-
-function typeScriptFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const full = path.join(dir, entry.name);
-    if (entry.isDirectory()) return entry.name === 'node_modules' ? [] : typeScriptFiles(full);
-    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [full] : [];
-  });
-}
 
 /** What @swc-node/register (the loader tools/register.cjs replaced) makes of a module. */
 function throughSwcNodeRegister(source: string, filename: string): string {
