@@ -61,6 +61,9 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   log(
     `${label}: ${measured.requestsPerSecond.mean} req/s, p50 ${measured.latencyMs.p50} ms, p99 ${measured.latencyMs.p99} ms` +
       (broker === undefined ? '' : `, broker ${cpuMsText(broker)} CPU ms/req`) +
+      (measured.pacing
+        ? `, offered ${measured.pacing.offeredPerSecond} req/s, sent ${measured.pacing.sendLagMs.p50} ms after due (p50; p99 ${measured.pacing.sendLagMs.p99})`
+        : '') +
       (flags.length > 0 ? ` — FLAGGED: ${flags.join('; ')}` : ''),
   );
   if (cpu) {
@@ -168,7 +171,10 @@ async function main(): Promise<number> {
       offeredRate: options.rate ?? null,
       timeoutSeconds: options.timeoutSeconds,
       request: 'GET /api/missions/:id',
-      client: 'autocannon (in the benchmark process; servers in their own processes)',
+      client:
+        options.rate === undefined
+          ? 'autocannon, closed loop (in the benchmark process; servers in their own processes)'
+          : 'undici, paced open loop, latency from when each request was due (in the benchmark process; servers in their own processes)',
       serverEnvironment: 'NODE_ENV=test, LOG_LEVEL=warn (as the test suites start them)',
       cpuProfile: options.cpuProfDir !== undefined,
       waitQuietSeconds: options.waitQuietSeconds,

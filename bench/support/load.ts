@@ -1,4 +1,6 @@
 import autocannon from 'autocannon';
+import { percentile, perSecondStats, round2 } from './load-stats';
+import { type Pacing, runPacedLoad, stopPacedLoad } from './paced-load';
 
 /** One request of the load, with the body its response must carry (anything else is a mismatch). */
 export interface LoadRequest {
@@ -14,7 +16,10 @@ export interface LoadSettings {
   readonly requests: readonly LoadRequest[];
   readonly connections: number;
   readonly pipelining: number;
-  /** Offered req/s over all connections; undefined: closed loop, as fast as answered. */
+  /**
+   * Offered req/s over all connections, evenly spaced, latencies from when each request was due
+   * (paced-load.ts); undefined: closed loop, as fast as answered.
+   */
   readonly rate?: number;
   readonly durationSeconds: number;
   readonly timeoutSeconds: number;
@@ -37,8 +42,10 @@ export interface LoadResult {
   readonly requestsPerSecond: { readonly mean: number; readonly median: number; readonly min: number; readonly max: number; readonly stddev: number };
   /** Milliseconds, exact (from every 2xx response), not autocannon's whole-millisecond histogram. */
   readonly latencyMs: { readonly mean: number; readonly p50: number; readonly p90: number; readonly p99: number; readonly max: number };
-  /** autocannon's own summary, for cross-checking (its latencies are whole milliseconds). */
-  readonly autocannon: { readonly requestsMean: number; readonly requestsP50: number; readonly latencyP50: number; readonly latencyP99: number };
+  /** Present for a paced run (`rate`): what was offered and how closely it was kept. */
+  readonly pacing?: Pacing;
+  /** autocannon's own summary, for cross-checking (its latencies are whole milliseconds); absent for a paced run. */
+  readonly autocannon?: { readonly requestsMean: number; readonly requestsP50: number; readonly latencyP50: number; readonly latencyP99: number };
 }
 
 let current: autocannon.Instance | undefined;
@@ -46,23 +53,8 @@ let current: autocannon.Instance | undefined;
 /** Stops the run in progress, if any (for Ctrl-C). */
 export function stopLoad(): void {
   current?.stop();
+  stopPacedLoad();
 }
-
-/** Nearest-rank percentile of sorted values. */
-function percentile(sorted: Float64Array, fraction: number): number {
-  if (sorted.length === 0) return NaN;
-  const rank = Math.ceil(fraction * sorted.length);
-  return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] ?? NaN;
-}
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 === 1 ? (sorted[middle] ?? NaN) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
-}
-
-const round2 = (value: number): number => Math.round(value * 100) / 100;
 
 /**
  * One autocannon run in this process. Every response's latency (float milliseconds) and the
@@ -70,6 +62,7 @@ const round2 = (value: number): number => Math.round(value * 100) / 100;
  * response: percentiles are exact and req/s comes from full one-second buckets only.
  */
 export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
+  if (settings.rate !== undefined) return runPacedLoad({ ...settings, rate: settings.rate });
   let latencies = new Float64Array(1 << 18);
   let count = 0;
   const buckets = new Array<number>(settings.durationSeconds + 1).fill(0);
@@ -93,7 +86,6 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
     ...target,
     connections: settings.connections,
     pipelining: settings.pipelining,
-    ...(settings.rate === undefined ? {} : { overallRate: settings.rate }),
     duration: settings.durationSeconds,
     timeout: settings.timeoutSeconds,
   });
@@ -125,8 +117,6 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
   for (const value of sorted) sum += value;
   // The last bucket holds what completed after the nominal end (while autocannon stops): partial.
   const perSecond = buckets.slice(0, settings.durationSeconds);
-  const mean = perSecond.reduce((a, b) => a + b, 0) / perSecond.length;
-  const variance = perSecond.reduce((a, b) => a + (b - mean) ** 2, 0) / perSecond.length;
   const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, stats]) => [code, stats.count]));
   const responses = Object.values(statusCodes).reduce((a, b) => a + b, 0);
 
@@ -142,13 +132,7 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
     statusCodes,
     errorSamples: [...errorSamples],
     perSecond,
-    requestsPerSecond: {
-      mean: Math.round(mean),
-      median: Math.round(median(perSecond)),
-      min: Math.min(...perSecond),
-      max: Math.max(...perSecond),
-      stddev: Math.round(Math.sqrt(variance)),
-    },
+    requestsPerSecond: perSecondStats(perSecond),
     latencyMs: {
       mean: round2(count > 0 ? sum / count : NaN),
       p50: round2(percentile(sorted, 0.5)),

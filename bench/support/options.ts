@@ -73,7 +73,8 @@ export const USAGE = `usage: npm run bench -- http [options]
                         (BENCH_CONNECTIONS, default ${DEFAULT_CONNECTIONS.join(',')})
   --pipelining=<n>      requests in flight per connection     (BENCH_PIPELINING, default 1)
   --tenants=<n>         tenants read in turn, each its own mission and token (BENCH_TENANTS, default 1)
-  --rate=<req/s>        offered load over all connections     (BENCH_RATE, default: none, i.e. saturation)
+  --rate=<req/s>        offered load over all connections, evenly spaced, latency from when
+                        each request was due (BENCH_RATE, default: none, i.e. saturation)
   --timeout=<s>         request timeout                       (BENCH_TIMEOUT, default 10)
 ${COMMON_USAGE.replace('{targets}', SUITE_TARGETS.http.join(',')).replace('{files}', 'bench/results/<date>.{json,md}')}
 

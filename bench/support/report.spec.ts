@@ -37,6 +37,17 @@ describe('the goals as the performance issues state them', () => {
     expect(judge(goal('embedded', 1), result(3_000, 0.55, 0.6)).met).toBe(false);
   });
 
+  it('judge a paced run by the absolute rate it kept, never by its ratio to a baseline paced alike', () => {
+    const paced = (requestsPerSecond: number, p99: number, ratio: number): Judged => {
+      const judged = result(requestsPerSecond, 2, p99, ratio);
+      return { ...judged, measured: { ...judged.measured, pacing: { offeredPerSecond: requestsPerSecond, unsent: 0, sendLagMs: { p50: 0, p99: 1, max: 1 } } } };
+    };
+    expect(judge(goal('distributed', 50), paced(3_000, 12, 1))).toEqual({ description: 'at 3,000 req/s offered: ≥ 3,000 req/s, p99 ≤ 15 ms', met: true });
+    expect(judge(goal('distributed', 50), paced(3_000, 16, 1)).met).toBe(false);
+    // At 2,000 req/s offered the baseline, paced alike, gives a ratio of 1: not the embedded goal's 0.18×.
+    expect(judge(goal('embedded', 50), paced(2_000, 5, 1))).toEqual({ description: 'at 2,000 req/s offered: ≥ 10,000 req/s, p99 ≤ 10 ms', met: false });
+  });
+
   it('are not met by a run with problems, whatever its figures', () => {
     expect(judge(goal('distributed', 50), result(9_000, 1, 2, undefined, ['12 non-2xx'])).met).toBe(false);
   });

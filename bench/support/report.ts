@@ -42,8 +42,10 @@ export function judge(goal: ReadGoal, result: Pick<TargetResult, 'flags' | 'meas
   const { requestsPerSecond, latencyMs } = result.measured;
   const parts: string[] = [];
   let met = result.flags.length === 0;
+  const paced = result.measured.pacing;
   if (goal.minRequestsPerSecond !== undefined) {
-    const ratio = goal.minRatioToBaseline;
+    // Paced, the baseline runs at the same offered rate: the ratio says nothing, the absolute rate does.
+    const ratio = paced ? undefined : goal.minRatioToBaseline;
     parts.push(`≥ ${goal.minRequestsPerSecond.toLocaleString('en-US')} req/s${ratio === undefined ? '' : ` or ≥ ${ratio}× the baseline`}`);
     const enough = requestsPerSecond.mean >= goal.minRequestsPerSecond || (ratio !== undefined && (result.ratioToBaseline?.requestsPerSecond ?? 0) >= ratio);
     met &&= enough;
@@ -56,7 +58,8 @@ export function judge(goal: ReadGoal, result: Pick<TargetResult, 'flags' | 'meas
     parts.push(`p99 ≤ ${goal.maxP99Ms} ms`);
     met &&= latencyMs.p99 <= goal.maxP99Ms;
   }
-  return { description: parts.join(', '), met };
+  const offered = paced ? `at ${paced.offeredPerSecond.toLocaleString('en-US')} req/s offered: ` : '';
+  return { description: offered + parts.join(', '), met };
 }
 
 export interface TargetResult {
@@ -187,6 +190,7 @@ export function flagsOf(measured: LoadResult): string[] {
     flags.push(`${measured.errors} errors, ${measured.timeouts} of them timeouts${measured.errorSamples.length ? `: ${measured.errorSamples.join('; ')}` : ''}`);
   if (measured.mismatches > 0) flags.push(`${measured.mismatches} responses with another body than the mission`);
   if (measured.ok === 0) flags.push('no successful response');
+  if (measured.pacing && measured.pacing.unsent > 0) flags.push(`did not keep up with the offered rate: ${measured.pacing.unsent} requests due were never sent`);
   return flags;
 }
 
@@ -300,7 +304,7 @@ export function markdownTable(results: readonly TargetResult[]): string {
       [
         '',
         result.flags.length > 0 ? `${result.name} ⚠` : result.name,
-        String(result.connections),
+        measured.pacing ? `${result.connections} at ${integer(measured.pacing.offeredPerSecond)}/s` : String(result.connections),
         integer(measured.requestsPerSecond.mean),
         integer(measured.requestsPerSecond.median),
         ms(measured.latencyMs.p50),
