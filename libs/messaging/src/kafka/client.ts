@@ -7,6 +7,7 @@ import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig, SAS
 import { BusLogger, consoleBusLogger, describe } from '../delivery';
 import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
 import { ProducerHandle } from './producers';
+import { fixKafkajsRecordEncoder } from './record-encoder-fix';
 import { fixKafkajsRequestQueue } from './request-queue-fix';
 
 const TOPIC_TIMEOUT_MS = 15_000;
@@ -20,6 +21,7 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
 }
 
 let requestQueueWarned = false;
+let recordEncoderWarned = false;
 
 export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
@@ -27,6 +29,13 @@ export function kafkaClient(brokers: string[], clientId: string, ssl: tls.Connec
   if (!fixKafkajsRequestQueue() && !requestQueueWarned) {
     requestQueueWarned = true;
     logger.warn('kafkajs is not the version its request-queue fix was written for; it runs unfixed', { fix: 'libs/messaging/src/kafka/request-queue-fix.ts' });
+  }
+  // Before the first produce request is encoded: kafkajs loads its record encoder then.
+  if (!fixKafkajsRecordEncoder() && !recordEncoderWarned) {
+    recordEncoderWarned = true;
+    logger.warn('kafkajs records are encoded as shipped (ten zero-filled buffers a message): its record module is not the one the fix was written for, or was loaded first', {
+      fix: 'libs/messaging/src/kafka/record-encoder-fix.ts',
+    });
   }
   return new Kafka({ brokers, clientId, ssl, ...(sasl ? { sasl } : {}), logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
 }

@@ -1,0 +1,117 @@
+import fc from 'fast-check';
+import { fixKafkajsRecordEncoder, type RecordEncoder, type RecordInput } from './record-encoder-fix';
+
+const RECORD_MODULE = 'kafkajs/src/protocol/recordBatch/record/v0';
+const PRODUCE_REQUEST_MODULE = 'kafkajs/src/protocol/requests/produce/v3/request';
+
+type ProduceRequest = (request: Record<string, unknown>) => { encode: () => Promise<{ buffer: Buffer }> };
+
+/** Loads modules in a registry of their own: kafkajs as shipped, or as fixed when `fix` is set. */
+function isolated<T>(load: () => T): T {
+  let loaded: T | undefined;
+  jest.isolateModules(() => {
+    loaded = load();
+  });
+  return loaded as T;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const shippedRecord = isolated(() => require(RECORD_MODULE) as RecordEncoder);
+const fixed = isolated(() => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const fix = (require('./record-encoder-fix') as { fixKafkajsRecordEncoder: typeof fixKafkajsRecordEncoder }).fixKafkajsRecordEncoder();
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return { fix, record: require(RECORD_MODULE) as RecordEncoder, produce: require(PRODUCE_REQUEST_MODULE) as ProduceRequest };
+});
+
+const text = fc.oneof(fc.string({ maxLength: 300 }), fc.string({ unit: 'grapheme', maxLength: 80 }), fc.string({ unit: 'binary', maxLength: 80 }));
+const bytes = fc.uint8Array({ maxLength: 700 }).map((array) => Buffer.from(array));
+const headerValue = fc.oneof(text, bytes);
+const records: fc.Arbitrary<RecordInput> = fc.record(
+  {
+    offsetDelta: fc.integer({ min: 0, max: 2 ** 31 - 1 }),
+    timestampDelta: fc.oneof(fc.integer({ min: -1_000_000, max: 1_000_000 }), fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER })),
+    key: fc.oneof(fc.constant(null), text, bytes),
+    value: fc.oneof(fc.constant(null), text, bytes),
+    headers: fc.dictionary(
+      fc.oneof(fc.string({ minLength: 1, maxLength: 40 }), fc.string({ unit: 'grapheme', minLength: 1, maxLength: 20 })),
+      fc.oneof(headerValue, fc.array(headerValue, { maxLength: 3 })),
+      { maxKeys: 12 },
+    ),
+  },
+  { requiredKeys: [] },
+);
+
+describe('the single-buffer kafkajs record encoder', () => {
+  it('is what kafkajs uses once fixed', () => {
+    expect(fixed.fix).toBe(true);
+    expect(fixed.record).not.toBe(shippedRecord);
+  });
+
+  it('writes the bytes kafkajs writes, for any record', () => {
+    fc.assert(
+      fc.property(records, (record) => {
+        expect(fixed.record(record).buffer.equals(shippedRecord(record).buffer)).toBe(true);
+      }),
+      { numRuns: 2_000 },
+    );
+  });
+
+  it('writes a message of the bus, with its headers, as kafkajs does', () => {
+    const message: RecordInput = {
+      offsetDelta: 3,
+      timestampDelta: 12,
+      key: 'tenant-a:7b7f2c1e',
+      value: Buffer.alloc(900, 7),
+      headers: {
+        'message-id': '0e3d1f7a-5b9c-4c55-9a8e-3f1f6d2b8c11',
+        'message-type': 'mission.get',
+        'correlation-id': '0e3d1f7a-5b9c-4c55-9a8e-3f1f6d2b8c11',
+        'tenant-id': 'tenant-a',
+        traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+        'reply-to': 'replies.gateway.2d1c',
+        'request-deadline': '1764000000000',
+        'payload-encryption': 'sealed',
+        'payload-key': 'k1:'.padEnd(120, 'x'),
+        multi: ['a', 'b'],
+      },
+    };
+    expect(fixed.record(message).buffer.toString('hex')).toBe(shippedRecord(message).buffer.toString('hex'));
+  });
+
+  it('leaves a produce request byte for byte as kafkajs encodes it', async () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const shippedProduce = isolated(() => require(PRODUCE_REQUEST_MODULE) as ProduceRequest);
+    const messages = Array.from({ length: 5 }, (_, index) => ({
+      key: `k${index}`,
+      value: `{"n":${index}}`,
+      timestamp: 1_764_000_000_000 + index,
+      headers: { 'message-id': `id-${index}`, 'tenant-id': 'tenant-a' },
+    }));
+    const request = {
+      acks: -1,
+      timeout: 30_000,
+      topicData: [{ topic: 'mission.requests.v1', partitions: [{ partition: 2, firstSequence: 9, messages }] }],
+    };
+    const [ours, theirs] = await Promise.all([fixed.produce(request).encode(), shippedProduce(request).encode()]);
+    expect(ours.buffer.equals(theirs.buffer)).toBe(true);
+  });
+
+  it('is not put in place when kafkajs already loaded its produce request, or ships another record module', () => {
+    const late = isolated(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      require(PRODUCE_REQUEST_MODULE);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return (require('./record-encoder-fix') as { fixKafkajsRecordEncoder: typeof fixKafkajsRecordEncoder }).fixKafkajsRecordEncoder();
+    });
+    expect(late).toBe(false);
+    const other = isolated(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const module = require.cache[require.resolve(RECORD_MODULE)] ?? (require(RECORD_MODULE), require.cache[require.resolve(RECORD_MODULE)]);
+      if (module) module.exports = () => undefined;
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return (require('./record-encoder-fix') as { fixKafkajsRecordEncoder: typeof fixKafkajsRecordEncoder }).fixKafkajsRecordEncoder();
+    });
+    expect(other).toBe(false);
+  });
+});
