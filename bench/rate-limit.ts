@@ -13,7 +13,8 @@
  * and never refuses. The added latency comes from paired sampling: sequential clients send one
  * request to every server in turn, and the differences within each such cycle cancel the noise of
  * a shared machine. The two "off" servers are the same program: their difference is the noise
- * floor. Fixed-rate autocannon rounds (rotating order) then give latency under load; the Redis
+ * floor. Paced rounds (rotating order; support/paced-load.ts: evenly spaced requests, latency
+ * from when each was due) then give latency under load; the Redis
  * commands per request are INFO commandstats over the requests the limiter decided (its
  * /metrics). A micro-benchmark times the limiter alone (consume()) on both stores.
  */
@@ -23,12 +24,12 @@ import http from 'node:http';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
-import autocannon from 'autocannon';
 import { Redis } from 'ioredis';
 import { freePort } from '@mission/persistence';
 import { MemoryRateLimiter, RateLimiter, RedisRateLimiter } from '@mission/rate-limit';
 import { OwnRedisServer, startOwnRedisServer } from '@mission/rate-limit/testing';
 import { call, clientCredentialsToken, waitForMission } from '../test/support/api-client';
+import { runPacedLoad } from './support/paced-load';
 
 const REPO_ROOT = path.join(__dirname, '..');
 
@@ -37,7 +38,7 @@ interface Options {
   readonly pairedSeconds: number;
   /** Concurrent sequential clients of the paired sampling. */
   readonly workers: number;
-  /** Fixed-rate autocannon rounds (latency under load). */
+  /** Paced rounds (latency under load). */
   readonly rounds: number;
   readonly durationSeconds: number;
   readonly warmupSeconds: number;
@@ -204,26 +205,24 @@ interface LoadResult {
 async function load(target: RunningTarget, options: Options, seconds: number): Promise<LoadResult> {
   let latencies = new Float64Array(1 << 16);
   let count = 0;
-  const instance = autocannon({
-    url: `${target.url}${target.path}`,
-    headers: target.headers,
-    expectBody: target.body,
+  const result = await runPacedLoad({
+    origin: target.url,
+    requests: [{ path: target.path, headers: target.headers, body: target.body }],
     connections: options.connections,
-    overallRate: options.rate,
-    duration: seconds,
-    timeout: 10,
+    pipelining: 1,
+    rate: options.rate,
+    durationSeconds: Math.max(1, Math.round(seconds)),
+    timeoutSeconds: 10,
+    onLatency: (latencyMs) => {
+      if (count === latencies.length) {
+        const grown = new Float64Array(latencies.length * 2);
+        grown.set(latencies);
+        latencies = grown;
+      }
+      latencies[count++] = latencyMs;
+    },
   });
-  instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {
-    if (statusCode !== 200) return;
-    if (count === latencies.length) {
-      const grown = new Float64Array(latencies.length * 2);
-      grown.set(latencies);
-      latencies = grown;
-    }
-    latencies[count++] = responseTimeMs;
-  });
-  const result = await instance;
-  return { ok: count, problems: result.non2xx + result.errors + result.timeouts + result.mismatches, latencies: latencies.slice(0, count) };
+  return { ok: count, problems: result.non2xx + result.errors + result.mismatches + result.pacing.unsent, latencies: latencies.slice(0, count) };
 }
 
 /** Redis commands by name since the last CONFIG RESETSTAT, without this benchmark's own. */
@@ -303,7 +302,7 @@ function distribution(values: readonly number[]): { p25: number; p50: number; p7
 async function main(): Promise<void> {
   const options = parseOptions(process.argv.slice(2));
   log(
-    `paired sampling ${options.pairedSeconds} s with ${options.workers} worker(s); ${options.rounds} fixed-rate round(s) of ${options.durationSeconds} s per target ` +
+    `paired sampling ${options.pairedSeconds} s with ${options.workers} worker(s); ${options.rounds} paced round(s) of ${options.durationSeconds} s per target ` +
       `at ${options.rate} req/s over ${options.connections} connections; ${os.cpus().length} cpus, load average ${os.loadavg().map(round2).join(' ')}`,
   );
   const redisServer: OwnRedisServer = await startOwnRedisServer();
@@ -410,7 +409,7 @@ async function main(): Promise<void> {
     `| Redis-backed: limiter on − off | ${pairedAdded.redis.p25} | **${pairedAdded.redis.p50}** | ${pairedAdded.redis.p75} |`,
     `| noise floor: two "off" servers | ${pairedAdded.noiseFloor.p25} | ${pairedAdded.noiseFloor.p50} | ${pairedAdded.noiseFloor.p75} |`,
     '',
-    `Fixed rate ${options.rate} req/s, ${options.connections} connections, ${options.rounds} × ${options.durationSeconds} s per target (rotating order):`,
+    `Paced at ${options.rate} req/s (latency from when each request was due), ${options.connections} connections, ${options.rounds} × ${options.durationSeconds} s per target (rotating order):`,
     '',
     `| target | 200s | problems | p50 ms | p90 ms | p99 ms |`,
     `|---|--:|--:|--:|--:|--:|`,

@@ -15,6 +15,8 @@ import { percentile, perSecondStats, round2 } from './load-stats';
  */
 export interface PacedSettings extends LoadSettings {
   readonly rate: number;
+  /** Called with each 2xx response's latency (ms from when it was due), for callers that pool them. */
+  readonly onLatency?: (latencyMs: number) => void;
 }
 
 export interface Pacing {
@@ -135,6 +137,7 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
         } else {
           ok++;
           latencies.push(latency);
+          settings.onLatency?.(latency);
           const second = Math.floor((due - startAt) / 1000);
           if (second >= 0 && second < buckets.length) buckets[second] = (buckets[second] as number) + 1;
         }
