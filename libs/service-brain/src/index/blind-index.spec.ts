@@ -1,4 +1,4 @@
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { DerivedTenantIndexKeys, TermHasher } from './blind-index';
 
 describe('blind index', () => {
@@ -40,6 +40,15 @@ describe('blind index', () => {
     expect(hasherA.hash('transistor')).toBe(hash);
     expect(hasherB.hash('transistor')).not.toBe(hash);
     expect(hasherA.hash('transistors')).not.toBe(hash);
+  });
+
+  it('is HMAC-SHA256 of the term under the tenant key, its first 64 bits as a signed decimal', () => {
+    // A known answer: the key bytes 0..31 and the term, hashed here from the raw key.
+    const key = Buffer.from(Array.from({ length: 32 }, (_, index) => index));
+    const expected = (term: string) => createHmac('sha256', key).update(term, 'utf8').digest().readBigInt64BE(0).toString();
+    const hasher = new TermHasher(Buffer.from(key));
+    for (const term of ['transistor', 'straße', '電子', '']) expect(hasher.hash(term)).toBe(expected(term));
+    expect(hasher.hash('transistor')).toBe('7831738820200143402');
   });
 
   it('keeps distinct terms distinct (no collision among 100,000 terms)', async () => {

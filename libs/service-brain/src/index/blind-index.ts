@@ -1,4 +1,4 @@
-import { createHmac, hkdfSync } from 'node:crypto';
+import { createHmac, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
 
 /**
  * Where the per-tenant keys of the blind index come from. Today they are derived from one
@@ -40,17 +40,25 @@ export class DerivedTenantIndexKeys implements TenantIndexKeys {
 export class TermHasher {
   /** Recent hashes: term frequencies are Zipfian, so most terms of a new document were hashed before. */
   private readonly cache = new Map<string, string>();
+  /**
+   * The key as a KeyObject, made once: given raw bytes, Node.js 24's createHmac first tries them
+   * as a KeyObject and as a CryptoKey, which made an HMAC five times as costly (34 µs against 7 on
+   * the machine measured; 9 % of the process's samples during a Brain load).
+   */
+  private readonly secretKey: KeyObject;
 
   constructor(
-    private readonly key: Buffer,
+    key: Buffer,
     private readonly cacheLimit = 100_000,
-  ) {}
+  ) {
+    this.secretKey = createSecretKey(key);
+  }
 
   /** Decimal string of the signed 64-bit hash (PostgreSQL bigint). */
   hash(term: string): string {
     let hash = this.cache.get(term);
     if (hash === undefined) {
-      hash = createHmac('sha256', this.key).update(term, 'utf8').digest().readBigInt64BE(0).toString();
+      hash = createHmac('sha256', this.secretKey).update(term, 'utf8').digest().readBigInt64BE(0).toString();
       if (this.cache.size >= this.cacheLimit) this.cache.clear();
       this.cache.set(term, hash);
     }

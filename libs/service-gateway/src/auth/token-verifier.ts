@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { decodeJwt } from 'jose';
 import { DomainError } from '@mission/contracts';
 import { Authenticated } from './authenticated';
@@ -77,7 +77,7 @@ export class TokenVerifier {
   /** Verifies `token`, or answers from the memory of tokens verified before (until they expire). */
   async verify(token: string): Promise<Authenticated> {
     if (this.cacheEntries === 0) return this.verifyNow(token);
-    const digest = createHash('sha256').update(token).digest('base64url');
+    const digest = hash('sha256', token, 'base64url');
     const remembered = this.verified.get(digest);
     if (remembered && remembered.until > Date.now()) return remembered.auth;
     if (remembered) this.verified.delete(digest);

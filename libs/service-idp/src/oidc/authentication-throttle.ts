@@ -1,4 +1,4 @@
-import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { createHash, createHmac, createSecretKey, randomBytes } from 'node:crypto';
 import type { RateLimiter, RateLimitPolicy } from '@mission/rate-limit';
 
 /**
@@ -206,7 +206,8 @@ export class AuthenticationThrottle {
  * rotated secret has another stored hash, a deleted client is never looked up.
  */
 export class VerifiedSecrets {
-  private readonly key = randomBytes(32);
+  /** A random key of this process, as a KeyObject: a raw Buffer makes each createHmac try it as a KeyObject and a CryptoKey first. */
+  private readonly key = createSecretKey(randomBytes(32));
   private readonly verified = new Map<string, number>();
 
   constructor(
