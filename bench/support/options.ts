@@ -73,8 +73,9 @@ export const USAGE = `usage: npm run bench -- http [options]
                         (BENCH_CONNECTIONS, default ${DEFAULT_CONNECTIONS.join(',')})
   --pipelining=<n>      requests in flight per connection     (BENCH_PIPELINING, default 1)
   --tenants=<n>         tenants read in turn, each its own mission and token (BENCH_TENANTS, default 1)
-  --rate=<req/s>        offered load over all connections, evenly spaced, latency from when
-                        each request was due (BENCH_RATE, default: none, i.e. saturation)
+  --rate=<req/s>        offered load over all connections (each count of --connections gets
+                        all of it), evenly spaced, latency from when each request was due
+                        (BENCH_RATE, default: none, i.e. saturation)
   --timeout=<s>         request timeout                       (BENCH_TIMEOUT, default 10)
 ${COMMON_USAGE.replace('{targets}', SUITE_TARGETS.http.join(',')).replace('{files}', 'bench/results/<date>.{json,md}')}
 
@@ -184,6 +185,9 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
   const cpuProf = flags.get('cpu-prof');
   const cpuProfDir = cpuProf === undefined ? undefined : cpuProf === true ? '' : cpuProf;
   if (flags.has('write') && flags.has('no-write')) throw new UsageError('--write and --no-write contradict each other');
+  if (rateSetting !== undefined && number('pipelining', 'BENCH_PIPELINING', 1, true) !== 1) {
+    throw new UsageError('--rate paces one request per connection at a time: it takes no --pipelining');
+  }
   // By default only a full run of all the suite's targets writes the day's results (a partial run has no ratios).
   const write = flags.has('write') ? true : flags.has('no-write') ? false : mode === 'full' && cpuProfDir === undefined && suiteTargets.every((name) => targets.includes(name));
 

@@ -11,7 +11,9 @@ import { percentile, perSecondStats, round2 } from './load-stats';
  * second starts) would charge it to one request per connection (coordinated omission).
  *
  * Requests due while every connection is busy wait in order for the next free one; requests still
- * unsent when the run ends are reported (`unsent`): the server did not keep up with the rate.
+ * waiting when the run ends are never sent and are reported (`unsent`, which flags the run): the
+ * server did not keep up with the rate. Requests in flight then may finish (their latencies count);
+ * throughput is what was answered within each second of the run. The timeout runs from the send.
  */
 export interface PacedSettings extends LoadSettings {
   readonly rate: number;
@@ -21,9 +23,9 @@ export interface PacedSettings extends LoadSettings {
 
 export interface Pacing {
   readonly offeredPerSecond: number;
-  /** Due but not yet sent when the run ended: the load was more than the server kept up with. */
+  /** Due but still waiting for a free connection when the run ended: more load than the server kept up with. */
   readonly unsent: number;
-  /** How late requests left this process after they were due (timer granularity, busy connections), ms. */
+  /** How late requests left this process after they were due (timer granularity, and waiting for a free connection), ms. */
   readonly sendLagMs: { readonly p50: number; readonly p99: number; readonly max: number };
 }
 
@@ -117,8 +119,9 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
   const finished = new Promise<void>((resolve) => (finish = resolve));
   let timer: NodeJS.Timeout | undefined;
 
+  // Done once every instant is due and nothing is in flight: what is still waiting then was never sent.
   const settleIfDone = (): void => {
-    if ((stopped || nextDue >= endAt) && outstanding === 0 && (stopped || backlogHead === backlog.length)) finish();
+    if ((stopped || nextDue >= endAt) && outstanding === 0) finish();
   };
 
   const send = (client: Client, due: number): void => {
@@ -127,7 +130,8 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
     lags.push(performance.now() - due);
     fetchOnce(client, request.path, request.headers, timeoutMs)
       .then(({ statusCode, body }) => {
-        const latency = performance.now() - due;
+        const now = performance.now();
+        const latency = now - due;
         responses++;
         statusCodes[statusCode] = (statusCodes[statusCode] ?? 0) + 1;
         if (statusCode < 200 || statusCode > 299) {
@@ -138,7 +142,8 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
           ok++;
           latencies.push(latency);
           settings.onLatency?.(latency);
-          const second = Math.floor((due - startAt) / 1000);
+          // Throughput is what was answered within each second of the run, as in a closed loop.
+          const second = Math.floor((now - startAt) / 1000);
           if (second >= 0 && second < buckets.length) buckets[second] = (buckets[second] as number) + 1;
         }
       })
@@ -155,9 +160,10 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
       });
   };
 
+  // Connections are taken in turn (first in, first out), so every one of them stays warm.
   const dispatch = (): void => {
-    if (stopped) return;
-    while (backlogHead < backlog.length && idle.length > 0) send(idle.pop() as Client, backlog[backlogHead++] as number);
+    if (stopped || performance.now() >= endAt) return;
+    while (backlogHead < backlog.length && idle.length > 0) send(idle.shift() as Client, backlog[backlogHead++] as number);
     if (backlogHead === backlog.length && backlogHead > 0) {
       backlog.length = 0;
       backlogHead = 0;
@@ -180,9 +186,11 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
   stopCurrent = () => {
     stopped = true;
     if (timer) clearTimeout(timer);
+    // Requests in flight fail at once (counted as errors) instead of running to their timeout.
+    for (const client of clients) void client.destroy().catch(() => undefined);
     settleIfDone();
   };
-  // A run that cannot end (every connection stuck) ends after the last request's timeout.
+  // Requests in flight at the end have their timeout to answer; a run cannot last longer than that.
   const deadline = setTimeout(() => stopCurrent?.(), endAt - performance.now() + timeoutMs + 1000);
   timer = setTimeout(tick, Math.max(0, startAt - performance.now()));
   try {

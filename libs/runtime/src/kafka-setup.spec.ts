@@ -77,4 +77,16 @@ describe('convergeAcls', () => {
       "The broker does not show hit-service's ACLs as set 30 ms after they were written; run the setup again",
     );
   });
+
+  it('does not wait longer than its bound for a broker that stops answering', async () => {
+    const broker = laggingBroker([], 1);
+    let describes = 0;
+    const describeAcls = broker.admin.describeAcls;
+    const admin: AclAdmin = {
+      ...broker.admin,
+      // The first describe (before writing) answers; the ones that check the result never do.
+      describeAcls: ((filter: Parameters<AclAdmin['describeAcls']>[0]) => (describes++ === 0 ? describeAcls(filter) : new Promise(() => undefined))) as AclAdmin['describeAcls'],
+    };
+    await expect(convergeAcls(admin, ['hit-service'], wanted, { timeoutMs: 50, pollMs: 1 })).rejects.toThrow('50 ms after they were written');
+  });
 });

@@ -52,7 +52,8 @@ async function heldAcls(admin: AclAdmin, principal: string): Promise<AclEntry[]>
  * them so: under KRaft a CreateAcls or DeleteAcls is answered once the controller has committed
  * it, and a broker enforces it only after it has replayed the record, so a service started right
  * after the setup could be refused (seen as every topic "missing and this client may not create
- * them" on a fresh broker).
+ * them" on a fresh broker). The broker asked is the one kafkajs sends DescribeAcls to: with
+ * several brokers, each replays on its own, and this proves it for that one.
  */
 export async function convergeAcls(
   admin: AclAdmin,
@@ -79,16 +80,22 @@ export async function convergeAcls(
     }
     if (stale.length + missing.length > 0) changed.push(principal);
   }
-  const deadline = Date.now() + (options.timeoutMs ?? ACLS_IN_FORCE_TIMEOUT_MS);
+  const timeoutMs = options.timeoutMs ?? ACLS_IN_FORCE_TIMEOUT_MS;
+  const deadline = Date.now() + timeoutMs;
   for (const principal of changed) {
+    const notInForce = () => new Error(`The broker does not show ${principal}'s ACLs as set ${timeoutMs} ms after they were written; run the setup again`);
     const wantedKeys = new Set(wanted(principal).map(aclKey));
     for (;;) {
-      const heldKeys = new Set((await heldAcls(admin, principal)).map(aclKey));
+      // Each poll is bounded by what is left of the wait, not only by kafkajs's own retries.
+      let timer: NodeJS.Timeout | undefined;
+      const outOfTime = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(notInForce()), Math.max(0, deadline - Date.now()));
+      });
+      const held = await Promise.race([heldAcls(admin, principal), outOfTime]).finally(() => clearTimeout(timer));
+      const heldKeys = new Set(held.map(aclKey));
       const differs = heldKeys.size !== wantedKeys.size || [...wantedKeys].some((key) => !heldKeys.has(key));
       if (!differs) break;
-      if (Date.now() >= deadline) {
-        throw new Error(`The broker does not show ${principal}'s ACLs as set ${options.timeoutMs ?? ACLS_IN_FORCE_TIMEOUT_MS} ms after they were written; run the setup again`);
-      }
+      if (Date.now() >= deadline) throw notInForce();
       await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? ACLS_POLL_MS));
     }
   }
