@@ -43,7 +43,7 @@ export class TermHasher {
   /**
    * The key as a KeyObject, made once: given raw bytes, Node.js 24's createHmac first tries them
    * as a KeyObject and as a CryptoKey, which made an HMAC five times as costly (34 µs against 7 on
-   * the machine measured; 9 % of the process's samples during a Brain load).
+   * the machine measured; a tenth of the samples of a profiled Brain load).
    */
   private readonly secretKey: KeyObject;
 
