@@ -46,6 +46,8 @@ describe('Metrics and traces in the distributed deployment', () => {
     ).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'bus_send_duration_seconds_count', { topic: 'mission.events.v1', result: 'ok' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'bus_consumer_lag', { topic: 'mission.requests.v1', group: 'mission-service' })).toBeGreaterThanOrEqual(0);
+    // How long the submit (and the reads polling it) waited between the gateway's send and mission-service's handler.
+    expect(sample(text, 'bus_delivery_delay_seconds_count', { service: 'mission-service', topic: 'mission.requests.v1', group: 'mission-service' })).toBeGreaterThanOrEqual(1);
     expect(sample(text, 'db_pool_connections', { schema: 'mission', state: 'idle' })).toBeGreaterThanOrEqual(0);
     expect(sample(text, 'outbox_backlog', { schema: 'mission' })).toBe(0);
     expect(sample(text, 'process_resident_memory_bytes', { service: 'mission-service' })).toBeGreaterThan(0);

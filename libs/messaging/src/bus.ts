@@ -121,13 +121,19 @@ export interface BusMetrics {
    * `ignored` (an event of a type its handler does not name).
    */
   handled(topic: string, group: string, seconds: number, outcome: 'ok' | 'error' | 'dead-lettered' | 'refused' | 'skipped' | 'ignored'): void;
+  /**
+   * A delivered message reached its handler `seconds` after its producer sent it (the record's
+   * timestamp; Kafka only): the time it spent in the broker, in the consumer's fetch and waiting
+   * for a handler slot. Replies to a requester count under the topic and group `replies`.
+   */
+  delivered(topic: string, group: string, seconds: number): void;
   /** Records of a partition not yet consumed by `group` (Kafka only). */
   lag(topic: string, group: string, partition: number, records: number): void;
   /** `group` was (re)assigned its partitions: the lag of partitions it may have lost is stale. */
   assigned(group: string): void;
 }
 
-export const NO_BUS_METRICS: BusMetrics = { sent: () => undefined, handled: () => undefined, lag: () => undefined, assigned: () => undefined };
+export const NO_BUS_METRICS: BusMetrics = { sent: () => undefined, handled: () => undefined, delivered: () => undefined, lag: () => undefined, assigned: () => undefined };
 
 export interface BusHealth {
   readonly up: boolean;

@@ -39,6 +39,20 @@ describe('metrics', () => {
     expect(sample(await registry.metrics(), 'bus_consumer_lag', { topic: 'hit.events.v1', partition: '3' })).toBeUndefined();
   });
 
+  it('records how long after its send a message reached its handler, by topic and group', async () => {
+    const registry = createMetricsRegistry('mission-service');
+    const bus = busMetrics(registry);
+    bus.delivered('mission.requests.v1', 'mission-service', 0.003);
+    bus.delivered('mission.requests.v1', 'mission-service', 0.04);
+    bus.delivered('replies', 'replies', 0.002);
+    const text = await registry.metrics();
+    const labels = { service: 'mission-service', topic: 'mission.requests.v1', group: 'mission-service' };
+    expect(sample(text, 'bus_delivery_delay_seconds_count', labels)).toBe(2);
+    expect(sample(text, 'bus_delivery_delay_seconds_bucket', { le: '0.005', ...labels })).toBe(1);
+    expect(sample(text, 'bus_delivery_delay_seconds_sum', labels)).toBeCloseTo(0.043, 6);
+    expect(sample(text, 'bus_delivery_delay_seconds_count', { service: 'mission-service', topic: 'replies', group: 'replies' })).toBe(1);
+  });
+
   it('reads the pool and the outbox backlog when scraped', async () => {
     const registry = createMetricsRegistry('mission-service');
     let backlog = 7;

@@ -47,6 +47,15 @@ export function busMetrics(registry: Registry): BusMetrics {
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
+  const delivered = new Histogram({
+    name: 'bus_delivery_delay_seconds',
+    help: 'Time from a record being sent to its handler starting (broker, fetch and the wait for a handler slot), by topic and consumer group; replies under "replies". Kafka only.',
+    labelNames: ['topic', 'group'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
+  // One observer per topic and group, found once: the label set is hashed for every message otherwise.
+  const deliveredBy = new Map<string, { observe(seconds: number): void }>();
   const deadLetters = new Counter({
     name: 'bus_dead_letters_total',
     help: 'Messages parked in a dead-letter topic (kept failing, or refused for a missing tenant), by topic and group.',
@@ -66,6 +75,15 @@ export function busMetrics(registry: Registry): BusMetrics {
     handled: (topic, group, seconds, outcome) => {
       handled.observe({ topic, group, outcome }, seconds);
       if (outcome === 'dead-lettered' || outcome === 'refused') deadLetters.inc({ topic, group });
+    },
+    delivered: (topic, group, seconds) => {
+      const key = `${topic}\u0000${group}`;
+      let observer = deliveredBy.get(key);
+      if (!observer) {
+        observer = delivered.labels({ topic, group });
+        deliveredBy.set(key, observer);
+      }
+      observer.observe(seconds);
     },
     lag: (topic, group, partition, records) => {
       const labels = { topic, group, partition: String(partition) };

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { Kafka, logLevel, Partitioners, SASLOptions } from 'kafkajs';
-import { BusHealth, deadLetterTopic, HandlerOptions, MessageBus, OutgoingMessage, RequestOptions } from '../bus';
+import { BusHealth, deadLetterTopic, HandlerOptions, MessageBus, NO_BUS_METRICS, OutgoingMessage, RequestOptions } from '../bus';
 import { BusLogger } from '../delivery';
 import { runWithTenant } from '@mission/tenant-context';
 import { describeBusContract } from '../testing';
@@ -311,6 +311,30 @@ describe('KafkaBus on a real broker', () => {
     await client.start();
     const answers = await Promise.all(Array.from({ length: 30 }, (_, n) => asTenant(() => client.request<string>(topics.requests, 'whoami', {}, { key: `key-${n}` }))));
     expect(new Set(answers)).toEqual(new Set(['one', 'two']));
+  }, 60_000);
+
+  it('records how long after its send each request, reply and event reached its handler', async () => {
+    const topics = topicsFor('delivery');
+    const seen: Array<{ topic: string; group: string; seconds: number }> = [];
+    const metrics = { ...NO_BUS_METRICS, delivered: (topic: string, group: string, seconds: number) => void seen.push({ topic, group, seconds }) };
+    const server = newBus(topics.specs, { metrics });
+    server.serve(topics.requests, group('delivery-serve'), { echo: async (message) => message.payload });
+    server.subscribe(topics.events, group('delivery-events'), async () => undefined);
+    await server.start();
+    const client = newBus(topics.specs, { metrics });
+    await client.start();
+    await expect(asTenant(() => client.request(topics.requests, 'echo', { n: 1 }, { timeoutMs: 10_000 }))).resolves.toEqual({ n: 1 });
+    await asTenant(() => client.publish(topics.events, { type: 'noted', key: `${TENANT}:a`, payload: {} }));
+    await until(() => seen.some((entry) => entry.topic === topics.events), 'the event delivered');
+    const of = (topic: string, groupName: string) => seen.filter((entry) => entry.topic === topic && entry.group === groupName);
+    expect(of(topics.requests, group('delivery-serve'))).toHaveLength(1);
+    expect(of('replies', 'replies')).toHaveLength(1);
+    expect(of(topics.events, group('delivery-events'))).toHaveLength(1);
+    // The producer's clock and this one are the same here: a delay, never negative, never absurd.
+    for (const entry of seen) {
+      expect(entry.seconds).toBeGreaterThanOrEqual(0);
+      expect(entry.seconds).toBeLessThan(10);
+    }
   }, 60_000);
 
   it('skips a request whose requester stopped waiting, and answers the next one', async () => {

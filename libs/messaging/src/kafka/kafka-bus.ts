@@ -99,6 +99,8 @@ const CLEANUP_TIMEOUT_MS = 3_000;
 const DEFAULT_SEND_TIMEOUT_MS = 30_000;
 /** Reply topics of different requesters are sent to side by side, each one batch at a time. */
 const REPLY_SENDS_IN_FLIGHT = 8;
+/** The topic and group label of replies in the metrics: a reply topic is named after its instance. */
+const REPLIES_LABEL = 'replies';
 
 /** Thrown from a consumer callback so kafkajs neither commits the offset nor logs it as a failure. */
 class DeliveryInterrupted extends KafkaJSError {
@@ -480,8 +482,10 @@ export class KafkaBus implements MessageBus {
 
   /** Every reply of the batch at once: they need no order, and none waits for a handler slot. */
   private async onReplies({ batch, resolveOffset }: EachBatchPayload): Promise<void> {
+    const now = Date.now();
     await Promise.all(
       batch.messages.map((message) => {
+        this.recordDelivery(REPLIES_LABEL, REPLIES_LABEL, message, now);
         const headers = headersFromKafka(message.headers);
         return this.replies.deliver(headers, () => this.codec.decode(message.value, headers));
       }),
@@ -560,6 +564,7 @@ export class KafkaBus implements MessageBus {
 
   private async onRequest({ topic, partition, message }: Fetched, group: string, servedTopics: ReadonlyMap<string, ServedTopic>): Promise<void> {
     if (this.isStopping()) throw new DeliveryInterrupted(topic, partition, message.offset);
+    this.recordDelivery(topic, group, message);
     const started = performance.now();
     const headers = headersFromKafka(message.headers);
     const replyTo = headers[Headers.replyTo];
@@ -599,6 +604,7 @@ export class KafkaBus implements MessageBus {
     if (this.isStopping()) throw new DeliveryInterrupted(topic, partition, message.offset);
     const subscription = subscribedTopics.get(topic);
     if (!subscription) throw new Error(`Group ${group} got a message of ${topic}, which it does not subscribe to`);
+    this.recordDelivery(topic, group, message);
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     const headers = headersFromKafka(message.headers);
@@ -685,6 +691,16 @@ export class KafkaBus implements MessageBus {
         throw error;
       },
     );
+  }
+
+  /**
+   * How long after its producer sent it a record reached its handler. The timestamp is the
+   * producer's clock (CreateTime), so across hosts this includes their clocks' difference; a
+   * record dated in the future counts as 0.
+   */
+  private recordDelivery(topic: string, group: string, message: KafkaMessage, now: number = Date.now()): void {
+    const sentAt = Number(message.timestamp);
+    if (Number.isFinite(sentAt)) this.metrics.delivered(topic, group, Math.max(0, now - sentAt) / 1000);
   }
 
   private track(work: () => Promise<void>): Promise<void> {
