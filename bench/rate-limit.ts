@@ -29,6 +29,7 @@ import { freePort } from '@mission/persistence';
 import { MemoryRateLimiter, RateLimiter, RedisRateLimiter } from '@mission/rate-limit';
 import { OwnRedisServer, startOwnRedisServer } from '@mission/rate-limit/testing';
 import { call, clientCredentialsToken, waitForMission } from '../test/support/api-client';
+import { Samples } from './support/load-stats';
 import { runPacedLoad } from './support/paced-load';
 
 const REPO_ROOT = path.join(__dirname, '..');
@@ -203,8 +204,7 @@ interface LoadResult {
 }
 
 async function load(target: RunningTarget, options: Options, seconds: number): Promise<LoadResult> {
-  let latencies = new Float64Array(1 << 16);
-  let count = 0;
+  const latencies = new Samples();
   const result = await runPacedLoad({
     origin: target.url,
     requests: [{ path: target.path, headers: target.headers, body: target.body }],
@@ -213,16 +213,9 @@ async function load(target: RunningTarget, options: Options, seconds: number): P
     rate: options.rate,
     durationSeconds: Math.max(1, Math.round(seconds)),
     timeoutSeconds: 10,
-    onLatency: (latencyMs) => {
-      if (count === latencies.length) {
-        const grown = new Float64Array(latencies.length * 2);
-        grown.set(latencies);
-        latencies = grown;
-      }
-      latencies[count++] = latencyMs;
-    },
+    onLatency: (latencyMs) => latencies.push(latencyMs),
   });
-  return { ok: count, problems: result.non2xx + result.errors + result.mismatches + result.pacing.unsent, latencies: latencies.slice(0, count) };
+  return { ok: latencies.length, problems: result.non2xx + result.errors + result.mismatches + result.pacing.unsent, latencies: latencies.toArray() };
 }
 
 /** Redis commands by name since the last CONFIG RESETSTAT, without this benchmark's own. */

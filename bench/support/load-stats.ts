@@ -26,3 +26,39 @@ export function perSecondStats(perSecond: readonly number[]): { mean: number; me
     stddev: Math.round(Math.sqrt(variance)),
   };
 }
+
+/** A growable array of float milliseconds: every response's latency, exact. */
+export class Samples {
+  private values = new Float64Array(1 << 16);
+  length = 0;
+  push(value: number): void {
+    if (this.length === this.values.length) {
+      const grown = new Float64Array(this.values.length * 2);
+      grown.set(this.values);
+      this.values = grown;
+    }
+    this.values[this.length++] = value;
+  }
+  /** A copy of the values pushed, in order. */
+  toArray(): Float64Array {
+    return this.values.slice(0, this.length);
+  }
+  /** The values pushed, sorted in place (pushing more afterwards keeps them in that order). */
+  sorted(): Float64Array {
+    return this.values.subarray(0, this.length).sort();
+  }
+}
+
+/** Mean, p50, p90, p99 and max of sorted milliseconds, to 0.01 ms (NaN when there are none). */
+export function latencySummary(sorted: Float64Array): { mean: number; p50: number; p90: number; p99: number; max: number } {
+  let sum = 0;
+  for (const value of sorted) sum += value;
+  const count = sorted.length;
+  return {
+    mean: round2(count > 0 ? sum / count : NaN),
+    p50: round2(percentile(sorted, 0.5)),
+    p90: round2(percentile(sorted, 0.9)),
+    p99: round2(percentile(sorted, 0.99)),
+    max: round2(count > 0 ? (sorted[count - 1] ?? NaN) : NaN),
+  };
+}

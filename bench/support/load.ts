@@ -1,5 +1,5 @@
 import autocannon from 'autocannon';
-import { percentile, perSecondStats, round2 } from './load-stats';
+import { latencySummary, perSecondStats, Samples } from './load-stats';
 import { type Pacing, runPacedLoad, stopPacedLoad } from './paced-load';
 
 /** One request of the load, with the body its response must carry (anything else is a mismatch). */
@@ -63,8 +63,7 @@ export function stopLoad(): void {
  */
 export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
   if (settings.rate !== undefined) return runPacedLoad({ ...settings, rate: settings.rate });
-  let latencies = new Float64Array(1 << 18);
-  let count = 0;
+  const latencies = new Samples();
   const buckets = new Array<number>(settings.durationSeconds + 1).fill(0);
   const errorSamples = new Set<string>();
   // autocannon starts its clock (and its connections) synchronously in this call.
@@ -92,12 +91,7 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
   current = instance;
   instance.on('response', (_client, statusCode, _bytes, responseTimeMs) => {
     if (statusCode < 200 || statusCode > 299) return;
-    if (count === latencies.length) {
-      const grown = new Float64Array(latencies.length * 2);
-      grown.set(latencies);
-      latencies = grown;
-    }
-    latencies[count++] = responseTimeMs;
+    latencies.push(responseTimeMs);
     const second = Math.floor((performance.now() - startedAt) / 1000);
     buckets[Math.min(second, settings.durationSeconds)] += 1;
   });
@@ -112,9 +106,6 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
     current = undefined;
   }
 
-  const sorted = latencies.subarray(0, count).sort();
-  let sum = 0;
-  for (const value of sorted) sum += value;
   // The last bucket holds what completed after the nominal end (while autocannon stops): partial.
   const perSecond = buckets.slice(0, settings.durationSeconds);
   const statusCodes = Object.fromEntries(Object.entries(result.statusCodeStats).map(([code, stats]) => [code, stats.count]));
@@ -123,7 +114,7 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
   return {
     durationSeconds: settings.durationSeconds,
     responses,
-    ok: count,
+    ok: latencies.length,
     non2xx: result.non2xx,
     errors: result.errors,
     timeouts: result.timeouts,
@@ -133,13 +124,7 @@ export async function runLoad(settings: LoadSettings): Promise<LoadResult> {
     errorSamples: [...errorSamples],
     perSecond,
     requestsPerSecond: perSecondStats(perSecond),
-    latencyMs: {
-      mean: round2(count > 0 ? sum / count : NaN),
-      p50: round2(percentile(sorted, 0.5)),
-      p90: round2(percentile(sorted, 0.9)),
-      p99: round2(percentile(sorted, 0.99)),
-      max: round2(count > 0 ? (sorted[count - 1] ?? NaN) : NaN),
-    },
+    latencyMs: latencySummary(latencies.sorted()),
     autocannon: {
       requestsMean: Math.round(result.requests.mean),
       requestsP50: result.requests.p50,

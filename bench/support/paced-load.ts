@@ -1,6 +1,6 @@
 import { Client, errors as undiciErrors } from 'undici';
 import type { LoadResult, LoadSettings } from './load';
-import { percentile, perSecondStats, round2 } from './load-stats';
+import { latencySummary, percentile, perSecondStats, round2, Samples } from './load-stats';
 
 /**
  * An open-loop load: requests are due at evenly spaced instants (`rate` per second over all
@@ -34,23 +34,6 @@ let stopCurrent: (() => void) | undefined;
 /** Stops the paced run in progress, if any (for Ctrl-C). */
 export function stopPacedLoad(): void {
   stopCurrent?.();
-}
-
-/** Growable array of float milliseconds. */
-class Samples {
-  private values = new Float64Array(1 << 16);
-  length = 0;
-  push(value: number): void {
-    if (this.length === this.values.length) {
-      const grown = new Float64Array(this.values.length * 2);
-      grown.set(this.values);
-      this.values = grown;
-    }
-    this.values[this.length++] = value;
-  }
-  sorted(): Float64Array {
-    return this.values.subarray(0, this.length).sort();
-  }
 }
 
 /**
@@ -203,9 +186,6 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
   }
 
   const unsent = backlog.length - backlogHead;
-  const sorted = latencies.sorted();
-  let sum = 0;
-  for (const value of sorted) sum += value;
   const lagSorted = lags.sorted();
   return {
     durationSeconds: settings.durationSeconds,
@@ -220,13 +200,7 @@ export async function runPacedLoad(settings: PacedSettings): Promise<LoadResult 
     errorSamples: [...errorSamples],
     perSecond: buckets,
     requestsPerSecond: perSecondStats(buckets),
-    latencyMs: {
-      mean: round2(ok > 0 ? sum / ok : NaN),
-      p50: round2(percentile(sorted, 0.5)),
-      p90: round2(percentile(sorted, 0.9)),
-      p99: round2(percentile(sorted, 0.99)),
-      max: round2(ok > 0 ? (sorted[ok - 1] ?? NaN) : NaN),
-    },
+    latencyMs: latencySummary(latencies.sorted()),
     pacing: {
       offeredPerSecond: settings.rate,
       unsent,
