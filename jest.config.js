@@ -1,7 +1,12 @@
 // `npm test`: unit tests beside the code, then the embedded end-to-end suite through the gateway.
+const os = require('node:os');
 const preset = require('./tools/jest-preset.cjs');
 
 module.exports = {
+  // At least two workers (Jest would take one on two cores): the end-to-end suite, much of it
+  // waiting on its all-in-one process, runs beside the unit files (tools/jest-sequencer.cjs).
+  maxWorkers: Math.max(2, os.availableParallelism() - 1),
+  testSequencer: '<rootDir>/tools/jest-sequencer.cjs',
   projects: [
     {
       ...preset,

@@ -8,6 +8,8 @@ import { testSigningKeyEnv } from '../support/test-signing-key';
 describeGatewayScenarios('all-in-one process (embedded PostgreSQL, in-process bus)', async () => {
   const standalone = await startStandaloneProcess('standalone', {
     IDP_KEY_PUBLISH_DELAY_SECONDS: '2',
+    // A new key's first tokens find it within a second (the 30 s default would hold the rotation scenario that long).
+    GATEWAY_JWKS_COOLDOWN_SECONDS: '1',
     GATEWAY_REQUEST_TIMEOUT_SECONDS: String(SCENARIO_REQUEST_TIMEOUT_SECONDS),
     ...SCENARIO_WEBHOOK_ENV,
     ...testSigningKeyEnv(),

@@ -119,6 +119,8 @@ export async function startDistributedStack(kafka: KafkaAccess, adminPostgresUrl
         PUBLIC_URL: gatewayUrl,
         IDP_ISSUER: issuer,
         REDIS_URL: process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379',
+        // Keys rotate with a 2 s publish delay here: a new key's first tokens find it within a second.
+        GATEWAY_JWKS_COOLDOWN_SECONDS: '1',
       },
       ready: `${gatewayUrl}/health/ready`,
       ops: `http://127.0.0.1:${gatewayOps}`,

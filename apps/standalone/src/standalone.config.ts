@@ -3,6 +3,7 @@ import { env, loadConfig } from '@mission/config';
 import { IndexSecretSchema } from '@mission/service-brain';
 import { WebhookSettingsSchema } from '@mission/service-notification';
 import { KeyEncryptionKeySchema, KeyPublishDelaySchema } from '@mission/service-idp';
+import { JwksCooldownSchema } from '@mission/service-gateway';
 import { BusSettings, KafkaSaslSettings, KafkaTlsSettings, PayloadKeySettings, RedisTlsSettings, ServerTlsSettings } from '@mission/runtime';
 
 const StandaloneConfigSchema = z
@@ -21,6 +22,7 @@ const StandaloneConfigSchema = z
     REDIS_URL: env.url(['redis', 'rediss']).optional(),
     GATEWAY_REPLICAS: env.positiveInt(1),
     GATEWAY_REQUEST_TIMEOUT_SECONDS: env.positiveInt(60).pipe(z.number().max(3_600)),
+    GATEWAY_JWKS_COOLDOWN_SECONDS: JwksCooldownSchema,
     RATE_LIMITS: z.enum(['on', 'off']).default('on'),
     MCP_ALLOWED_ORIGINS: env.origins().default([]),
     /** The built approvals console (`npx nx run console:build`); dist/console of the repository when unset. */

@@ -42,8 +42,16 @@ export function logFormat(env: NodeJS.ProcessEnv = process.env, stdoutIsTerminal
   return stdoutIsTerminal ? 'pretty' : 'json';
 }
 
-/** Structured logs carrying the tenant and trace; credentials never reach them, whatever a caller passes. */
-export function createLogger(name: string, level: string = process.env.LOG_LEVEL ?? 'info', format: 'json' | 'pretty' = logFormat()): Logger {
+/**
+ * Structured logs carrying the tenant and trace; credentials never reach them, whatever a caller
+ * passes. Written to standard output (`destination`: elsewhere, one call per line).
+ */
+export function createLogger(
+  name: string,
+  level: string = process.env.LOG_LEVEL ?? 'info',
+  format: 'json' | 'pretty' = logFormat(),
+  destination?: { write(line: string): void },
+): Logger {
   const options = {
     name,
     level,
@@ -54,11 +62,12 @@ export function createLogger(name: string, level: string = process.env.LOG_LEVEL
       censor: '[redacted]',
     },
   };
-  if (format === 'json') return pino(options);
+  if (format === 'json') return destination ? pino(options, destination) : pino(options);
   // Formatted and written in the same call, in this process: lines keep their order with the
   // process's own output (the ready block), and nothing is lost at exit.
   const prettify = prettyFactory({ colorize: process.stdout.hasColors?.() ?? false, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,service', singleLine: true });
-  return pino(options, { write: (line: string) => void process.stdout.write(prettify(line)) });
+  const out = destination ?? process.stdout;
+  return pino(options, { write: (line: string) => void out.write(prettify(line)) });
 }
 
 /** Adapts a pino logger to the (message, context) shape the libraries log with. */

@@ -39,7 +39,7 @@ export class GatewayModule {
         { provide: TenantEventFeed, useValue: options.events },
         {
           provide: TokenVerifier,
-          useFactory: () => new TokenVerifier({ issuer: options.issuer, audience: options.publicUrl, jwksUri: options.jwksUri }),
+          useFactory: () => new TokenVerifier({ issuer: options.issuer, audience: options.publicUrl, jwksUri: options.jwksUri, jwksCooldownMs: options.jwksCooldownMs }),
         },
         { provide: METRICS, useFactory: () => options.metrics ?? new Registry() },
         TenantRateLimiter,

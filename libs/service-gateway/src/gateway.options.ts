@@ -12,6 +12,8 @@ export interface GatewayOptions {
   readonly issuer: string;
   /** JWKS location; discovered from the issuer's metadata when absent. */
   readonly jwksUri?: string;
+  /** Least time between two fetches of the JWKS for a `kid` it does not hold (default 30 s: JwtStrategyOptions). */
+  readonly jwksCooldownMs?: number;
   /** Started by the caller. */
   readonly bus: MessageBus;
   /** The tenants' recorded events for `GET /api/events`: made on `bus` before the caller started it. */
@@ -57,15 +59,19 @@ export interface GatewayEnvironment {
   readonly RATE_LIMITS: 'on' | 'off';
   readonly MCP_ALLOWED_ORIGINS: readonly string[];
   readonly GATEWAY_REQUEST_TIMEOUT_SECONDS: number;
+  readonly GATEWAY_JWKS_COOLDOWN_SECONDS: number;
   readonly CONSOLE_DIR?: string;
 }
 
 /** The options every composition gives the gateway from its configuration (one place, so they cannot drift). */
-export async function gatewayOptionsFrom(config: GatewayEnvironment): Promise<Pick<GatewayOptions, 'rateLimits' | 'mcpAllowedOrigins' | 'requestTimeoutMs' | 'console'>> {
+export async function gatewayOptionsFrom(
+  config: GatewayEnvironment,
+): Promise<Pick<GatewayOptions, 'rateLimits' | 'mcpAllowedOrigins' | 'requestTimeoutMs' | 'jwksCooldownMs' | 'console'>> {
   return {
     console: { dir: config.CONSOLE_DIR ? path.resolve(config.CONSOLE_DIR) : DEFAULT_CONSOLE_DIR },
     rateLimits: { redisUrl: config.REDIS_URL, redisTlsCa: await redisTlsCa(config), replicas: config.GATEWAY_REPLICAS, enabled: config.RATE_LIMITS === 'on' },
     mcpAllowedOrigins: config.MCP_ALLOWED_ORIGINS,
     requestTimeoutMs: config.GATEWAY_REQUEST_TIMEOUT_SECONDS * 1000,
+    jwksCooldownMs: config.GATEWAY_JWKS_COOLDOWN_SECONDS * 1000,
   };
 }
