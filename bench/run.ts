@@ -134,7 +134,7 @@ async function main(): Promise<number> {
       harness.checkInterrupted();
       throw new TargetStartError(`The ${name} target could not start: ${error instanceof Error ? error.message : String(error)}`);
     }
-    if (name !== 'baseline') missionBody ??= target.requests[0]?.body;
+    if (name === 'embedded' || name === 'distributed') missionBody ??= target.requests[0]?.body;
     harness.checkInterrupted();
     log(`${target.name}: up after ${target.startupSeconds.toFixed(1)} s`);
     const brokerSettle = await harness.settleBroker(target, options.settleSeconds, Math.max(...options.connections));

@@ -180,7 +180,9 @@ export function percentText(entries: Record<string, number>): string {
  * databases are.
  */
 export function infrastructureOf(target: Pick<PreparedTarget, 'name'>): string[] {
-  return target.name === 'distributed' ? [POSTGRES_SERVER, 'redis-server', ...(process.env.KAFKA_BROKERS ? ['java'] : [])] : [];
+  const brokerGiven = process.env.KAFKA_BROKERS ? ['java'] : [];
+  if (target.name === 'distributed') return [POSTGRES_SERVER, 'redis-server', ...brokerGiven];
+  return target.name === 'kafka-floor' ? brokerGiven : [];
 }
 
 /**

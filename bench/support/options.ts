@@ -1,4 +1,4 @@
-export const TARGET_NAMES = ['embedded', 'distributed', 'baseline'] as const;
+export const TARGET_NAMES = ['embedded', 'distributed', 'kafka-floor', 'baseline'] as const;
 export type TargetName = (typeof TARGET_NAMES)[number];
 
 /** The suites that take these options: `http` (bench/run.ts) and `missions` (bench/missions.ts). */

@@ -11,7 +11,7 @@ import { Cleanup } from './cleanup';
 import type { LoadRequest } from './load';
 import type { TargetName } from './options';
 import { REPO_ROOT, ServerProcess, startServer, waitUntilReady } from './processes';
-import { KafkaAccess, kafkaAccessFromEnv, kafkaAccessFromStart, setUpKafkaAsAdmin } from '../../test/support/kafka-access';
+import { KafkaAccess, kafkaAccessFromEnv, kafkaAccessFromStart, kafkaEnvFor, setUpKafkaAsAdmin } from '../../test/support/kafka-access';
 
 /** A target that is up, with everything needed to load it. */
 export interface PreparedTarget {
@@ -222,25 +222,26 @@ async function startKafka(context: TargetContext): Promise<{ access: KafkaAccess
   return { access, pid, stop };
 }
 
+/** The broker KAFKA_BROKERS names, or one started for the target (then among its servers, and stopped with it). */
+async function targetBroker(context: TargetContext): Promise<{ access: KafkaAccess; kafka: string; infrastructure: Record<string, number>; stopKafka: () => Promise<void> }> {
+  if (process.env.KAFKA_BROKERS) {
+    const access = kafkaAccessFromEnv();
+    return { access, kafka: `given by KAFKA_BROKERS (${access.brokers})`, infrastructure: {}, stopKafka: async () => undefined };
+  }
+  context.log('starting a Kafka broker for this run');
+  const broker = await startKafka(context);
+  return { access: broker.access, kafka: `started for this run (${broker.access.brokers})`, infrastructure: { [KAFKA_BROKER]: broker.pid }, stopKafka: broker.stop };
+}
+
 /**
  * (b) gateway, idp, mission-, brain-, hit- and notification-service as separate processes on Kafka and a fresh
  * database: test/support/distributed-stack.ts, exactly as the integration suite starts them.
  */
 export async function startDistributed(context: TargetContext): Promise<PreparedTarget> {
   const started = performance.now();
-  const { cleanup, log } = context;
+  const { cleanup } = context;
   await runScript('services.mjs', ['ensure'], {});
-  let access: KafkaAccess | undefined = process.env.KAFKA_BROKERS ? kafkaAccessFromEnv() : undefined;
-  let kafka = `given by KAFKA_BROKERS (${access?.brokers})`;
-  let stopKafka = async (): Promise<void> => undefined;
-  const infrastructure: Record<string, number> = {};
-  if (!access) {
-    log('starting a Kafka broker for this run');
-    const broker = await startKafka(context);
-    ({ access, stop: stopKafka } = broker);
-    infrastructure[KAFKA_BROKER] = broker.pid;
-    kafka = `started for this run (${access.brokers})`;
-  }
+  const { access, kafka, infrastructure, stopKafka } = await targetBroker(context);
   const adminUrl = process.env.BENCH_POSTGRES_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
   // The stack's processes inherit this process's environment: the profiler preload goes in for
   // the moment they are spawned.
@@ -312,13 +313,55 @@ export async function startBaseline(context: TargetContext, body: string | undef
   };
 }
 
-/** Starts one target; the baseline answers `missionBody` (a mission measured before) when given. */
+/**
+ * (d) bench/kafka-floor: the Kafka path's round trip and nothing else (bench/kafka-floor/wire.ts):
+ * a bare NestJS-on-Fastify route sending each request over Kafka to a responder that answers with
+ * a fixed copy of the mission, on a broker set up as the distributed target's (SASL, ACLs; the
+ * floor signs in as `admin`).
+ */
+export async function startKafkaFloor(context: TargetContext, body: string | undefined): Promise<PreparedTarget> {
+  const started = performance.now();
+  const { access, kafka, infrastructure, stopKafka } = await targetBroker(context);
+  const floorBody = body ?? JSON.stringify(JSON.parse(await readFile(path.join(REPO_ROOT, 'bench', 'baseline', 'mission.json'), 'utf8')));
+  const env = { ...context.serverEnv, ...kafkaEnvFor(access, 'admin'), FLOOR_BODY: floorBody };
+  const [port] = await distinctFreePorts(1);
+  const responder = startServer('floor responder', 'bench/kafka-floor/responder.ts', env);
+  const front = startServer('floor front', 'bench/kafka-floor/front.ts', { ...env, HOST: '127.0.0.1', PORT: String(port) });
+  let unclean: string[] = [];
+  const stopServers = context.cleanup.add('kafka-floor servers', async () => {
+    unclean = await stopAll([front, responder]);
+  });
+  const origin = `http://127.0.0.1:${port}`;
+  const requestPath = '/api/missions/00000000-0000-4000-8000-000000000000';
+  await waitUntilReady(`${origin}${requestPath}`, [front, responder], READY_TIMEOUT_MS);
+  const text = await (await fetch(`${origin}${requestPath}`)).text();
+  if (text !== floorBody) throw new Error(`The floor answers another body than the mission's:\n${text}\n${floorBody}`);
+  return {
+    name: 'kafka-floor',
+    description:
+      'bench/kafka-floor: NestJS on Fastify, one route sending each request over Kafka to a responder that answers a fixed copy of the mission; no auth, codec, encryption or database',
+    origin,
+    requests: [{ path: requestPath, headers: {}, body: text }],
+    servers: { 'floor front': front.pid, 'floor responder': responder.pid, ...infrastructure },
+    startupSeconds: (performance.now() - started) / 1000,
+    details: { kafka, body: body === undefined ? 'bench/baseline/mission.json' : 'the mission measured before' },
+    stop: async () => {
+      await stopServers();
+      await stopKafka();
+      return unclean;
+    },
+  };
+}
+
+/** Starts one target; the baseline and the Kafka floor answer `missionBody` (a mission measured before) when given. */
 export function startTarget(name: TargetName, context: TargetContext, missionBody?: string): Promise<PreparedTarget> {
   switch (name) {
     case 'embedded':
       return startEmbedded(context);
     case 'distributed':
       return startDistributed(context);
+    case 'kafka-floor':
+      return startKafkaFloor(context, missionBody);
     case 'baseline':
       return startBaseline(context, missionBody);
   }

@@ -293,20 +293,7 @@ export async function startKafka(opts = {}) {
 
     const started = Date.now();
     const logFd = fs.openSync(cfg.logFile, 'w');
-    const child = spawn(
-      'java',
-      [
-        ...jvmOptions(cfg),
-        '-Xmx512m',
-        '-XX:+UseG1GC',
-        '-XX:MaxGCPauseMillis=20',
-        '-XX:InitiatingHeapOccupancyPercent=35',
-        '-XX:+ExplicitGCInvokesConcurrent',
-        'kafka.Kafka',
-        cfg.propsFile,
-      ],
-      { cwd: cfg.stateDir, detached: true, stdio: ['ignore', logFd, logFd] },
-    );
+    const child = spawn('java', [...jvmOptions(cfg), ...brokerJvmTuning(), 'kafka.Kafka', cfg.propsFile], { cwd: cfg.stateDir, detached: true, stdio: ['ignore', logFd, logFd] });
     fs.closeSync(logFd);
     const spawnError = new Promise((_, reject) => child.once('error', reject));
     spawnError.catch(() => {});
@@ -377,6 +364,19 @@ async function stopLocked(cfg) {
   await fsp.rm(cfg.pidFile, { force: true });
   cfg.log('stopped');
   return true;
+}
+
+/**
+ * The broker's heap and garbage collector, as Kafka's own start scripts take them:
+ * KAFKA_HEAP_OPTS and KAFKA_JVM_PERFORMANCE_OPTS (whitespace-separated) replace the defaults.
+ */
+function brokerJvmTuning(env = process.env) {
+  const words = (value) => value.trim().split(/\s+/).filter(Boolean);
+  const heap = env.KAFKA_HEAP_OPTS?.trim() ? words(env.KAFKA_HEAP_OPTS) : ['-Xmx512m'];
+  const performance = env.KAFKA_JVM_PERFORMANCE_OPTS?.trim()
+    ? words(env.KAFKA_JVM_PERFORMANCE_OPTS)
+    : ['-XX:+UseG1GC', '-XX:MaxGCPauseMillis=20', '-XX:InitiatingHeapOccupancyPercent=35', '-XX:+ExplicitGCInvokesConcurrent'];
+  return [...heap, ...performance];
 }
 
 function jvmOptions(cfg) {
