@@ -4,7 +4,7 @@ export type TargetName = (typeof TARGET_NAMES)[number];
 /** The suites that take these options: `http` (bench/run.ts) and `missions` (bench/missions.ts). */
 export type Suite = 'http' | 'missions';
 
-/** The targets each suite knows (the baseline has no missions to run). */
+/** The targets each suite knows (the baseline and the Kafka floor have no missions to run). */
 export const SUITE_TARGETS: Readonly<Record<Suite, readonly TargetName[]>> = {
   http: TARGET_NAMES,
   missions: ['embedded', 'distributed'],
