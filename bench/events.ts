@@ -248,7 +248,8 @@ async function main(): Promise<number> {
     .find((arg) => arg.startsWith('--targets='))
     ?.split('=')[1]
     ?.split(',') ?? ['embedded', 'distributed']) as TargetName[];
-  for (const name of targets) if (!TARGET_NAMES.includes(name) || name === 'baseline' || name === 'kafka-floor') throw new Error(`--targets: embedded and/or distributed, not ${name}`);
+  for (const name of targets)
+    if (!TARGET_NAMES.includes(name) || name === 'baseline' || name === 'kafka-floor') throw new Error(`--targets: embedded and/or distributed, not ${name}`);
   const startedAt = new Date();
   const machine = machineInfo();
   // --cpu-prof[=dir]: the servers' CPU profiles, as in the other suites.
