@@ -415,8 +415,44 @@ describe('BatchingSender', () => {
     const sender = make({ perTopic: true, maxInFlight: 2 });
     const sends = [sender.send('t', [1]), sender.send('u', [2]), sender.send('v', [3])];
     await turn();
-    expect(flushed).toEqual([[{ topic: 't', messages: [1] }], [{ topic: 'u', messages: [2] }], [{ topic: 'v', messages: [3] }]]);
+    expect(flushed).toEqual([[{ topic: 't', messages: [1] }], [{ topic: 'u', messages: [2] }]]);
     release();
+    await sends[0];
+    await turn();
+    expect(flushed[2]).toEqual([{ topic: 'v', messages: [3] }]);
+    release();
+    release();
+    await Promise.all(sends);
+  });
+
+  it('keeps one batch in flight per topic when asked, gathering what the topic is sent meanwhile, while other topics go', async () => {
+    const { sender: make, flushed, release } = gated();
+    const sender = make({ perTopic: true, maxInFlight: 8 });
+    const first = sender.send('t', [1]);
+    await turn();
+    const later = [sender.send('t', [2]), sender.send('u', [9]), sender.send('t', [3, 4])];
+    await turn();
+    // 't' waits for its request in flight; 'u' does not wait for it.
+    expect(flushed).toEqual([[{ topic: 't', messages: [1] }], [{ topic: 'u', messages: [9] }]]);
+    release();
+    await first;
+    await turn();
+    expect(flushed[2]).toEqual([{ topic: 't', messages: [2, 3, 4] }]);
+    release();
+    release();
+    await Promise.all(later);
+  });
+
+  it('keeps a topic’s sends in order when its next batch is full, with other topics passing it', async () => {
+    const { sender: make, flushed, release } = gated();
+    const sender = make({ perTopic: true, maxInFlight: 8, maxMessages: 2 });
+    const sends = [sender.send('t', [1, 2]), sender.send('t', [3]), sender.send('u', [9]), sender.send('t', [4])];
+    await turn();
+    expect(flushed).toEqual([[{ topic: 't', messages: [1, 2] }], [{ topic: 'u', messages: [9] }]]);
+    release();
+    await sends[0];
+    await turn();
+    expect(flushed[2]).toEqual([{ topic: 't', messages: [3, 4] }]);
     release();
     release();
     await Promise.all(sends);

@@ -162,8 +162,12 @@ export interface BatchingSenderOptions {
   /** Produce requests in flight at once (default 1: an idempotent producer's order per partition). */
   readonly maxInFlight?: number;
   /**
-   * One produce request per topic instead of one for all (default false): for topics that may
-   * vanish (reply topics of requesters that stopped), whose failure must not fail the others.
+   * One produce request per topic instead of one for all (default false), and at most one in
+   * flight per topic (topics side by side up to maxInFlight): for topics that may vanish (reply
+   * topics of requesters that stopped), whose failure must not fail the others. What a topic is
+   * sent while its request is in flight goes together in its next one: under load, one request
+   * carries many messages instead of each going alone (a produce request costs the sender and the
+   * broker about as much for one message as for dozens).
    */
   readonly perTopic?: boolean;
 }
@@ -178,6 +182,8 @@ export interface BatchingSenderOptions {
 export class BatchingSender<M> {
   private readonly waiting = new Fifo<Waiting<M>>();
   private inFlight = 0;
+  /** perTopic: the topics with a request in flight. */
+  private readonly busyTopics = new Set<string>();
   private scheduled = false;
   private readonly maxMessages: number;
   private readonly maxInFlight: number;
@@ -203,11 +209,40 @@ export class BatchingSender<M> {
   }
 
   private pump(): void {
-    while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
-      const batch = this.take();
-      const groups = this.options.perTopic ? groupByTopic(batch).map((group) => group.items) : [batch];
-      for (const items of groups) this.dispatch(items);
+    if (this.options.perTopic) {
+      this.pumpPerTopic();
+      return;
     }
+    while (this.inFlight < this.maxInFlight && this.waiting.length > 0) this.dispatch(this.take());
+  }
+
+  /**
+   * perTopic: one batch for each topic that has none in flight, while there is room (maxInFlight),
+   * each of whole sends in call order and at most maxMessages unless one send alone is larger;
+   * the rest keeps its order and waits.
+   */
+  private pumpPerTopic(): void {
+    if (this.inFlight >= this.maxInFlight || this.waiting.length === 0) return;
+    const batches = new Map<string, { items: Waiting<M>[]; count: number }>();
+    const held: Waiting<M>[] = [];
+    const heldTopics = new Set<string>();
+    while (this.waiting.length > 0) {
+      const next = this.waiting.shift() as Waiting<M>;
+      const batch = batches.get(next.topic);
+      const fits = batch ? batch.count + next.messages.length <= this.maxMessages : this.inFlight + batches.size < this.maxInFlight;
+      if (this.busyTopics.has(next.topic) || heldTopics.has(next.topic) || !fits) {
+        // Once one send of a topic waits, every later one of it does: a topic's sends stay in order.
+        heldTopics.add(next.topic);
+        held.push(next);
+      } else if (batch) {
+        batch.items.push(next);
+        batch.count += next.messages.length;
+      } else {
+        batches.set(next.topic, { items: [next], count: next.messages.length });
+      }
+    }
+    for (const item of held) this.waiting.push(item);
+    for (const [topic, { items }] of batches) this.dispatch(items, topic);
   }
 
   /** The next batch: whole sends in call order, at most maxMessages unless one send alone is larger. */
@@ -222,8 +257,9 @@ export class BatchingSender<M> {
     return batch;
   }
 
-  private dispatch(items: Waiting<M>[]): void {
+  private dispatch(items: Waiting<M>[], topic?: string): void {
     this.inFlight++;
+    if (topic !== undefined) this.busyTopics.add(topic);
     let sending: Promise<unknown>;
     try {
       sending = this.flush(groupByTopic(items).map(({ topic, items: sends }) => ({ topic, messages: sends.flatMap((item) => item.messages) })));
@@ -237,6 +273,7 @@ export class BatchingSender<M> {
       )
       .finally(() => {
         this.inFlight--;
+        if (topic !== undefined) this.busyTopics.delete(topic);
         this.pump();
       });
   }
