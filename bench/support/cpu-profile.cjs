@@ -9,10 +9,10 @@ const path = require('node:path');
 const dir = process.env.MISSION_BENCH_PROFILE_DIR;
 const entry = process.argv[1] ?? '';
 // Only the servers: not npm, scripts or tools that inherit the environment.
-const app = /(?:apps\/([^/]+)\/src\/main\.ts|bench\/(baseline)\/main\.ts)$/.exec(entry.replace(/\\/g, '/'));
+const app = /(?:apps\/([^/]+)\/src\/main\.ts|bench\/(baseline)\/main\.ts|bench\/kafka-floor\/(front|responder)\.ts)$/.exec(entry.replace(/\\/g, '/'));
 
 if (dir && app) {
-  const name = app[1] ?? app[2];
+  const name = app[1] ?? app[2] ?? `floor-${app[3]}`;
   const session = new inspector.Session();
   session.connect();
   session.post('Profiler.enable');

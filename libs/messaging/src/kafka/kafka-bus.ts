@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type * as tls from 'node:tls';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { optionalTenant, TENANT_HEADER } from '@mission/tenant-context';
-import { EachBatchPayload, Kafka, KafkaJSError, KafkaMessage, Message, Partitioners, ProducerBatch, SASLOptions } from 'kafkajs';
+import { EachBatchPayload, Kafka, KafkaJSError, KafkaMessage, Message, ProducerBatch, SASLOptions } from 'kafkajs';
 import {
   BusHealth,
   BusMetrics,
@@ -55,6 +55,7 @@ import {
   whileBeating,
   withTimeout,
 } from './kafka-mapping';
+import { murmur2Partitioner } from './partitioner';
 import { BatchingSender, RenewingProducer } from './producers';
 
 export { ensureTopics, kafkaClient, kafkaLogCreator } from './client';
@@ -218,7 +219,7 @@ export class KafkaBus implements MessageBus {
         producerHandle(this.kafka, {
           idempotent: true,
           // murmur2 on the key, as the Java client: one key always lands on one partition.
-          createPartitioner: Partitioners.DefaultPartitioner,
+          createPartitioner: murmur2Partitioner,
           allowAutoTopicCreation: false,
         }),
       topicOf,
@@ -226,7 +227,7 @@ export class KafkaBus implements MessageBus {
     });
     this.sender = new BatchingSender((topicMessages) => this.producer.send({ topicMessages, acks: -1 }));
     this.replyProducer = new RenewingProducer({
-      create: () => producerHandle(this.kafka, { createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false, retry: { retries: 2 } }),
+      create: () => producerHandle(this.kafka, { createPartitioner: murmur2Partitioner, allowAutoTopicCreation: false, retry: { retries: 2 } }),
       topicOf,
       onRenew: renewed,
     });
