@@ -5,8 +5,9 @@
 const Sequencer = require('@jest/test-sequencer').default;
 
 class EndToEndFirst extends Sequencer {
-  sort(tests) {
-    const sorted = super.sort(tests);
+  async sort(tests) {
+    // Jest's own order may come as a promise (its signature allows one).
+    const sorted = await super.sort(tests);
     const endToEnd = (test) => /\.e2e-spec\.ts$/.test(test.path);
     return [...sorted.filter(endToEnd), ...sorted.filter((test) => !endToEnd(test))];
   }
