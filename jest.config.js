@@ -1,4 +1,4 @@
-// `npm test`: unit tests beside the code, then the embedded end-to-end suite through the gateway.
+// `npm test`: unit tests beside the code and the embedded end-to-end suite through the gateway, side by side.
 const os = require('node:os');
 const preset = require('./tools/jest-preset.cjs');
 

@@ -2,32 +2,50 @@ import 'reflect-metadata';
 import { Controller, DynamicModule, Get, Header, Inject, Module, Param } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter, NestFastifyApplication } from '@nestjs/platform-fastify';
-import { KafkaMessage, Message, Partitioners } from 'kafkajs';
+import { randomUUID } from 'node:crypto';
+import { KafkaMessage, Message } from 'kafkajs';
 import { producerHandle } from '../../libs/messaging/src/kafka/client';
 import { KAFKA_CONSUMER_TIMEOUTS, KAFKA_MAX_WAIT_MS } from '../../libs/messaging/src/kafka/consumers';
+import { murmur2Partitioner } from '../../libs/messaging/src/kafka/partitioner';
 import { BatchingSender } from '../../libs/messaging/src/kafka/producers';
 import { CORRELATION_HEADER, floorKafka, FLOOR_REQUESTS_TOPIC, REPLY_TO_HEADER, stopOnSignal } from './wire';
 
-/** Requests in flight by correlation id, answered by the replies the consumer reads. */
+/** How long a request waits for its reply (the benchmark's own timeout). */
+export const FLOOR_REPLY_TIMEOUT_MS = 10_000;
+
+/**
+ * Requests in flight by correlation id, answered by the replies the consumer reads. Each record
+ * gets a key of its own, as the bus gives a request (`defaultRequestKey`): requests spread over
+ * the topic's partitions.
+ */
 export class FloorRequester {
-  private readonly waiting = new Map<string, { resolve: (body: string) => void; reject: (error: unknown) => void }>();
+  private readonly waiting = new Map<string, { resolve: (body: string) => void; reject: (error: unknown) => void; timer: NodeJS.Timeout }>();
   private last = 0;
 
   constructor(
     private readonly sender: Pick<BatchingSender<Message>, 'send'>,
     private readonly replyTopic: string,
+    private readonly timeoutMs = FLOOR_REPLY_TIMEOUT_MS,
   ) {}
+
+  /** Requests waiting for their reply. */
+  get pending(): number {
+    return this.waiting.size;
+  }
 
   request(id: string): Promise<string> {
     const correlation = String(++this.last);
     return new Promise<string>((resolve, reject) => {
-      this.waiting.set(correlation, { resolve, reject });
-      this.sender
-        .send(FLOOR_REQUESTS_TOPIC, [{ key: id, value: id, headers: { [CORRELATION_HEADER]: correlation, [REPLY_TO_HEADER]: this.replyTopic } }])
-        .catch((error: unknown) => {
-          this.waiting.delete(correlation);
-          reject(error);
-        });
+      const fail = (error: unknown): void => {
+        const waiting = this.waiting.get(correlation);
+        if (!waiting) return;
+        clearTimeout(waiting.timer);
+        this.waiting.delete(correlation);
+        reject(error);
+      };
+      const timer = setTimeout(() => fail(new Error(`No reply within ${this.timeoutMs} ms`)), this.timeoutMs);
+      this.waiting.set(correlation, { resolve, reject, timer });
+      this.sender.send(FLOOR_REQUESTS_TOPIC, [{ key: randomUUID(), value: id, headers: { [CORRELATION_HEADER]: correlation, [REPLY_TO_HEADER]: this.replyTopic } }]).catch(fail);
     });
   }
 
@@ -36,6 +54,7 @@ export class FloorRequester {
     const correlation = message.headers?.[CORRELATION_HEADER]?.toString();
     const waiting = correlation === undefined ? undefined : this.waiting.get(correlation);
     if (!waiting || correlation === undefined) return;
+    clearTimeout(waiting.timer);
     this.waiting.delete(correlation);
     waiting.resolve(message.value?.toString('utf8') ?? '');
   }
@@ -71,7 +90,7 @@ async function main(): Promise<void> {
   await admin.createTopics({ topics: [{ topic: replyTopic, numPartitions: 1 }], waitForLeaders: true });
   await admin.disconnect();
 
-  const producer = producerHandle(kafka, { idempotent: true, createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false });
+  const producer = producerHandle(kafka, { idempotent: true, createPartitioner: murmur2Partitioner, allowAutoTopicCreation: false });
   await producer.connect();
   const sender = new BatchingSender<Message>((topicMessages) => producer.send({ topicMessages, acks: -1 }));
   const requester = new FloorRequester(sender, replyTopic);
@@ -88,6 +107,12 @@ async function main(): Promise<void> {
     await app.close();
     await consumer.disconnect();
     await producer.disconnect();
+    // The reply topic and its group were this process's alone (a broker KAFKA_BROKERS names outlives it).
+    const cleanup = kafka.admin();
+    await cleanup.connect();
+    await cleanup.deleteGroups([replyTopic]).catch(() => undefined);
+    await cleanup.deleteTopics({ topics: [replyTopic] }).catch(() => undefined);
+    await cleanup.disconnect();
   });
 }
 

@@ -1,6 +1,7 @@
-import { Message, Partitioners } from 'kafkajs';
+import { Message } from 'kafkajs';
 import { producerHandle } from '../../libs/messaging/src/kafka/client';
 import { KAFKA_CONSUMER_TIMEOUTS, KAFKA_MAX_WAIT_MS } from '../../libs/messaging/src/kafka/consumers';
+import { murmur2Partitioner } from '../../libs/messaging/src/kafka/partitioner';
 import { BatchingSender } from '../../libs/messaging/src/kafka/producers';
 import { CORRELATION_HEADER, floorKafka, FLOOR_REQUEST_PARTITIONS, FLOOR_REQUESTS_TOPIC, FLOOR_RESPONDER_GROUP, REPLY_TO_HEADER, stopOnSignal } from './wire';
 
@@ -16,18 +17,21 @@ async function main(): Promise<void> {
   const body = process.env.FLOOR_BODY;
   if (!body) throw new Error('FLOOR_BODY is not set');
   const kafka = floorKafka('bench-floor-responder');
-  const producer = producerHandle(kafka, { createPartitioner: Partitioners.DefaultPartitioner, allowAutoTopicCreation: false, retry: { retries: 2 } });
+  const producer = producerHandle(kafka, { createPartitioner: murmur2Partitioner, allowAutoTopicCreation: false, retry: { retries: 2 } });
   await producer.connect();
   // As the bus's reply sender: one produce request per reply topic, several in flight.
   const sender = new BatchingSender<Message>((topicMessages) => producer.send({ topicMessages, acks: -1 }), { perTopic: true, maxInFlight: 8 });
-  const consumer = kafka.consumer({ groupId: FLOOR_RESPONDER_GROUP, ...KAFKA_CONSUMER_TIMEOUTS, maxWaitTimeInMs: KAFKA_MAX_WAIT_MS, allowAutoTopicCreation: false });
+  // A group of its own: requests left in the topic by an earlier run (on a broker KAFKA_BROKERS names) are not answered.
+  const groupId = `${FLOOR_RESPONDER_GROUP}.${process.pid}`;
+  const consumer = kafka.consumer({ groupId, ...KAFKA_CONSUMER_TIMEOUTS, maxWaitTimeInMs: KAFKA_MAX_WAIT_MS, allowAutoTopicCreation: false });
   const admin = kafka.admin();
   await admin.connect();
   await admin.createTopics({ topics: [{ topic: FLOOR_REQUESTS_TOPIC, numPartitions: FLOOR_REQUEST_PARTITIONS }], waitForLeaders: true });
   await admin.disconnect();
   await consumer.connect();
-  // From the beginning: requests sent before the group had joined (the target's first ones) are answered too.
-  await consumer.subscribe({ topics: [FLOOR_REQUESTS_TOPIC], fromBeginning: true });
+  // From the end: a request sent before the group has joined goes unanswered; the target's first
+  // request is repeated until one is answered (and the front gives up on the others).
+  await consumer.subscribe({ topics: [FLOOR_REQUESTS_TOPIC], fromBeginning: false });
   await consumer.run({
     partitionsConsumedConcurrently: FLOOR_REQUEST_PARTITIONS,
     autoCommitInterval: COMMIT_INTERVAL_MS,
@@ -49,6 +53,10 @@ async function main(): Promise<void> {
   stopOnSignal(async () => {
     await consumer.disconnect();
     await producer.disconnect();
+    const cleanup = kafka.admin();
+    await cleanup.connect();
+    await cleanup.deleteGroups([groupId]).catch(() => undefined);
+    await cleanup.disconnect();
   });
 }
 

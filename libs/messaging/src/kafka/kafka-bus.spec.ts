@@ -475,6 +475,22 @@ describe('BatchingSender', () => {
     await expect(sender.send('t', [4])).resolves.toBeUndefined();
   });
 
+  it('frees a topic whose per-topic batch failed, by a rejection or a throw, for its next send', async () => {
+    let calls = 0;
+    const sender = new BatchingSender<number>(
+      (batch) => {
+        calls++;
+        if (calls === 1) return Promise.reject(new Error('rejected'));
+        if (calls === 2) throw new Error('thrown');
+        return Promise.resolve(batch);
+      },
+      { perTopic: true, maxInFlight: 4 },
+    );
+    await expect(sender.send('t', [1])).rejects.toThrow('rejected');
+    await expect(sender.send('t', [2])).rejects.toThrow('thrown');
+    await expect(sender.send('t', [3])).resolves.toBeUndefined();
+  });
+
   it('fails only the sends of a per-topic batch whose topic failed', async () => {
     const sender = new BatchingSender<number>(
       async (batch) => {

@@ -262,7 +262,7 @@ export class BatchingSender<M> {
     if (topic !== undefined) this.busyTopics.add(topic);
     let sending: Promise<unknown>;
     try {
-      sending = this.flush(groupByTopic(items).map(({ topic, items: sends }) => ({ topic, messages: sends.flatMap((item) => item.messages) })));
+      sending = Promise.resolve(this.flush(groupByTopic(items).map(({ topic, items: sends }) => ({ topic, messages: sends.flatMap((item) => item.messages) }))));
     } catch (error) {
       sending = Promise.reject(error);
     }
