@@ -3,9 +3,9 @@
  * and the message shapes. The floor is the Kafka path's round trip with nothing of ours around it
  * but the transport's own batching: an HTTP route sends each request as one record (a key of
  * its own, as the bus's requests have; its correlation id and reply topic in two headers) to a
- * topic of six partitions through an
- * idempotent producer (`acks=all`), gathering the records of one turn of the event loop into one
- * produce request as the platform's bus does (BatchingSender); a responder answers each record
+ * topic of six partitions through an idempotent producer (`acks=all`), gathering the records of
+ * one turn of the event loop into one produce request as the platform's bus does
+ * (BatchingSender); a responder answers each record
  * with the mission's body, one send per reply topic per fetched batch; the route answers what
  * comes back. No authentication, rate limit, codec, encryption, database or handler.
  */
