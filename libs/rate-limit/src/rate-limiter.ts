@@ -1,6 +1,7 @@
 import { Redis, RedisOptions } from 'ioredis';
 import { Clock } from './clock';
 import { decide, RateLimitDecision } from './decision';
+import { LeasedBuckets } from './leased-buckets';
 import { MemoryBucketStore } from './memory-bucket-store';
 import { bucketFor, RateLimitPolicy } from './policy';
 import { RedisBucketStore } from './redis-bucket-store';
@@ -71,6 +72,8 @@ export interface RedisRateLimiterOptions {
   readonly probeIntervalMs?: number;
   /** The fallback's clock (tests). */
   readonly clock?: Clock;
+  /** Tokens taken ahead and not spent go back to Redis after this long (see LeasedBuckets). */
+  readonly leaseHoldMs?: number;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
 }
 
@@ -93,14 +96,15 @@ export function rateLimitRedisOptions(commandTimeoutMs: number): RedisOptions {
 }
 
 /**
- * Buckets shared through Redis by every gateway replica. When Redis fails or is unreachable,
+ * Buckets shared through Redis by every gateway replica, taken ahead of demand when requests for
+ * one bucket come faster than a round trip (LeasedBuckets). When Redis fails or is unreachable,
  * requests are decided at once by a bucket in this replica's memory with the limit divided by
  * the replica count, the outage is logged once, and Redis is tried again in the background
  * until it answers; then the shared buckets take over again.
  */
 export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis;
-  private readonly shared: RedisBucketStore;
+  private readonly shared: LeasedBuckets;
   private readonly local: MemoryBucketStore;
   private mode: 'redis' | 'fallback' = 'redis';
   private fallbackSince?: number;
@@ -117,7 +121,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis.on('error', () => undefined);
     this.redis.on('close', () => this.fallBack(new Error('The connection to Redis closed')));
     this.redis.on('ready', () => void this.probe());
-    this.shared = new RedisBucketStore(this.redis);
+    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs });
     this.local = new MemoryBucketStore({ clock: options.clock });
   }
 
@@ -177,6 +181,8 @@ export class RedisRateLimiter implements RateLimiter {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.prober);
+    // Tokens taken ahead and not spent go back (none are held during an outage).
+    await this.shared.close();
     this.redis.disconnect();
     this.local.close();
   }
@@ -184,6 +190,7 @@ export class RedisRateLimiter implements RateLimiter {
   private fallBack(error: unknown): void {
     if (this.mode === 'fallback' || this.closed) return;
     this.mode = 'fallback';
+    this.shared.drop();
     this.fallbackSince = Date.now();
     this.outages += 1;
     this.options.logger.warn('Redis is unreachable: rate limits are served from each replica’s memory (limit ÷ replicas) until it is back', {

@@ -2,8 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Redis } from 'ioredis';
 import { TIER_RPM } from '@mission/contracts';
-import { bucketFor, capacityInTokens, RateLimitPolicy } from './policy';
+import { bucketFor, capacityInTokens, MAX_LIMIT, RateLimitPolicy } from './policy';
 import { RateLimiterLogger, RedisRateLimiter } from './rate-limiter';
+import { RedisBucketStore } from './redis-bucket-store';
 import { burstyOffsets, run, summarise, TakeRecord, trafficFor, windowViolations } from './testing/consequences';
 import { realTimeTaker } from './testing/real-time-taker';
 import { ClockMovement, watchRedisClock } from './testing/redis-clock-watch';
@@ -157,6 +158,32 @@ describe('rate limits on the shared Redis', () => {
     }
   });
 
+  it('takes several tokens in one command and takes back what was not spent, as the algorithm does', async () => {
+    const store = new RedisBucketStore(admin);
+    const bucket = bucketFor({ name: 'business', limit: TIER_RPM.business });
+    const key = `${prefix}:several`;
+    // Whole tokens left: a test's few milliseconds refill less than one (8⅓ a second).
+    const tokens = (level: number): number => Math.floor(level / bucket.cost);
+    expect(await store.take(key, bucket, 10)).toEqual({ taken: 10, level: 75 * bucket.cost });
+    const rest = await store.take(key, bucket, () => 100);
+    expect(rest.taken).toBeGreaterThanOrEqual(75);
+    expect(rest.taken).toBeLessThanOrEqual(76);
+    expect(tokens(rest.level)).toBe(0);
+    const empty = await store.take(key, bucket, 3);
+    expect(empty.taken).toBeLessThanOrEqual(1);
+    await store.giveBack(key, bucket, 5);
+    const back = await store.take(key, bucket, 100);
+    expect(back.taken).toBeGreaterThanOrEqual(5);
+    expect(back.taken).toBeLessThanOrEqual(6);
+    // Never beyond the capacity: a full bucket given tokens stays full (its key goes).
+    const full = `${prefix}:full`;
+    await store.take(full, bucket, 1);
+    await store.giveBack(full, bucket, 50);
+    expect(await admin.exists(full)).toBe(0);
+    expect(await store.take(full, bucket, 1000)).toEqual({ taken: 85, level: 0 });
+    await expect(store.take(key, bucket, 0)).rejects.toThrow(RangeError);
+  });
+
   it('keeps each bucket only until it would be full again', async () => {
     const policy = { name: 'starter', limit: TIER_RPM.starter };
     const bucket = bucketFor(policy);
@@ -202,6 +229,36 @@ describe('rate limits on a Redis of this test’s own', () => {
       const calls = Object.entries(commandCalls(await admin.info('commandstats'))).filter(([command]) => !command.startsWith('config'));
       // One round trip each; TIME, GET and SET are the script's own calls inside Redis.
       expect(Object.fromEntries(calls)).toEqual({ evalsha: 200, time: 200, get: 200, set: 200 });
+    } finally {
+      admin.disconnect();
+    }
+  });
+
+  it('takes ahead when requests come faster than a round trip: far fewer commands than requests, all within the bucket', async () => {
+    const limiter = await startLimiter();
+    const admin = new Redis(server.url);
+    // The largest limit: 40 workers served from memory make far more than 100,000 requests a second.
+    const enterprise = { name: 'enterprise', limit: MAX_LIMIT };
+    const capacity = capacityInTokens(bucketFor(enterprise));
+    try {
+      await limiter.consume('warm-up', policy);
+      await admin.config('RESETSTAT');
+      const started = performance.now();
+      const decisions = (
+        await Promise.all(
+          Array.from({ length: 40 }, async () => {
+            const seen = [];
+            while (performance.now() - started < 1_000) seen.push(await limiter.consume('busy', enterprise));
+            return seen;
+          }),
+        )
+      ).flat();
+      const calls = commandCalls(await admin.info('commandstats'));
+      expect(decisions.length).toBeGreaterThan(2_000);
+      expect(decisions.every((decision) => decision.allowed && decision.store === 'redis')).toBe(true);
+      expect(calls.evalsha).toBeLessThan(decisions.length / 3);
+      // Never more remaining than the bucket holds (tokens held count as remaining).
+      expect(decisions.reduce((most, decision) => Math.max(most, decision.remaining), 0)).toBeLessThanOrEqual(capacity - 1);
     } finally {
       admin.disconnect();
     }

@@ -1,0 +1,251 @@
+import fc from 'fast-check';
+import { ManualClock } from './clock';
+import { LeasedBuckets, SharedBuckets } from './leased-buckets';
+import { bucketFor, BucketParameters } from './policy';
+import { BucketState, LeaseOutcome, readBucket, returnTokens, TakeOutcome, takeTokens } from './token-bucket';
+
+/**
+ * The shared bucket as Redis keeps it (the same algorithm), on a manual clock, answering each
+ * take or give-back only when the test says: a round trip the test controls.
+ */
+class FakeShared implements SharedBuckets {
+  readonly clock = new ManualClock();
+  readonly buckets = new Map<string, BucketState>();
+  readonly takes: Array<{ key: string; wanted: number }> = [];
+  readonly pending: Array<() => void> = [];
+  sent = 0;
+  taken = 0;
+  givenBack = 0;
+  failNext?: Error;
+
+  /** A take leaves when answered: how many it wants is asked then. */
+  take(key: string, bucket: BucketParameters, asked: () => number): Promise<LeaseOutcome> {
+    this.sent += 1;
+    return new Promise((resolve, reject) =>
+      this.pending.push(() => {
+        const wanted = asked();
+        this.takes.push({ key, wanted });
+        if (this.failNext) {
+          reject(this.failNext);
+          this.failNext = undefined;
+          return;
+        }
+        const { outcome, state } = takeTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, wanted);
+        this.buckets.set(key, state);
+        this.taken += outcome.taken;
+        resolve(outcome);
+      }),
+    );
+  }
+
+  async giveBack(key: string, bucket: BucketParameters, count: number): Promise<void> {
+    this.givenBack += count;
+    this.buckets.set(key, returnTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, count));
+  }
+
+  /** Answers every take sent so far (not those they cause), then lets their continuations run. */
+  async answer(): Promise<void> {
+    for (const reply of this.pending.splice(0)) reply();
+    await flush();
+  }
+
+  remaining(key: string, bucket: BucketParameters): number {
+    return readBucket(returnTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, 0).level, bucket).remaining;
+  }
+}
+
+async function flush(): Promise<void> {
+  for (let i = 0; i < 5; i++) await Promise.resolve();
+}
+
+const BUSINESS = bucketFor({ name: 'business', limit: 500 }); // 85 tokens
+const ENTERPRISE = bucketFor({ name: 'enterprise', limit: 600_000 }); // 100,001 tokens
+
+function remainingOf(outcome: TakeOutcome, bucket: BucketParameters): number {
+  return readBucket(outcome.level, bucket).remaining;
+}
+
+describe('LeasedBuckets', () => {
+  let now = 0;
+  const leased = (shared: SharedBuckets, holdMs = 100): LeasedBuckets => new LeasedBuckets(shared, { holdMs, now: () => now });
+  const opened: LeasedBuckets[] = [];
+  afterEach(async () => {
+    for (const buckets of opened.splice(0)) await buckets.close();
+  });
+  function open(shared: SharedBuckets, holdMs?: number): LeasedBuckets {
+    const buckets = leased(shared, holdMs);
+    opened.push(buckets);
+    return buckets;
+  }
+
+  it('takes one token per request, exactly, when requests come one at a time', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    const seen: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      const decision = buckets.take('t', BUSINESS);
+      await shared.answer();
+      const outcome = await decision;
+      expect(outcome.allowed).toBe(true);
+      seen.push(remainingOf(outcome, BUSINESS));
+      expect(buckets.heldFor('t')).toBe(0);
+    }
+    expect(seen).toEqual(Array.from({ length: 20 }, (_, index) => 84 - index));
+    expect(shared.takes).toEqual(Array.from({ length: 20 }, () => ({ key: 't', wanted: 1 })));
+  });
+
+  it('asks once for the requests of one turn, each decided with its own remaining count', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    const decisions = Array.from({ length: 10 }, () => buckets.take('t', BUSINESS));
+    await shared.answer();
+    const outcomes = await Promise.all(decisions);
+    expect(shared.takes).toEqual([{ key: 't', wanted: 10 }]);
+    expect(outcomes.every((outcome) => outcome.allowed)).toBe(true);
+    expect(outcomes.map((outcome) => remainingOf(outcome, BUSINESS))).toEqual([84, 83, 82, 81, 80, 79, 78, 77, 76, 75]);
+    expect(shared.remaining('t', BUSINESS)).toBe(75);
+  });
+
+  it('takes ahead once requests arrive during a round trip, and then admits most without one', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    let admitted = 0;
+    const decide = (): void => void buckets.take('t', ENTERPRISE).then((outcome) => (admitted += outcome.allowed ? 1 : 0));
+    // 20 rounds: 10 requests arrive while each take is in flight, then it is answered.
+    for (let round = 0; round < 20; round++) {
+      for (let i = 0; i < 10; i++) decide();
+      await shared.answer();
+    }
+    await shared.answer();
+    await shared.answer();
+    expect(admitted).toBe(200);
+    // One round trip per request would be 200 takes; ahead of demand it is about one per round.
+    expect(shared.takes.length).toBeLessThanOrEqual(22);
+    expect(shared.takes.some(({ wanted }) => wanted > 10)).toBe(true);
+    // Never more admitted than taken: the rest is held, and goes back once held too long.
+    expect(admitted + buckets.heldFor('t')).toBe(shared.taken);
+    now += 100;
+    await buckets.sweep();
+    expect(buckets.heldFor('t')).toBe(0);
+    expect(shared.givenBack).toBe(shared.taken - admitted);
+    expect(shared.remaining('t', ENTERPRISE)).toBe(100_001 - 200);
+  });
+
+  it('asks ahead for at most a sixteenth of the bucket', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    const decisions: Array<Promise<TakeOutcome>> = [];
+    for (let round = 0; round < 5; round++) {
+      for (let i = 0; i < 40; i++) decisions.push(buckets.take('t', BUSINESS));
+      await shared.answer();
+    }
+    await shared.answer();
+    await shared.answer();
+    await Promise.all(decisions);
+    const waitingAtMost = 40;
+    expect(Math.max(...shared.takes.map(({ wanted }) => wanted))).toBeLessThanOrEqual(waitingAtMost + Math.floor(85 / 16));
+  });
+
+  it('admits what the bucket holds and refuses the rest, with no take after it ran dry', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    const first = await Promise.all([buckets.take('t', BUSINESS), shared.answer()]);
+    expect(first[0].allowed).toBe(true);
+    const decisions = Array.from({ length: 100 }, () => buckets.take('t', BUSINESS));
+    await shared.answer();
+    const outcomes = await Promise.all(decisions);
+    expect(outcomes.filter((outcome) => outcome.allowed)).toHaveLength(84);
+    const refused = outcomes.filter((outcome) => !outcome.allowed);
+    expect(refused).toHaveLength(16);
+    expect(refused.every((outcome) => remainingOf(outcome, BUSINESS) === 0)).toBe(true);
+    expect(shared.takes).toHaveLength(2);
+  });
+
+  it('passes a failed take to every request waiting for it, and takes again afterwards', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    shared.failNext = new Error('Redis is away');
+    const decisions = Array.from({ length: 3 }, () => buckets.take('t', BUSINESS));
+    await shared.answer();
+    for (const decision of decisions) await expect(decision).rejects.toThrow('Redis is away');
+    const after = buckets.take('t', BUSINESS);
+    await shared.answer();
+    expect(await after).toMatchObject({ allowed: true });
+  });
+
+  it('forgets what it holds when dropped, and gives it back when closed', async () => {
+    const shared = new FakeShared();
+    const buckets = leased(shared);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 10; i++) void buckets.take('t', ENTERPRISE);
+      await shared.answer();
+    }
+    await shared.answer();
+    expect(buckets.heldFor('t')).toBeGreaterThan(0);
+    buckets.drop();
+    expect(buckets.heldFor('t')).toBe(0);
+    expect(shared.givenBack).toBe(0);
+
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 10; i++) void buckets.take('u', ENTERPRISE);
+      await shared.answer();
+    }
+    await shared.answer();
+    const held = buckets.heldFor('u');
+    expect(held).toBeGreaterThan(0);
+    await buckets.close();
+    expect(shared.givenBack).toBe(held);
+  });
+
+  it('keeps keys apart', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 10; i++) void buckets.take('a', ENTERPRISE);
+      await shared.answer();
+    }
+    await shared.answer();
+    expect(buckets.heldFor('a')).toBeGreaterThan(0);
+    const other = buckets.take('b', BUSINESS);
+    await shared.answer();
+    expect(remainingOf(await other, BUSINESS)).toBe(84);
+  });
+
+  it('never admits more than the shared bucket gave, across replicas, whatever the arrivals and round trips (property)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({ replica: fc.integer({ min: 0, max: 2 }), arrivals: fc.integer({ min: 0, max: 30 }), answer: fc.boolean(), advanceMs: fc.integer({ min: 0, max: 80 }) }),
+          {
+            minLength: 1,
+            maxLength: 60,
+          },
+        ),
+        async (steps) => {
+          now = 0;
+          const shared = new FakeShared();
+          const replicas = [leased(shared, 50), leased(shared, 50), leased(shared, 50)];
+          const outcomes: TakeOutcome[] = [];
+          for (const step of steps) {
+            for (let i = 0; i < step.arrivals; i++) void replicas[step.replica].take('t', BUSINESS).then((outcome) => outcomes.push(outcome));
+            if (step.answer) await shared.answer();
+            now += step.advanceMs;
+            shared.clock.advanceMicros(step.advanceMs * 1_000);
+            if (step.advanceMs > 0) await Promise.all(replicas.map((replica) => replica.sweep()));
+          }
+          for (let i = 0; i < 5; i++) await shared.answer();
+          const admitted = outcomes.filter((outcome) => outcome.allowed).length;
+          const held = replicas.reduce((sum, replica) => sum + replica.heldFor('t'), 0);
+          expect(admitted + held + shared.givenBack).toBe(shared.taken);
+          // What the bucket can give over the run: its capacity and what it refilled.
+          const elapsedSeconds = steps.reduce((sum, step) => sum + step.advanceMs, 0) / 1000;
+          expect(admitted).toBeLessThanOrEqual(85 + Math.floor((500 / 60) * elapsedSeconds));
+          const givenBackBefore = shared.givenBack;
+          for (const replica of replicas) await replica.close();
+          expect(shared.givenBack - givenBackBefore).toBe(held);
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+});
