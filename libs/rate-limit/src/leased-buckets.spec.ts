@@ -197,6 +197,26 @@ describe('LeasedBuckets', () => {
     expect(shared.givenBack).toBe(held);
   });
 
+  it('still gives back what a take brought after drop(), on its own timer', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared, 20);
+    for (let round = 0; round < 3; round++) {
+      for (let i = 0; i < 10; i++) void buckets.take('t', ENTERPRISE);
+      await shared.answer();
+    }
+    void buckets.take('t', ENTERPRISE);
+    for (let i = 0; i < 30 && shared.pending.length === 0; i++) void buckets.take('t', ENTERPRISE);
+    expect(shared.pending.length).toBe(1);
+    buckets.drop();
+    await shared.answer();
+    expect(buckets.heldFor('t')).toBeGreaterThan(0);
+    now += 20;
+    const deadline = Date.now() + 2_000;
+    while (buckets.heldFor('t') > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
+    expect(buckets.heldFor('t')).toBe(0);
+    expect(shared.givenBack).toBeGreaterThan(0);
+  });
+
   it('keeps keys apart', async () => {
     const shared = new FakeShared();
     const buckets = open(shared);

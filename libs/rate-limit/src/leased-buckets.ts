@@ -172,6 +172,8 @@ export class LeasedBuckets {
     if (outcome.taken > 0) {
       lease.held += outcome.taken;
       lease.takenAt = this.now();
+      // A take answered after drop() stopped the sweep still goes back in time.
+      this.startSweeping();
     }
     // Waiters in arrival order: those the tokens cover are admitted. When the take got less than it
     // asked for, the bucket had nothing more when it answered (after they all arrived): the rest are
