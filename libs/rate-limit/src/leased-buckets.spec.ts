@@ -5,35 +5,36 @@ import { bucketFor, BucketParameters } from './policy';
 import { BucketState, LeaseOutcome, readBucket, returnTokens, TakeOutcome, takeTokens } from './token-bucket';
 
 /**
- * The shared bucket as Redis keeps it (the same algorithm), on a manual clock, answering each
- * take or give-back only when the test says: a round trip the test controls.
+ * The shared bucket as Redis keeps it (the same algorithm), on a manual clock. A take leaves when
+ * the test says (`leave()`: how many it wants is asked then, as the Redis store's end-of-turn
+ * pipeline does) and is answered when it says (`answer()`, which first lets queued takes leave).
  */
 class FakeShared implements SharedBuckets {
   readonly clock = new ManualClock();
   readonly buckets = new Map<string, BucketState>();
   readonly takes: Array<{ key: string; wanted: number }> = [];
+  readonly queued: Array<() => () => void> = [];
   readonly pending: Array<() => void> = [];
-  sent = 0;
   taken = 0;
   givenBack = 0;
   failNext?: Error;
 
-  /** A take leaves when answered: how many it wants is asked then. */
   take(key: string, bucket: BucketParameters, asked: () => number): Promise<LeaseOutcome> {
-    this.sent += 1;
     return new Promise((resolve, reject) =>
-      this.pending.push(() => {
+      this.queued.push(() => {
         const wanted = asked();
         this.takes.push({ key, wanted });
-        if (this.failNext) {
-          reject(this.failNext);
-          this.failNext = undefined;
-          return;
-        }
-        const { outcome, state } = takeTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, wanted);
-        this.buckets.set(key, state);
-        this.taken += outcome.taken;
-        resolve(outcome);
+        return () => {
+          if (this.failNext) {
+            reject(this.failNext);
+            this.failNext = undefined;
+            return;
+          }
+          const { outcome, state } = takeTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, wanted);
+          this.buckets.set(key, state);
+          this.taken += outcome.taken;
+          resolve(outcome);
+        };
       }),
     );
   }
@@ -43,10 +44,20 @@ class FakeShared implements SharedBuckets {
     this.buckets.set(key, returnTokens(this.buckets.get(key), this.clock.nowMicros(), bucket, count));
   }
 
-  /** Answers every take sent so far (not those they cause), then lets their continuations run. */
+  /** The takes sent so far leave for the store. */
+  leave(): void {
+    for (const leave of this.queued.splice(0)) this.pending.push(leave());
+  }
+
+  /** Lets the takes sent so far leave, answers every take that has left, then lets their continuations run. */
   async answer(): Promise<void> {
+    this.leave();
     for (const reply of this.pending.splice(0)) reply();
     await flush();
+  }
+
+  get outstanding(): number {
+    return this.queued.length + this.pending.length;
   }
 
   remaining(key: string, bucket: BucketParameters): number {
@@ -56,6 +67,17 @@ class FakeShared implements SharedBuckets {
 
 async function flush(): Promise<void> {
   for (let i = 0; i < 5; i++) await Promise.resolve();
+}
+
+/** Requests of one tenant faster than a round trip: each round, some arrive before the take leaves and some while it is out. */
+async function stream(buckets: LeasedBuckets, shared: FakeShared, key: string, bucket: BucketParameters, rounds: number): Promise<void> {
+  for (let round = 0; round < rounds; round++) {
+    for (let i = 0; i < 5; i++) void buckets.take(key, bucket);
+    shared.leave();
+    for (let i = 0; i < 5; i++) void buckets.take(key, bucket);
+    await shared.answer();
+  }
+  await shared.answer();
 }
 
 const BUSINESS = bucketFor({ name: 'business', limit: 500 }); // 85 tokens
@@ -111,9 +133,11 @@ describe('LeasedBuckets', () => {
     const buckets = open(shared);
     let admitted = 0;
     const decide = (): void => void buckets.take('t', ENTERPRISE).then((outcome) => (admitted += outcome.allowed ? 1 : 0));
-    // 20 rounds: 10 requests arrive while each take is in flight, then it is answered.
+    // 20 rounds: 5 requests arrive before the take leaves and 5 while it is out, then it is answered.
     for (let round = 0; round < 20; round++) {
-      for (let i = 0; i < 10; i++) decide();
+      for (let i = 0; i < 5; i++) decide();
+      shared.leave();
+      for (let i = 0; i < 5; i++) decide();
       await shared.answer();
     }
     await shared.answer();
@@ -176,21 +200,13 @@ describe('LeasedBuckets', () => {
   it('forgets what it holds when dropped, and gives it back when closed', async () => {
     const shared = new FakeShared();
     const buckets = leased(shared);
-    for (let round = 0; round < 3; round++) {
-      for (let i = 0; i < 10; i++) void buckets.take('t', ENTERPRISE);
-      await shared.answer();
-    }
-    await shared.answer();
+    await stream(buckets, shared, 't', ENTERPRISE, 3);
     expect(buckets.heldFor('t')).toBeGreaterThan(0);
     buckets.drop();
     expect(buckets.heldFor('t')).toBe(0);
     expect(shared.givenBack).toBe(0);
 
-    for (let round = 0; round < 3; round++) {
-      for (let i = 0; i < 10; i++) void buckets.take('u', ENTERPRISE);
-      await shared.answer();
-    }
-    await shared.answer();
+    await stream(buckets, shared, 'u', ENTERPRISE, 3);
     const held = buckets.heldFor('u');
     expect(held).toBeGreaterThan(0);
     await buckets.close();
@@ -200,13 +216,9 @@ describe('LeasedBuckets', () => {
   it('still gives back what a take brought after drop(), on its own timer', async () => {
     const shared = new FakeShared();
     const buckets = open(shared, 20);
-    for (let round = 0; round < 3; round++) {
-      for (let i = 0; i < 10; i++) void buckets.take('t', ENTERPRISE);
-      await shared.answer();
-    }
-    void buckets.take('t', ENTERPRISE);
-    for (let i = 0; i < 30 && shared.pending.length === 0; i++) void buckets.take('t', ENTERPRISE);
-    expect(shared.pending.length).toBe(1);
+    await stream(buckets, shared, 't', ENTERPRISE, 3);
+    for (let i = 0; i < 100 && shared.outstanding === 0; i++) void buckets.take('t', ENTERPRISE);
+    expect(shared.outstanding).toBe(1);
     buckets.drop();
     await shared.answer();
     expect(buckets.heldFor('t')).toBeGreaterThan(0);
@@ -217,14 +229,63 @@ describe('LeasedBuckets', () => {
     expect(shared.givenBack).toBeGreaterThan(0);
   });
 
+  it('after a tier change, decides against the new bucket and gives the old one its tokens back', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    await stream(buckets, shared, 't', ENTERPRISE, 3);
+    const heldBefore = buckets.heldFor('t');
+    expect(heldBefore).toBeGreaterThan(0);
+    const after = buckets.take('t', BUSINESS);
+    await shared.answer();
+    const outcome = await after;
+    expect(outcome.allowed).toBe(true);
+    expect(outcome.level).toBeLessThanOrEqual(BUSINESS.capacity);
+    expect(buckets.heldFor('t')).toBe(heldBefore);
+    now += 100;
+    await buckets.sweep();
+    expect(buckets.heldFor('t')).toBe(0);
+    expect(shared.givenBack).toBe(heldBefore);
+  });
+
+  it('refuses only the requests a short take covered; those arriving after it left get a take of their own', async () => {
+    const shared = new FakeShared();
+    const buckets = open(shared);
+    // Empty the bucket but for 3 tokens.
+    const drain = Array.from({ length: 82 }, () => buckets.take('t', BUSINESS));
+    await shared.answer();
+    expect((await Promise.all(drain)).every((outcome) => outcome.allowed)).toBe(true);
+    const early = Array.from({ length: 5 }, () => buckets.take('t', BUSINESS));
+    shared.leave();
+    const late = Array.from({ length: 2 }, () => buckets.take('t', BUSINESS));
+    await shared.answer();
+    const earlyOutcomes = await Promise.all(early);
+    expect(earlyOutcomes.map((outcome) => outcome.allowed)).toEqual([true, true, true, false, false]);
+    expect(shared.outstanding).toBe(1);
+    // The bucket refills one token by the time the late requests' take runs (8⅓ a second).
+    shared.clock.advanceMicros(120_000);
+    await shared.answer();
+    const lateOutcomes = await Promise.all(late);
+    expect(lateOutcomes.map((outcome) => outcome.allowed)).toEqual([true, false]);
+    // The third asks for its 2 and, as 2 arrived while the second was out, 4 ahead.
+    expect(shared.takes.map(({ wanted }) => wanted)).toEqual([82, 5, 6]);
+  });
+
+  it('takes nothing ahead when told so: a take asks for the requests waiting, no more', async () => {
+    const shared = new FakeShared();
+    const buckets = new LeasedBuckets(shared, { now: () => now, maxLeaseTokens: 0 });
+    opened.push(buckets);
+    await stream(buckets, shared, 't', ENTERPRISE, 10);
+    expect(buckets.heldFor('t')).toBe(0);
+    // Each take asks for exactly the requests waiting when it leaves (those that came while the
+    // previous one was out, and this turn's): 100 tokens for 100 requests, none held.
+    expect(shared.takes.map(({ wanted }) => wanted)).toEqual([5, ...Array.from({ length: 9 }, () => 10), 5]);
+    expect(shared.taken).toBe(100);
+  });
+
   it('keeps keys apart', async () => {
     const shared = new FakeShared();
     const buckets = open(shared);
-    for (let round = 0; round < 3; round++) {
-      for (let i = 0; i < 10; i++) void buckets.take('a', ENTERPRISE);
-      await shared.answer();
-    }
-    await shared.answer();
+    await stream(buckets, shared, 'a', ENTERPRISE, 3);
     expect(buckets.heldFor('a')).toBeGreaterThan(0);
     const other = buckets.take('b', BUSINESS);
     await shared.answer();
@@ -235,7 +296,14 @@ describe('LeasedBuckets', () => {
     await fc.assert(
       fc.asyncProperty(
         fc.array(
-          fc.record({ replica: fc.integer({ min: 0, max: 2 }), arrivals: fc.integer({ min: 0, max: 30 }), answer: fc.boolean(), advanceMs: fc.integer({ min: 0, max: 80 }) }),
+          fc.record({
+            replica: fc.integer({ min: 0, max: 2 }),
+            arrivals: fc.integer({ min: 0, max: 30 }),
+            leave: fc.boolean(),
+            later: fc.integer({ min: 0, max: 10 }),
+            answer: fc.boolean(),
+            advanceMs: fc.integer({ min: 0, max: 80 }),
+          }),
           {
             minLength: 1,
             maxLength: 60,
@@ -246,14 +314,23 @@ describe('LeasedBuckets', () => {
           const shared = new FakeShared();
           const replicas = [leased(shared, 50), leased(shared, 50), leased(shared, 50)];
           const outcomes: TakeOutcome[] = [];
+          let arrived = 0;
+          const arrive = (replica: number, count: number): void => {
+            arrived += count;
+            for (let i = 0; i < count; i++) void replicas[replica].take('t', BUSINESS).then((outcome) => outcomes.push(outcome));
+          };
           for (const step of steps) {
-            for (let i = 0; i < step.arrivals; i++) void replicas[step.replica].take('t', BUSINESS).then((outcome) => outcomes.push(outcome));
+            arrive(step.replica, step.arrivals);
+            if (step.leave) shared.leave();
+            arrive(step.replica, step.later);
             if (step.answer) await shared.answer();
             now += step.advanceMs;
             shared.clock.advanceMicros(step.advanceMs * 1_000);
             if (step.advanceMs > 0) await Promise.all(replicas.map((replica) => replica.sweep()));
           }
-          for (let i = 0; i < 5; i++) await shared.answer();
+          for (let i = 0; i < 50 && shared.outstanding > 0; i++) await shared.answer();
+          // Every request was decided.
+          expect(outcomes).toHaveLength(arrived);
           const admitted = outcomes.filter((outcome) => outcome.allowed).length;
           const held = replicas.reduce((sum, replica) => sum + replica.heldFor('t'), 0);
           expect(admitted + held + shared.givenBack).toBe(shared.taken);

@@ -17,7 +17,7 @@ export interface LeasedBucketsOptions {
   readonly holdMs?: number;
   /** The most one take may ask for ahead of the requests waiting, as a share of the bucket's capacity. */
   readonly maxLeaseShare?: number;
-  /** And in tokens, whatever the capacity. */
+  /** And in tokens, whatever the capacity; 0 takes nothing ahead (only the requests of one turn together). */
   readonly maxLeaseTokens?: number;
   /** Milliseconds, for tests. */
   readonly now?: () => number;
@@ -29,19 +29,22 @@ interface Waiter {
 }
 
 interface Lease {
+  readonly key: string;
   /** Tokens taken from the shared bucket and not spent yet. */
   held: number;
   /** The shared bucket's level as its last take left it (grains). */
   level: number;
   /** When the tokens held were taken (ms). */
   takenAt: number;
-  /** The bucket the tokens were taken under (the one to give them back to). */
-  bucket: BucketParameters;
+  /** The bucket the tokens are taken under (and given back to). */
+  readonly bucket: BucketParameters;
   /** Requests waiting for the take in flight. */
   readonly waiters: Waiter[];
   inFlight: boolean;
-  /** What the take in flight asked for, once it left. */
-  asked: number;
+  /** The take in flight has left (its count was asked): arrivals from then on are a round trip's demand. */
+  left: boolean;
+  /** Requests waiting when the take in flight left: the ones it covers. */
+  covered: number;
   /** Requests arriving while a take is in flight (smoothed over takes): the demand one round trip sees. */
   arrivedDuringTake: number;
   arrivals: number;
@@ -53,18 +56,18 @@ const DEFAULT_MAX_LEASE_TOKENS = 1_000;
 
 /**
  * Requests decided against shared buckets without a round trip each, when they come faster than
- * one round trip. A request with nothing held waits for a take from the shared bucket; a take asks
- * for one token per waiting request plus, once requests have arrived while a take was in flight,
- * twice that many ahead (at most a sixteenth of the bucket and 1,000 tokens), and is sent again
- * before the tokens held run out. A request arriving one at a time (a client waiting for each
- * answer) takes exactly one token per round trip, as before.
+ * one round trip. A request with nothing held waits for a take from the shared bucket; a take asks,
+ * when it leaves, for the requests then waiting plus, once requests have arrived while takes were
+ * out, twice that demand ahead (smoothed; the part ahead at most a sixteenth of the bucket and
+ * `maxLeaseTokens`), and the next take is sent before what is held runs out. A request arriving one
+ * at a time (a client waiting for each answer) takes exactly one token per round trip, as before.
  *
  * Nothing is admitted that was not taken from the shared bucket: every gateway replica together
  * admits at most what the bucket gives. What a replica holds is out of the others' reach until
- * spent or given back (after `holdMs`), so a tenant at its limit across replicas may see a
- * refusal while another replica holds a few of its tokens, and a replica may admit a take's
- * tokens up to `holdMs` after they were taken. The level reported is the shared level as the last
- * take left it plus what this replica holds: exact for one replica.
+ * spent or given back (once no take has come for `holdMs`), and the shared bucket refills as if it
+ * were spent: a window may admit, beyond the bucket's own bound, what each replica held when it
+ * began. One lease per key and bucket: after a tier change the old tokens go back, unspent. The
+ * level reported is the shared level as the last take left it plus what this replica holds.
  */
 export class LeasedBuckets {
   private readonly leases = new Map<string, Lease>();
@@ -86,38 +89,43 @@ export class LeasedBuckets {
   }
 
   take(key: string, bucket: BucketParameters): Promise<TakeOutcome> {
-    let lease = this.leases.get(key);
+    // A lease per bucket: after a tier change, tokens taken under the old one are never spent under
+    // the new one (they go back with the sweep), and levels are always read against their own bucket.
+    const leaseKey = `${key}\u0000${bucket.capacity}:${bucket.cost}:${bucket.refill}`;
+    let lease = this.leases.get(leaseKey);
     if (!lease) {
-      lease = { held: 0, level: 0, takenAt: 0, bucket, waiters: [], inFlight: false, asked: 0, arrivedDuringTake: 0, arrivals: 0 };
-      this.leases.set(key, lease);
+      lease = { key, held: 0, level: 0, takenAt: 0, bucket, waiters: [], inFlight: false, left: false, covered: 0, arrivedDuringTake: 0, arrivals: 0 };
+      this.leases.set(leaseKey, lease);
       this.startSweeping();
     }
-    if (lease.inFlight) lease.arrivals += 1;
+    if (lease.inFlight && lease.left) lease.arrivals += 1;
     if (lease.held > 0 && lease.waiters.length === 0) {
       const outcome = this.spend(lease);
       // Requests came faster than a round trip: the next take leaves before these run out.
-      if (lease.arrivedDuringTake > 0 && lease.held <= lease.arrivedDuringTake && !lease.inFlight) this.sendTake(key, lease, bucket);
+      if (!lease.inFlight && lease.arrivedDuringTake > 0 && lease.held <= lease.arrivedDuringTake && this.aheadFor(lease) > lease.held) this.sendTake(lease);
       return Promise.resolve(outcome);
     }
     return new Promise<TakeOutcome>((resolve, reject) => {
       lease.waiters.push({ resolve, reject });
-      if (!lease.inFlight) this.sendTake(key, lease, bucket);
+      if (!lease.inFlight) this.sendTake(lease);
     });
   }
 
-  /** Tokens held by this replica for `key` (tests, diagnostics). */
+  /** Tokens held by this replica for `key`, under any bucket (tests, diagnostics). */
   heldFor(key: string): number {
-    return this.leases.get(key)?.held ?? 0;
+    let held = 0;
+    for (const lease of this.leases.values()) if (lease.key === key) held += lease.held;
+    return held;
   }
 
   /** Gives back what has been held longer than `holdMs`, and forgets idle keys. */
   async sweep(): Promise<void> {
     const now = this.now();
     const returns: Array<Promise<void>> = [];
-    for (const [key, lease] of this.leases) {
+    for (const [leaseKey, lease] of this.leases) {
       if (lease.inFlight || lease.waiters.length > 0 || now - lease.takenAt < this.holdMs) continue;
-      if (lease.held > 0) returns.push(this.giveBack(key, lease));
-      else this.leases.delete(key);
+      if (lease.held > 0) returns.push(this.giveBack(lease));
+      else this.leases.delete(leaseKey);
     }
     await Promise.all(returns);
     if (this.leases.size === 0) this.stopSweeping();
@@ -125,16 +133,20 @@ export class LeasedBuckets {
 
   /** Forgets every token held without giving it back (the shared store is unreachable). */
   drop(): void {
-    for (const [key, lease] of this.leases) if (!lease.inFlight && lease.waiters.length === 0) this.leases.delete(key);
-    for (const lease of this.leases.values()) lease.held = 0;
-    this.stopSweeping();
+    for (const [leaseKey, lease] of this.leases) if (!lease.inFlight && lease.waiters.length === 0) this.leases.delete(leaseKey);
+    for (const lease of this.leases.values()) {
+      lease.held = 0;
+      lease.arrivedDuringTake = 0;
+    }
+    // Leases with a take in flight stay: the sweep forgets them once it is answered.
+    if (this.leases.size === 0) this.stopSweeping();
   }
 
   /** Gives back every token held (best effort) and stops. */
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();
-    const returns = [...this.leases].filter(([, lease]) => lease.held > 0).map(([key, lease]) => this.giveBack(key, lease));
+    const returns = [...this.leases.values()].filter((lease) => lease.held > 0).map((lease) => this.giveBack(lease));
     await Promise.all(returns);
   }
 
@@ -144,16 +156,28 @@ export class LeasedBuckets {
     return { allowed: true, level };
   }
 
-  private sendTake(key: string, lease: Lease, bucket: BucketParameters): void {
-    const ahead = Math.min(lease.arrivedDuringTake * 2, this.maxLeaseTokens, Math.floor(capacityInTokens(bucket) * this.maxLeaseShare));
+  /** How many tokens a take may ask for beyond the requests waiting: twice a round trip's demand, capped. */
+  private aheadFor(lease: Lease): number {
+    return Math.min(lease.arrivedDuringTake * 2, this.maxLeaseTokens, Math.floor(capacityInTokens(lease.bucket) * this.maxLeaseShare));
+  }
+
+  private sendTake(lease: Lease): void {
+    const { bucket } = lease;
+    const ahead = this.aheadFor(lease);
+    let asked: number | undefined;
+    // Asked when the take leaves: the requests waiting by then are what it covers; those arriving
+    // after it left are the demand a round trip sees.
     const wanted = (): number => {
-      lease.asked = Math.max(1, lease.waiters.length - lease.held + ahead);
-      return lease.asked;
+      asked = Math.max(1, lease.waiters.length - lease.held + ahead);
+      lease.covered = lease.waiters.length;
+      lease.left = true;
+      return asked;
     };
     lease.inFlight = true;
+    lease.left = false;
     lease.arrivals = 0;
-    this.shared.take(key, bucket, wanted).then(
-      (outcome) => this.taken(key, lease, bucket, outcome, lease.asked),
+    this.shared.take(lease.key, bucket, wanted).then(
+      (outcome) => this.taken(lease, outcome, asked),
       (error: unknown) => {
         lease.inFlight = false;
         lease.arrivedDuringTake = 0;
@@ -162,13 +186,12 @@ export class LeasedBuckets {
     );
   }
 
-  private taken(key: string, lease: Lease, bucket: BucketParameters, outcome: LeaseOutcome, wanted: number): void {
+  private taken(lease: Lease, outcome: LeaseOutcome, asked: number | undefined): void {
     lease.inFlight = false;
     // Quick to rise, halving when demand falls: one take that happened to see few arrivals does not
     // make the next one wait.
     lease.arrivedDuringTake = Math.max(lease.arrivals, Math.floor((lease.arrivedDuringTake + lease.arrivals) / 2));
     lease.level = outcome.level;
-    lease.bucket = bucket;
     if (outcome.taken > 0) {
       lease.held += outcome.taken;
       lease.takenAt = this.now();
@@ -176,19 +199,25 @@ export class LeasedBuckets {
       this.startSweeping();
     }
     // Waiters in arrival order: those the tokens cover are admitted. When the take got less than it
-    // asked for, the bucket had nothing more when it answered (after they all arrived): the rest are
-    // refused at that level. Otherwise they arrived after it left and get a take of their own.
-    while (lease.waiters.length > 0 && lease.held > 0) (lease.waiters.shift() as Waiter).resolve(this.spend(lease));
-    if (outcome.taken < wanted) for (const waiter of lease.waiters.splice(0)) waiter.resolve({ allowed: false, level: outcome.level });
-    else if (lease.waiters.length > 0) this.sendTake(key, lease, bucket);
-    if (this.closed && lease.held > 0) void this.giveBack(key, lease);
+    // asked for, the bucket had nothing more when it ran: the requests that were waiting when it
+    // left are refused at that level. Those that arrived after it left get a take of their own.
+    let covered = lease.covered;
+    while (lease.waiters.length > 0 && lease.held > 0) {
+      (lease.waiters.shift() as Waiter).resolve(this.spend(lease));
+      covered -= 1;
+    }
+    if (asked !== undefined && outcome.taken < asked) {
+      for (const waiter of lease.waiters.splice(0, Math.max(0, covered))) waiter.resolve({ allowed: false, level: outcome.level });
+    }
+    if (lease.waiters.length > 0) this.sendTake(lease);
+    if (this.closed && lease.held > 0) void this.giveBack(lease);
   }
 
-  private giveBack(key: string, lease: Lease): Promise<void> {
+  private giveBack(lease: Lease): Promise<void> {
     const count = lease.held;
     lease.held = 0;
     // Best effort: a give-back that fails leaves the bucket emptier than it is, never fuller.
-    return this.shared.giveBack(key, lease.bucket, count).catch(() => undefined);
+    return this.shared.giveBack(lease.key, lease.bucket, count).catch(() => undefined);
   }
 
   private startSweeping(): void {

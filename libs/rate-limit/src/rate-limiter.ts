@@ -74,6 +74,8 @@ export interface RedisRateLimiterOptions {
   readonly clock?: Clock;
   /** Tokens taken ahead and not spent go back to Redis after this long (see LeasedBuckets). */
   readonly leaseHoldMs?: number;
+  /** At most this many tokens taken ahead of the requests waiting (default 1,000; 0: none, every decision exact). */
+  readonly maxTakeAhead?: number;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
 }
 
@@ -121,7 +123,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis.on('error', () => undefined);
     this.redis.on('close', () => this.fallBack(new Error('The connection to Redis closed')));
     this.redis.on('ready', () => void this.probe());
-    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs });
+    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs, maxLeaseTokens: options.maxTakeAhead });
     this.local = new MemoryBucketStore({ clock: options.clock });
   }
 
@@ -220,9 +222,18 @@ export interface RateLimiterOptions {
   readonly replicas?: number;
   readonly logger: RateLimiterLogger;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
+  /** See RedisRateLimiterOptions.maxTakeAhead. */
+  readonly maxTakeAhead?: number;
 }
 
 export function createRateLimiter(options: RateLimiterOptions): RateLimiter {
   if (!options.redisUrl) return new MemoryRateLimiter();
-  return new RedisRateLimiter({ url: options.redisUrl, tlsCa: options.redisTlsCa, replicas: options.replicas ?? 1, logger: options.logger, onModeChange: options.onModeChange });
+  return new RedisRateLimiter({
+    url: options.redisUrl,
+    tlsCa: options.redisTlsCa,
+    replicas: options.replicas ?? 1,
+    logger: options.logger,
+    onModeChange: options.onModeChange,
+    maxTakeAhead: options.maxTakeAhead,
+  });
 }

@@ -58,7 +58,8 @@ local separator = string.find(stored, ':', 1, true)
 local stored_level = tonumber(string.sub(stored, 1, separator - 1))
 local stored_at = tonumber(string.sub(stored, separator + 1))
 local updated_at = math.max(stored_at, now)
-local level = math.min(capacity, stored_level + (updated_at - stored_at) * refill + count * cost)
+local level = math.min(capacity, stored_level + (updated_at - stored_at) * refill)
+level = math.min(capacity, level + count * cost)
 if level >= capacity then
   redis.call('DEL', KEYS[1])
   return 1

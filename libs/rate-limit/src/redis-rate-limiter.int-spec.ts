@@ -264,6 +264,27 @@ describe('rate limits on a Redis of this test’s own', () => {
     }
   });
 
+  it('taking ahead, admits no more than the bucket gives plus what one replica may hold', async () => {
+    const limiter = await startLimiter();
+    const started = performance.now();
+    const decisions = (
+      await Promise.all(
+        Array.from({ length: 40 }, async () => {
+          const seen = [];
+          while (performance.now() - started < 1_000) seen.push(await limiter.consume('dry', policy));
+          return seen;
+        }),
+      )
+    ).flat();
+    const elapsedSeconds = (performance.now() - started) / 1000;
+    const admitted = decisions.filter((decision) => decision.allowed).length;
+    expect(decisions.every((decision) => decision.store === 'redis')).toBe(true);
+    expect(decisions.length - admitted).toBeGreaterThan(0);
+    // Business: 85 tokens, 8⅓ a second; a replica holds at most ⌊85/16⌋ = 5 taken ahead.
+    expect(admitted).toBeGreaterThanOrEqual(85);
+    expect(admitted).toBeLessThanOrEqual(85 + Math.floor((TIER_RPM.business / 60) * elapsedSeconds) + 5);
+  });
+
   it('loads the script again when Redis has lost it (NOSCRIPT)', async () => {
     const limiter = await startLimiter();
     const admin = new Redis(server.url);
