@@ -202,8 +202,8 @@ describe('rate limits on a Redis of this test’s own', () => {
   const policy = { name: 'business', limit: TIER_RPM.business };
   const started: RedisRateLimiter[] = [];
 
-  async function startLimiter(replicas = 1, logger = recordingLogger()): Promise<RedisRateLimiter> {
-    const limiter = new RedisRateLimiter({ url: server.url, replicas, logger, probeIntervalMs: 100, commandTimeoutMs: 200 });
+  async function startLimiter(replicas = 1, logger = recordingLogger(), maxTakeAhead?: number): Promise<RedisRateLimiter> {
+    const limiter = new RedisRateLimiter({ url: server.url, replicas, logger, probeIntervalMs: 100, commandTimeoutMs: 200, maxTakeAhead });
     started.push(limiter);
     await limiter.start();
     return limiter;
@@ -234,8 +234,8 @@ describe('rate limits on a Redis of this test’s own', () => {
     }
   });
 
-  it('takes ahead when requests come faster than a round trip: far fewer commands than requests, all within the bucket', async () => {
-    const limiter = await startLimiter();
+  it('with maxTakeAhead, takes ahead when requests come faster than a round trip: far fewer commands than requests, all within the bucket', async () => {
+    const limiter = await startLimiter(1, recordingLogger(), 1_000);
     const admin = new Redis(server.url);
     // The largest limit: 40 workers served from memory make far more than 100,000 requests a second.
     const enterprise = { name: 'enterprise', limit: MAX_LIMIT };
@@ -264,8 +264,11 @@ describe('rate limits on a Redis of this test’s own', () => {
     }
   });
 
-  it('taking ahead, admits no more than the bucket gives plus what one replica may hold', async () => {
-    const limiter = await startLimiter();
+  it.each([
+    ['by default, never more than the bucket gives (B + r·Δ)', undefined, 0],
+    ['taking ahead, no more than the bucket gives plus what one replica may hold', 1_000, 5],
+  ])('hammered by 40 callers of one tenant, admits %s', async (_, maxTakeAhead, held) => {
+    const limiter = await startLimiter(1, recordingLogger(), maxTakeAhead);
     const started = performance.now();
     const decisions = (
       await Promise.all(
@@ -280,9 +283,9 @@ describe('rate limits on a Redis of this test’s own', () => {
     const admitted = decisions.filter((decision) => decision.allowed).length;
     expect(decisions.every((decision) => decision.store === 'redis')).toBe(true);
     expect(decisions.length - admitted).toBeGreaterThan(0);
-    // Business: 85 tokens, 8⅓ a second; a replica holds at most ⌊85/16⌋ = 5 taken ahead.
+    // Business: 85 tokens, 8⅓ a second; taking ahead, a replica holds at most ⌊85/16⌋ = 5.
     expect(admitted).toBeGreaterThanOrEqual(85);
-    expect(admitted).toBeLessThanOrEqual(85 + Math.floor((TIER_RPM.business / 60) * elapsedSeconds) + 5);
+    expect(admitted).toBeLessThanOrEqual(85 + Math.floor((TIER_RPM.business / 60) * elapsedSeconds) + held);
   });
 
   it('loads the script again when Redis has lost it (NOSCRIPT)', async () => {

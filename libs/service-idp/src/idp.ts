@@ -139,8 +139,6 @@ export async function startIdp(options: IdpOptions): Promise<IdpHandle> {
     authenticationLimiter = createRateLimiter({
       redisUrl: options.redisUrl,
       redisTlsCa: options.redisTlsCa,
-      // Budgets of failed authentications stay exact across replicas: nothing is taken ahead.
-      maxTakeAhead: 0,
       logger: { info: (message, context) => logger.info(message, context), warn: (message, context) => logger.warn(message, context) },
     });
     await authenticationLimiter.start();
