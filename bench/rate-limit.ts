@@ -2,7 +2,7 @@
  * The cost of per-tenant rate limits: the limiter on versus off in one run, on the embedded
  * gateway (buckets in memory) and on the Redis-backed one, with the Redis commands each request
  * costs (INFO commandstats). Targets: at most 0.2 ms added at p50, at most one Redis command per
- * request (fewer when one tenant's requests come faster than a round trip: tokens taken ahead).
+ * request (fewer when one tenant's requests arrive in the same turn: they share one script call).
  *
  *   node -r ./tools/register.cjs bench/rate-limit.ts [--paired=60] [--workers=2] [--rounds=3]
  *        [--duration=5] [--warmup=3] [--rate=150] [--connections=8] [--micro=20000] [--write]
