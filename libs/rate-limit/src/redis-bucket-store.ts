@@ -4,18 +4,18 @@ import { BucketParameters } from './policy';
 import { LeaseOutcome } from './token-bucket';
 
 /**
- * takeTokens() (token-bucket.ts) as one atomic script, on Redis's own clock so the gateways'
+ * The start of both scripts: refilled() (token-bucket.ts) on Redis's own clock, so the gateways'
  * clocks do not matter. The bucket is one string "level:updatedAt" (grains, microseconds) that
  * expires once it would have refilled, so idle tenants cost nothing. Numbers stay integers below
  * 2^53 (see bucketFor), exact in Lua's doubles; '%.0f' writes them back without the exponent
- * notation tostring() would use. ARGV[4] is how many tokens are wanted; the reply is {taken, level}.
+ * notation tostring() would use. ARGV: capacity, cost, refill, and a count of tokens.
  */
-export const TAKE_TOKEN_SCRIPT = `
+const REFILLED_BUCKET = `
 if redis.replicate_commands then redis.replicate_commands() end
 local capacity = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local refill = tonumber(ARGV[3])
-local wanted = tonumber(ARGV[4])
+local count = tonumber(ARGV[4])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local level = capacity
@@ -28,13 +28,22 @@ if stored then
   updated_at = math.max(stored_at, now)
   level = math.min(capacity, stored_level + (updated_at - stored_at) * refill)
 end
-local taken = math.min(wanted, math.floor(level / cost))
+`;
+
+/** Writes the bucket back, expiring once it would be full again. */
+const STORE_BUCKET = `
+local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
+redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+`;
+
+/** takeTokens() (token-bucket.ts) as one atomic script: up to ARGV[4] tokens; the reply is {taken, level}. */
+export const TAKE_TOKEN_SCRIPT = `${REFILLED_BUCKET}
+local taken = math.min(count, math.floor(level / cost))
 if taken < 1 then
   return {0, level}
 end
 level = level - taken * cost
-local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
-redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+${STORE_BUCKET}
 return {taken, level}
 `;
 
@@ -42,30 +51,16 @@ return {taken, level}
  * returnTokens() (token-bucket.ts) as one atomic script: ARGV[4] tokens taken earlier and not
  * spent go back, never beyond the capacity. A bucket that has expired was full: nothing to do.
  */
-export const RETURN_TOKENS_SCRIPT = `
-if redis.replicate_commands then redis.replicate_commands() end
-local capacity = tonumber(ARGV[1])
-local cost = tonumber(ARGV[2])
-local refill = tonumber(ARGV[3])
-local count = tonumber(ARGV[4])
-local stored = redis.call('GET', KEYS[1])
+export const RETURN_TOKENS_SCRIPT = `${REFILLED_BUCKET}
 if not stored then
   return 0
 end
-local time = redis.call('TIME')
-local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local separator = string.find(stored, ':', 1, true)
-local stored_level = tonumber(string.sub(stored, 1, separator - 1))
-local stored_at = tonumber(string.sub(stored, separator + 1))
-local updated_at = math.max(stored_at, now)
-local level = math.min(capacity, stored_level + (updated_at - stored_at) * refill)
 level = math.min(capacity, level + count * cost)
 if level >= capacity then
   redis.call('DEL', KEYS[1])
   return 1
 end
-local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
-redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+${STORE_BUCKET}
 return 1
 `;
 
