@@ -79,6 +79,22 @@ describe('the single-buffer kafkajs record encoder', () => {
     expect(fixed.record(message).buffer.toString('hex')).toBe(shippedRecord(message).buffer.toString('hex'));
   });
 
+  it('writes varints at their byte boundaries, and timestamp deltas beyond what a double holds exactly, as kafkajs does', () => {
+    const edges = [0, 1, -1, 63, 64, -64, -65, 127, 128, 8_191, 8_192, 2 ** 20, 2 ** 27, 2 ** 31 - 1, -(2 ** 31)];
+    const timestamps = [...edges, 2 ** 51, -(2 ** 51), 2 ** 51 + 2, -(2 ** 51) - 2, 2 ** 53, -(2 ** 60), -0];
+    for (const offsetDelta of edges) expect(fixed.record({ offsetDelta }).buffer.equals(shippedRecord({ offsetDelta }).buffer)).toBe(true);
+    for (const timestampDelta of timestamps) expect(fixed.record({ timestampDelta }).buffer.toString('hex')).toBe(shippedRecord({ timestampDelta }).buffer.toString('hex'));
+    // kafkajs refuses a fractional delta (its Long is a BigInt); so does the fix, through the same code.
+    for (const timestampDelta of [1.5, -0.5]) {
+      expect(() => shippedRecord({ timestampDelta })).toThrow(RangeError);
+      expect(() => fixed.record({ timestampDelta })).toThrow(RangeError);
+    }
+    for (const length of [0, 63, 64, 127, 128, 8_192]) {
+      const record = { key: 'k'.repeat(length), value: Buffer.alloc(length, 3), headers: { ['h'.repeat(length + 1)]: 'v'.repeat(length) } };
+      expect(fixed.record(record).buffer.equals(shippedRecord(record).buffer)).toBe(true);
+    }
+  });
+
   it('leaves a produce request byte for byte as kafkajs encodes it', async () => {
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const shippedProduce = isolated(() => require(PRODUCE_REQUEST_MODULE) as ProduceRequest);
@@ -113,5 +129,25 @@ describe('the single-buffer kafkajs record encoder', () => {
       return (require('./record-encoder-fix') as { fixKafkajsRecordEncoder: typeof fixKafkajsRecordEncoder }).fixKafkajsRecordEncoder();
     });
     expect(other).toBe(false);
+  });
+
+  it("is not put in place when kafkajs's Encoder keeps its bytes otherwise than the one this was written for", () => {
+    const differentEncoder = isolated(() => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      require('kafkajs/src/protocol/encoder');
+      const module = require.cache[require.resolve('kafkajs/src/protocol/encoder')];
+      const Shipped = module?.exports as new (size?: number) => { get buffer(): Buffer };
+      // The same bytes through another field: an Encoder made without its constructor holds none.
+      class Elsewhere extends Shipped {
+        private readonly made = true;
+        override get buffer(): Buffer {
+          return this.made ? super.buffer : Buffer.alloc(0);
+        }
+      }
+      if (module) module.exports = Elsewhere;
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      return (require('./record-encoder-fix') as { fixKafkajsRecordEncoder: typeof fixKafkajsRecordEncoder }).fixKafkajsRecordEncoder();
+    });
+    expect(differentEncoder).toBe(false);
   });
 });
