@@ -7,6 +7,7 @@ import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig, SAS
 import { BusLogger, consoleBusLogger, describe } from '../delivery';
 import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
 import { ProducerHandle } from './producers';
+import { fixKafkajsRecordDecoder } from './record-decoder-fix';
 import { fixKafkajsRecordEncoder } from './record-encoder-fix';
 import { fixKafkajsRequestQueue } from './request-queue-fix';
 
@@ -22,6 +23,7 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
 
 let requestQueueWarned = false;
 let recordEncoderWarned = false;
+let recordDecoderWarned = false;
 
 export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
@@ -35,6 +37,13 @@ export function kafkaClient(brokers: string[], clientId: string, ssl: tls.Connec
     recordEncoderWarned = true;
     logger.warn('kafkajs records are encoded as shipped (ten zero-filled buffers a message): its record module is not the one the fix was written for, or was loaded first', {
       fix: 'libs/messaging/src/kafka/record-encoder-fix.ts',
+    });
+  }
+  // Before the first fetch response is decoded: kafkajs loads its record batch decoder then.
+  if (!fixKafkajsRecordDecoder() && !recordDecoderWarned) {
+    recordDecoderWarned = true;
+    logger.warn('kafkajs records are decoded as shipped (an object spread per header): its record decoder is not the one the fix was written for, or was loaded first', {
+      fix: 'libs/messaging/src/kafka/record-decoder-fix.ts',
     });
   }
   return new Kafka({ brokers, clientId, ssl, ...(sasl ? { sasl } : {}), logLevel: logLevel.WARN, logCreator: kafkaLogCreator(logger) });
