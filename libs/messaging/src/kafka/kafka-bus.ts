@@ -583,7 +583,7 @@ export class KafkaBus implements MessageBus {
         await this.deadLetter(topic, group, message, admission.refusal, 0);
         reply = REFUSED_REPLY;
       } else {
-        const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers)), attempt: 1 };
+        const request: IncomingMessage = { ...incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers), headers), attempt: 1 };
         reply = await answer(request, served?.handlers[request.type], this.logger, admission.scope);
       }
     } catch (error) {
@@ -622,7 +622,7 @@ export class KafkaBus implements MessageBus {
     }
     let event: Omit<IncomingMessage, 'attempt'>;
     try {
-      event = incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers));
+      event = incomingFromKafka(topic, partition, message, await this.codec.decode(message.value, headers), headers);
     } catch (error) {
       await this.deadLetter(topic, group, message, error, 1);
       this.metrics.handled(topic, group, seconds(), 'dead-lettered');

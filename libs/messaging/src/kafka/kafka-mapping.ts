@@ -28,9 +28,18 @@ export function headersFromKafka(headers: IHeaders | undefined): Record<string, 
   return result;
 }
 
-/** The bus view of a consumed record, with its payload as the codec read it (plain JSON by default; throws on a poison record). */
-export function incomingFromKafka(topic: string, partition: number, message: KafkaMessage, payload: unknown = deserialize(message.value)): Omit<IncomingMessage, 'attempt'> {
-  const headers = headersFromKafka(message.headers);
+/**
+ * The bus view of a consumed record, with its payload as the codec read it (plain JSON by default;
+ * throws on a poison record), and its headers as headersFromKafka reads them (passed in when the
+ * caller has read them already).
+ */
+export function incomingFromKafka(
+  topic: string,
+  partition: number,
+  message: KafkaMessage,
+  payload: unknown = deserialize(message.value),
+  headers: Readonly<Record<string, string>> = headersFromKafka(message.headers),
+): Omit<IncomingMessage, 'attempt'> {
   return {
     id: headers[Headers.messageId] ?? `${topic}/${partition}/${message.offset}`,
     topic,
