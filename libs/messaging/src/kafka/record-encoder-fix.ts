@@ -93,6 +93,11 @@ function writeUVarInt64(target: Buffer, offset: number, encoded: number): number
   return offset;
 }
 
+/** What this encoder writes itself: nothing, a string or a Buffer (anything else throws while sizing, as in kafkajs, or goes to kafkajs). */
+function plainBytes(value: unknown): boolean {
+  return value == null || typeof value === 'string' || Buffer.isBuffer(value) || (typeof value !== 'object' && typeof value !== 'function');
+}
+
 /** A key, value or header value: a Buffer as is, anything else as kafkajs writes it (its UTF-8 text). */
 function byteLengthOf(value: Buffer | string): number {
   // Buffer.byteLength throws on what is neither, as kafkajs's sizing does.
@@ -109,8 +114,14 @@ function writeBytes(target: Buffer, offset: number, value: Buffer | string | nul
 const sizeOfBytes = (value: Buffer | string | null | undefined, length: number): number => (value == null ? sizeOfVarInt(-1) : sizeOfVarInt(length) + length);
 
 /** A record encoder writing kafkajs's record v0 bytes into one buffer (`Encoder` is kafkajs's class). */
-export function singleBufferRecordEncoder(Encoder: EncoderClass): RecordEncoder {
-  return ({ offsetDelta = 0, timestampDelta = 0, key, value, headers = {} }) => {
+export function singleBufferRecordEncoder(Encoder: EncoderClass, shipped?: RecordEncoder): RecordEncoder {
+  return (record) => {
+    const { offsetDelta = 0, timestampDelta = 0, key, value, headers = {} } = record;
+    // kafkajs's order: the timestamp is sized first, then the offset, the key, the value and the
+    // headers, so that a record wrong in two ways fails as it would there.
+    const timestamp = zigZag64(timestampDelta);
+    // The rare delta beyond 2^51 ms goes through kafkajs's own Long arithmetic.
+    const timestampBytes = timestamp === undefined ? new Encoder(10).writeVarLong(timestampDelta).buffer : undefined;
     const keys: string[] = [];
     const values: HeaderValue[] = [];
     for (const headerKey of Object.keys(headers)) {
@@ -125,6 +136,10 @@ export function singleBufferRecordEncoder(Encoder: EncoderClass): RecordEncoder 
         values.push(headerValue);
       }
     }
+    // Typed arrays and the like: kafkajs sizes their bytes but writes their text; left to it.
+    if (shipped && (!plainBytes(key) || !plainBytes(value) || !values.every(plainBytes))) return shipped(record);
+    const keyLength = key == null ? -1 : byteLengthOf(key);
+    const valueLength = value == null ? -1 : byteLengthOf(value);
     // As kafkajs sizes them (a header value of null throws there as here: Buffer.byteLength(null)).
     const lengths: number[] = new Array<number>(keys.length * 2);
     let headersSize = sizeOfVarInt(keys.length);
@@ -135,11 +150,6 @@ export function singleBufferRecordEncoder(Encoder: EncoderClass): RecordEncoder 
       lengths[index * 2 + 1] = valueSize;
       headersSize += sizeOfVarInt(keySize) + keySize + sizeOfVarInt(valueSize) + valueSize;
     }
-    const keyLength = key == null ? -1 : byteLengthOf(key);
-    const valueLength = value == null ? -1 : byteLengthOf(value);
-    const timestamp = zigZag64(timestampDelta);
-    // The rare delta beyond 2^51 ms goes through kafkajs's own Long arithmetic.
-    const timestampBytes = timestamp === undefined ? new Encoder(10).writeVarLong(timestampDelta).buffer : undefined;
     const sizeOfBody =
       1 +
       (timestampBytes ? timestampBytes.length : sizeOfUVarInt64(timestamp as number)) +
@@ -222,7 +232,7 @@ export function fixKafkajsRecordEncoder(): boolean {
     const Encoder = require(ENCODER_MODULE) as EncoderClass;
     const module = require.cache[recordPath];
     if (!module) return false;
-    const candidate = singleBufferRecordEncoder(Encoder);
+    const candidate = singleBufferRecordEncoder(Encoder, shipped as RecordEncoder);
     // The Encoder's fields are internal: a kafkajs whose Encoder differs is left as shipped.
     if (!candidate(SAMPLE_RECORD).buffer.equals((shipped as RecordEncoder)(SAMPLE_RECORD).buffer)) return false;
     installed = candidate;
