@@ -1,3 +1,5 @@
+import { swapKafkajsModule } from './kafkajs-module-swap';
+
 /**
  * kafkajs 2.2.4 decodes each fetched record's headers with one object spread per header (a reduce
  * that copies every header read so far into a new object, then adds one), a `{ key, value }`
@@ -133,18 +135,10 @@ export function directRecordDecoder(Long: LongClass): RecordDecoder {
 
 /** kafkajs 2.2.4's record decoder, without comments and whitespace: only this one is replaced. */
 const SHIPPED =
-  '(decoder,batchContext={})=>{const{firstOffset,firstTimestamp,magicByte,isControlBatch=false,timestampType,maxTimestamp,}=batchContextconstattributes=decoder.readInt8()consttimestampDelta=decoder.readVarLong()consttimestamp=timestampType===TimestampTypes.LOG_APPEND_TIME&&maxTimestamp?maxTimestamp:Long.fromValue(firstTimestamp).add(timestampDelta).toString()constoffsetDelta=decoder.readVarInt()constoffset=Long.fromValue(firstOffset).add(offsetDelta).toString()constkey=decoder.readVarIntBytes()constvalue=decoder.readVarIntBytes()constheaders=decoder.readVarIntArray(HeaderDecoder).reduce((obj,{key,value})=>({...obj,[key]:obj[key]===undefined?value:Array.isArray(obj[key])?obj[key].concat([value]):[obj[key],value],}),{})return{magicByte,attributes,//Recordlevelattributesarepresentlyunusedtimestamp,offset,key,value,headers,isControlRecord:isControlBatch,batchContext,}}';
+  '(decoder,batchContext={})=>{const{firstOffset,firstTimestamp,magicByte,isControlBatch=false,timestampType,maxTimestamp,}=batchContextconstattributes=decoder.readInt8()consttimestampDelta=decoder.readVarLong()consttimestamp=timestampType===TimestampTypes.LOG_APPEND_TIME&&maxTimestamp?maxTimestamp:Long.fromValue(firstTimestamp).add(timestampDelta).toString()constoffsetDelta=decoder.readVarInt()constoffset=Long.fromValue(firstOffset).add(offsetDelta).toString()constkey=decoder.readVarIntBytes()constvalue=decoder.readVarIntBytes()constheaders=decoder.readVarIntArray(HeaderDecoder).reduce((obj,{key,value})=>({...obj,[key]:obj[key]===undefined?value:Array.isArray(obj[key])?obj[key].concat([value]):[obj[key],value],}),{})return{magicByte,attributes,timestamp,offset,key,value,headers,isControlRecord:isControlBatch,batchContext,}}';
 
-const RECORD_DECODER_MODULE = 'kafkajs/src/protocol/recordBatch/record/v0/decoder';
-const BATCH_DECODER_MODULE = 'kafkajs/src/protocol/recordBatch/v0/decoder';
 const DECODER_MODULE = 'kafkajs/src/protocol/decoder';
 const LONG_MODULE = 'kafkajs/src/utils/long';
-
-function withoutSpace(source: string): string {
-  return source.replace(/\s+/g, '');
-}
-
-let installed: RecordDecoder | undefined;
 
 /** Decoded by both decoders when installing: the records must agree. */
 function sampleAgrees(candidate: RecordDecoder, shipped: RecordDecoder, Decoder: new (buffer: Buffer) => KafkaDecoder): boolean {
@@ -163,32 +157,15 @@ function sampleAgrees(candidate: RecordDecoder, shipped: RecordDecoder, Decoder:
  * had already loaded the shipped one: kafkajs then runs as shipped).
  */
 export function fixKafkajsRecordDecoder(): boolean {
-  let recordPath: string;
-  try {
-    recordPath = require.resolve(RECORD_DECODER_MODULE);
-  } catch {
-    return false;
-  }
-  if (installed && require.cache[recordPath]?.exports === installed) return true;
-  try {
-    // Already loaded: it holds the record decoder it found then.
-    if (require.cache[require.resolve(BATCH_DECODER_MODULE)]) return false;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const shipped = require(RECORD_DECODER_MODULE) as unknown;
-    if (typeof shipped !== 'function' || withoutSpace(shipped.toString()) !== SHIPPED) return false;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Long = require(LONG_MODULE) as LongClass;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Decoder = require(DECODER_MODULE) as new (buffer: Buffer) => KafkaDecoder;
-    const candidate = directRecordDecoder(Long);
-    if (!sampleAgrees(candidate, shipped as RecordDecoder, Decoder)) return false;
-    const module = require.cache[recordPath];
-    if (!module) return false;
-    installed = candidate;
-    // require.cache is Node's documented module cache: the batch decoder, loaded later, gets this.
-    module.exports = installed;
-    return true;
-  } catch {
-    return false;
-  }
+  return swapKafkajsModule<RecordDecoder>({
+    module: 'kafkajs/src/protocol/recordBatch/record/v0/decoder',
+    loadedBy: 'kafkajs/src/protocol/recordBatch/v0/decoder',
+    shipped: SHIPPED,
+    replacement: (shipped) => {
+      /* eslint-disable @typescript-eslint/no-require-imports */
+      const candidate = directRecordDecoder(require(LONG_MODULE) as LongClass);
+      return sampleAgrees(candidate, shipped, require(DECODER_MODULE) as new (buffer: Buffer) => KafkaDecoder) ? candidate : undefined;
+      /* eslint-enable @typescript-eslint/no-require-imports */
+    },
+  });
 }

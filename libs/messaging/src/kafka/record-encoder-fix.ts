@@ -1,3 +1,5 @@
+import { swapKafkajsModule } from './kafkajs-module-swap';
+
 /**
  * kafkajs 2.2.4 encodes each record of a produce request with one `Encoder` for the record and one
  * more for every header, and each `Encoder` starts as a zero-filled 512-byte buffer; the headers'
@@ -188,15 +190,7 @@ function encoderHolding(Encoder: EncoderClass, bytes: Buffer): KafkaEncoder {
 const SHIPPED =
   '({offsetDelta=0,timestampDelta=0,key,value,headers={}})=>{constheadersArray=Object.keys(headers).flatMap(headerKey=>!Array.isArray(headers[headerKey])?[{key:headerKey,value:headers[headerKey]}]:headers[headerKey].map(headerValue=>({key:headerKey,value:headerValue})))constsizeOfBody=1+Encoder.sizeOfVarLong(timestampDelta)+Encoder.sizeOfVarInt(offsetDelta)+Encoder.sizeOfVarIntBytes(key)+Encoder.sizeOfVarIntBytes(value)+sizeOfHeaders(headersArray)returnnewEncoder().writeVarInt(sizeOfBody).writeInt8(0).writeVarLong(timestampDelta).writeVarInt(offsetDelta).writeVarIntBytes(key).writeVarIntBytes(value).writeVarIntArray(headersArray.map(Header))}';
 
-const RECORD_MODULE = 'kafkajs/src/protocol/recordBatch/record/v0';
-const PRODUCE_REQUEST_MODULE = 'kafkajs/src/protocol/requests/produce/v3/request';
 const ENCODER_MODULE = 'kafkajs/src/protocol/encoder';
-
-function withoutCommentsOrSpace(source: string): string {
-  return source.replace(/\/\/[^\n]*/g, '').replace(/\s+/g, '');
-}
-
-let installed: RecordEncoder | undefined;
 
 /** Written by both encoders when installing: the bytes must agree. */
 const SAMPLE_RECORD: RecordInput = {
@@ -213,33 +207,15 @@ const SAMPLE_RECORD: RecordInput = {
  * request had already loaded the shipped one: kafkajs then runs as shipped).
  */
 export function fixKafkajsRecordEncoder(): boolean {
-  let recordPath: string;
-  try {
-    recordPath = require.resolve(RECORD_MODULE);
-  } catch {
-    return false;
-  }
-  const cached = require.cache[recordPath];
-  if (installed && cached?.exports === installed) return true;
-  try {
-    const producePath = require.resolve(PRODUCE_REQUEST_MODULE);
-    // Already loaded: it holds the record module it found then.
-    if (require.cache[producePath]) return false;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const shipped = require(RECORD_MODULE) as unknown;
-    if (typeof shipped !== 'function' || withoutCommentsOrSpace(shipped.toString()) !== SHIPPED) return false;
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    const Encoder = require(ENCODER_MODULE) as EncoderClass;
-    const module = require.cache[recordPath];
-    if (!module) return false;
-    const candidate = singleBufferRecordEncoder(Encoder, shipped as RecordEncoder);
-    // The Encoder's fields are internal: a kafkajs whose Encoder differs is left as shipped.
-    if (!candidate(SAMPLE_RECORD).buffer.equals((shipped as RecordEncoder)(SAMPLE_RECORD).buffer)) return false;
-    installed = candidate;
-    // require.cache is Node's documented module cache: the produce request, loaded later, gets this.
-    module.exports = installed;
-    return true;
-  } catch {
-    return false;
-  }
+  return swapKafkajsModule<RecordEncoder>({
+    module: 'kafkajs/src/protocol/recordBatch/record/v0',
+    loadedBy: 'kafkajs/src/protocol/requests/produce/v3/request',
+    shipped: SHIPPED,
+    replacement: (shipped) => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const candidate = singleBufferRecordEncoder(require(ENCODER_MODULE) as EncoderClass, shipped);
+      // The Encoder's fields are internal: a kafkajs whose Encoder differs is left as shipped.
+      return candidate(SAMPLE_RECORD).buffer.equals(shipped(SAMPLE_RECORD).buffer) ? candidate : undefined;
+    },
+  });
 }
