@@ -1,15 +1,19 @@
+import { randomBytes } from 'node:crypto';
 import { BucketParameters, capacityInTokens } from './policy';
+import type { TakeRequest, TokenHolder } from './redis-bucket-store';
 import { LeaseOutcome, TakeOutcome } from './token-bucket';
 
 /** The shared buckets a lease is taken from: the Redis store, or a fake in tests. */
 export interface SharedBuckets {
   /**
-   * Takes up to `wanted()` tokens (at least one): as many as the bucket holds. `wanted` is asked
-   * when the take leaves, so that requests arriving until then count.
+   * Takes up to `ask().wanted` tokens (at least one): as many as the bucket holds, never above its
+   * capacity less what holders hold. `ask` is called when the take leaves, so that requests
+   * arriving until then count; of the tokens taken, `spending` are spent at once and the rest join
+   * the holder's record (takeSharedTokens in token-bucket.ts).
    */
-  take(key: string, bucket: BucketParameters, wanted: () => number): Promise<LeaseOutcome>;
-  /** Puts back tokens taken earlier and not spent. */
-  giveBack(key: string, bucket: BucketParameters, count: number): Promise<void>;
+  take(key: string, bucket: BucketParameters, ask: () => TakeRequest, holder: TokenHolder): Promise<LeaseOutcome>;
+  /** Puts back tokens taken earlier and not spent (0: only clears the holder's record). */
+  giveBack(key: string, bucket: BucketParameters, count: number, holder: TokenHolder): Promise<void>;
 }
 
 export interface LeasedBucketsOptions {
@@ -19,6 +23,12 @@ export interface LeasedBucketsOptions {
   readonly maxLeaseShare?: number;
   /** And in tokens, whatever the capacity; 0 takes nothing ahead (only the requests of one turn together). */
   readonly maxLeaseTokens?: number;
+  /**
+   * How long the shared store keeps a lease's record of the tokens it holds after its last take
+   * (a replica that dies loses them then); the lease spends none more than half of it after the
+   * take left.
+   */
+  readonly recordTtlMs?: number;
   /** Milliseconds, for tests. */
   readonly now?: () => number;
 }
@@ -30,12 +40,18 @@ interface Waiter {
 
 interface Lease {
   readonly key: string;
+  /** Its name in the shared store's records of held tokens. */
+  readonly holder: TokenHolder;
   /** Tokens taken from the shared bucket and not spent yet. */
   held: number;
   /** The shared bucket's level as its last take left it (grains). */
   level: number;
   /** When the tokens held were taken (ms). */
   takenAt: number;
+  /** Tokens held may be spent until then (ms): half the record's lifetime after the last take left. */
+  spendBy: number;
+  /** Tokens the shared store's record may still count for this lease (spent or not). */
+  recorded: number;
   /** The bucket the tokens are taken under (and given back to). */
   readonly bucket: BucketParameters;
   /** Requests waiting for the take in flight. */
@@ -53,6 +69,7 @@ interface Lease {
 const DEFAULT_HOLD_MS = 100;
 const DEFAULT_MAX_LEASE_SHARE = 1 / 16;
 const DEFAULT_MAX_LEASE_TOKENS = 1_000;
+const DEFAULT_RECORD_TTL_MS = 1_000;
 
 /**
  * Requests decided against shared buckets without a round trip each, when they come faster than
@@ -62,12 +79,16 @@ const DEFAULT_MAX_LEASE_TOKENS = 1_000;
  * `maxLeaseTokens`), and the next take is sent before what is held runs out. A request arriving one
  * at a time (a client waiting for each answer) takes exactly one token per round trip, as before.
  *
- * Nothing is admitted that was not taken from the shared bucket: every gateway replica together
- * admits at most what the bucket gives. What a replica holds is out of the others' reach until
- * spent or given back (once no take has come for `holdMs`), and the shared bucket refills as if it
- * were spent: a window may admit, beyond the bucket's own bound, what each replica held when it
- * began. One lease per key and bucket: after a tier change the old tokens go back, unspent. The
- * level reported is the shared level as the last take left it plus what this replica holds.
+ * Nothing is admitted that was not taken from the shared bucket, and the bucket keeps a record of
+ * what each lease of each replica holds and never refills above its capacity less that: the
+ * bucket's level and every token held together never exceed the capacity, so every replica
+ * together admits at most B + r·Δ in any Δ seconds, exactly as one take per request would. Each take
+ * tells the store what the lease still holds (its record can only fall that way) and how many of
+ * the new tokens go at once to the requests that waited for it. Unspent tokens go back once no take
+ * has come for `holdMs`; a record lapses `recordTtlMs` after its last take (a replica that died),
+ * and a lease spends nothing past half of that. One lease per key and bucket: after a tier change
+ * the old tokens go back, unspent. The level reported is the shared level as the last take left it
+ * plus what this replica holds.
  */
 export class LeasedBuckets {
   private readonly leases = new Map<string, Lease>();
@@ -75,6 +96,10 @@ export class LeasedBuckets {
   private readonly maxLeaseShare: number;
   private readonly maxLeaseTokens: number;
   private readonly now: () => number;
+  private readonly recordTtlMs: number;
+  /** This replica's prefix in the holders' records; each lease adds a serial number. */
+  private readonly replica = randomBytes(9).toString('base64url');
+  private serial = 0;
   private sweeper?: NodeJS.Timeout;
   private closed = false;
 
@@ -86,6 +111,8 @@ export class LeasedBuckets {
     this.maxLeaseShare = options.maxLeaseShare ?? DEFAULT_MAX_LEASE_SHARE;
     this.maxLeaseTokens = options.maxLeaseTokens ?? DEFAULT_MAX_LEASE_TOKENS;
     this.now = options.now ?? (() => performance.now());
+    this.recordTtlMs = options.recordTtlMs ?? DEFAULT_RECORD_TTL_MS;
+    if (!(this.recordTtlMs >= 2 * this.holdMs)) throw new RangeError(`recordTtlMs (${this.recordTtlMs}) must be at least twice holdMs (${this.holdMs})`);
   }
 
   take(key: string, bucket: BucketParameters): Promise<TakeOutcome> {
@@ -94,11 +121,28 @@ export class LeasedBuckets {
     const leaseKey = `${key}\u0000${bucket.capacity}:${bucket.cost}:${bucket.refill}`;
     let lease = this.leases.get(leaseKey);
     if (!lease) {
-      lease = { key, held: 0, level: 0, takenAt: 0, bucket, waiters: [], inFlight: false, left: false, covered: 0, arrivedDuringTake: 0, arrivals: 0 };
+      const holder = { id: `${this.replica}.${(this.serial += 1)}`, ttlMs: this.recordTtlMs };
+      lease = {
+        key,
+        holder,
+        held: 0,
+        level: 0,
+        takenAt: 0,
+        spendBy: 0,
+        recorded: 0,
+        bucket,
+        waiters: [],
+        inFlight: false,
+        left: false,
+        covered: 0,
+        arrivedDuringTake: 0,
+        arrivals: 0,
+      };
       this.leases.set(leaseKey, lease);
       this.startSweeping();
     }
     if (lease.inFlight && lease.left) lease.arrivals += 1;
+    this.expire(lease);
     if (lease.held > 0 && lease.waiters.length === 0) {
       const outcome = this.spend(lease);
       // Requests came faster than a round trip: the next take leaves before these run out.
@@ -124,7 +168,9 @@ export class LeasedBuckets {
     const returns: Array<Promise<void>> = [];
     for (const [leaseKey, lease] of this.leases) {
       if (lease.inFlight || lease.waiters.length > 0 || now - lease.takenAt < this.holdMs) continue;
-      if (lease.held > 0) returns.push(this.giveBack(lease));
+      // Unspent tokens go back; a record of tokens since spent goes too, so that the bucket may
+      // refill to its capacity again.
+      if (lease.held > 0 || lease.recorded > 0) returns.push(this.giveBack(lease));
       else this.leases.delete(leaseKey);
     }
     await Promise.all(returns);
@@ -146,8 +192,13 @@ export class LeasedBuckets {
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();
-    const returns = [...this.leases.values()].filter((lease) => lease.held > 0).map((lease) => this.giveBack(lease));
+    const returns = [...this.leases.values()].filter((lease) => lease.held > 0 || lease.recorded > 0).map((lease) => this.giveBack(lease));
     await Promise.all(returns);
+  }
+
+  /** Tokens held past half their record's lifetime are not spent: the shared store may have let them go. */
+  private expire(lease: Lease): void {
+    if (lease.held > 0 && this.now() >= lease.spendBy) lease.held = 0;
   }
 
   private spend(lease: Lease): TakeOutcome {
@@ -164,20 +215,24 @@ export class LeasedBuckets {
   private sendTake(lease: Lease): void {
     const { bucket } = lease;
     const ahead = this.aheadFor(lease);
-    let asked: number | undefined;
-    // Asked when the take leaves: the requests waiting by then are what it covers; those arriving
-    // after it left are the demand a round trip sees.
-    const wanted = (): number => {
-      asked = Math.max(1, lease.waiters.length - lease.held + ahead);
+    let request: { readonly wanted: number; readonly held: number; readonly spending: number } | undefined;
+    let leftAt = 0;
+    // Asked when the take leaves: the requests waiting by then are what it covers (their tokens
+    // are spent as it is answered); those arriving after it left are the demand a round trip sees.
+    const ask = (): TakeRequest => {
+      this.expire(lease);
+      const uncovered = Math.max(0, lease.waiters.length - lease.held);
+      request = { wanted: Math.max(1, uncovered + ahead), held: lease.held, spending: uncovered };
+      leftAt = this.now();
       lease.covered = lease.waiters.length;
       lease.left = true;
-      return asked;
+      return request;
     };
     lease.inFlight = true;
     lease.left = false;
     lease.arrivals = 0;
-    this.shared.take(lease.key, bucket, wanted).then(
-      (outcome) => this.taken(lease, outcome, asked),
+    this.shared.take(lease.key, bucket, ask, lease.holder).then(
+      (outcome) => this.taken(lease, outcome, request, leftAt),
       (error: unknown) => {
         lease.inFlight = false;
         lease.arrivedDuringTake = 0;
@@ -186,12 +241,19 @@ export class LeasedBuckets {
     );
   }
 
-  private taken(lease: Lease, outcome: LeaseOutcome, asked: number | undefined): void {
+  private taken(lease: Lease, outcome: LeaseOutcome, request: { readonly wanted: number; readonly held: number; readonly spending: number } | undefined, leftAt: number): void {
     lease.inFlight = false;
     // Quick to rise, halving when demand falls: one take that happened to see few arrivals does not
     // make the next one wait.
     lease.arrivedDuringTake = Math.max(lease.arrivals, Math.floor((lease.arrivedDuringTake + lease.arrivals) / 2));
     lease.level = outcome.level;
+    if (request) {
+      // Tokens the store no longer counted for this lease (its record had lapsed) are not spent.
+      const recognised = Math.min(request.held, outcome.held ?? request.held);
+      lease.held = Math.max(0, lease.held - (request.held - recognised));
+      lease.recorded = recognised + outcome.taken - Math.min(outcome.taken, request.spending);
+      lease.spendBy = leftAt + this.recordTtlMs / 2;
+    }
     if (outcome.taken > 0) {
       lease.held += outcome.taken;
       lease.takenAt = this.now();
@@ -206,18 +268,21 @@ export class LeasedBuckets {
       (lease.waiters.shift() as Waiter).resolve(this.spend(lease));
       covered -= 1;
     }
-    if (asked !== undefined && outcome.taken < asked) {
+    if (request !== undefined && outcome.taken < request.wanted) {
       for (const waiter of lease.waiters.splice(0, Math.max(0, covered))) waiter.resolve({ allowed: false, level: outcome.level });
     }
     if (lease.waiters.length > 0) this.sendTake(lease);
-    if (this.closed && lease.held > 0) void this.giveBack(lease);
+    if (this.closed && (lease.held > 0 || lease.recorded > 0)) void this.giveBack(lease);
   }
 
   private giveBack(lease: Lease): Promise<void> {
+    this.expire(lease);
     const count = lease.held;
     lease.held = 0;
-    // Best effort: a give-back that fails leaves the bucket emptier than it is, never fuller.
-    return this.shared.giveBack(lease.key, lease.bucket, count).catch(() => undefined);
+    lease.recorded = 0;
+    // Best effort: a give-back that fails leaves the bucket emptier than it is, never fuller (the
+    // record lapses on its own).
+    return this.shared.giveBack(lease.key, lease.bucket, count, lease.holder).catch(() => undefined);
   }
 
   private startSweeping(): void {

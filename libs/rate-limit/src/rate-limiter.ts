@@ -75,9 +75,10 @@ export interface RedisRateLimiterOptions {
   /** Tokens taken ahead and not spent go back to Redis after this long (see LeasedBuckets). */
   readonly leaseHoldMs?: number;
   /**
-   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets). Default 0: none,
-   * so that no interval of Δ seconds admits more than B + r·Δ (README, "Rate limits"). Above
-   * 0, a replica may admit, beyond that bound, what it held when the interval began.
+   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets; default 1,000 and
+   * never more than a sixteenth of the bucket; 0: none). The bucket keeps a record of what each
+   * replica holds and refills only up to its capacity less that, so no interval of Δ seconds admits
+   * more than B + r·Δ either way (README, "Rate limits").
    */
   readonly maxTakeAhead?: number;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
@@ -103,8 +104,8 @@ export function rateLimitRedisOptions(commandTimeoutMs: number): RedisOptions {
 
 /**
  * Buckets shared through Redis by every gateway replica; the requests of one turn for one bucket
- * share one script call, and with `maxTakeAhead` tokens are taken ahead of demand when requests
- * come faster than a round trip (LeasedBuckets). When Redis fails or is unreachable,
+ * share one script call, and tokens are taken ahead of demand when requests come faster than a
+ * round trip (LeasedBuckets), never beyond what the shared bucket's bound allows. When Redis fails or is unreachable,
  * requests are decided at once by a bucket in this replica's memory with the limit divided by
  * the replica count, the outage is logged once, and Redis is tried again in the background
  * until it answers; then the shared buckets take over again.
@@ -128,7 +129,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis.on('error', () => undefined);
     this.redis.on('close', () => this.fallBack(new Error('The connection to Redis closed')));
     this.redis.on('ready', () => void this.probe());
-    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs, maxLeaseTokens: options.maxTakeAhead ?? 0 });
+    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs, maxLeaseTokens: options.maxTakeAhead });
     this.local = new MemoryBucketStore({ clock: options.clock });
   }
 

@@ -4,21 +4,50 @@ import { BucketParameters } from './policy';
 import { LeaseOutcome } from './token-bucket';
 
 /**
- * The start of both scripts: refilled() (token-bucket.ts) on Redis's own clock, so the gateways'
- * clocks do not matter. The bucket is one string "level:updatedAt" (grains, microseconds) that
- * expires once it would have refilled, so idle tenants cost nothing. Numbers stay integers below
- * 2^53 (see bucketFor), exact in Lua's doubles; '%.0f' writes them back without the exponent
- * notation tostring() would use. ARGV: capacity, cost, refill, and a count of tokens.
+ * The start of both scripts: settleHolders() and refilled() (token-bucket.ts) on Redis's own
+ * clock, so the gateways' clocks do not matter. KEYS[1], the bucket, is one string
+ * "level:updatedAt" (grains, microseconds) that expires once it would have refilled, so idle tenants
+ * cost nothing. KEYS[2] is a hash of the tokens holders took ahead, "held:expiresAt" per holder,
+ * expiring with its last record; the bucket never refills above its capacity less what they hold.
+ * Numbers stay integers below 2^53 (see bucketFor), exact in Lua's doubles; '%.0f' writes them
+ * back without the exponent notation tostring() would use. ARGV: capacity, cost, refill, a count
+ * of tokens, the holder ('' for none), the tokens it says it holds, the tokens of this take spent
+ * at once, and its record's lifetime (µs).
  */
-const REFILLED_BUCKET = `
+const SETTLED_BUCKET = `
 if redis.replicate_commands then redis.replicate_commands() end
 local capacity = tonumber(ARGV[1])
 local cost = tonumber(ARGV[2])
 local refill = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])
+local holder = ARGV[5]
+local reported = tonumber(ARGV[6])
+local spending = tonumber(ARGV[7])
+local ttl = tonumber(ARGV[8])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local level = capacity
+local others = 0
+local mine = 0
+local recorded = false
+local latest = 0
+local records = redis.call('HGETALL', KEYS[2])
+for i = 1, #records, 2 do
+  local record = records[i + 1]
+  local separator = string.find(record, ':', 1, true)
+  local held = tonumber(string.sub(record, 1, separator - 1))
+  local expires_at = tonumber(string.sub(record, separator + 1))
+  if expires_at <= now then
+    redis.call('HDEL', KEYS[2], records[i])
+  elseif records[i] == holder then
+    mine = math.min(held, reported)
+    recorded = true
+  else
+    others = others + held
+    latest = math.max(latest, expires_at)
+  end
+end
+local ceiling = math.max(0, capacity - (others + mine) * cost)
+local level = ceiling
 local updated_at = now
 local stored = redis.call('GET', KEYS[1])
 if stored then
@@ -26,65 +55,111 @@ if stored then
   local stored_level = tonumber(string.sub(stored, 1, separator - 1))
   local stored_at = tonumber(string.sub(stored, separator + 1))
   updated_at = math.max(stored_at, now)
-  level = math.min(capacity, stored_level + (updated_at - stored_at) * refill)
+  level = math.min(ceiling, stored_level + (updated_at - stored_at) * refill)
 end
 `;
 
-/** Writes the bucket back, expiring once it would be full again. */
+/** Writes the bucket back, expiring once it would be full again (gone when it is full). */
 const STORE_BUCKET = `
-local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
-redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+if level >= capacity then
+  redis.call('DEL', KEYS[1])
+else
+  local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
+  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+end
 `;
 
-/** takeTokens() (token-bucket.ts) as one atomic script: up to ARGV[4] tokens; the reply is {taken, level}. */
-export const TAKE_TOKEN_SCRIPT = `${REFILLED_BUCKET}
-local taken = math.min(count, math.floor(level / cost))
-if taken < 1 then
-  return {0, level}
+/** Writes the holder's record (what it holds now: `kept`), the hash lasting as long as its last record. */
+const STORE_RECORD = `
+if holder ~= '' then
+  if kept > 0 then
+    redis.call('HSET', KEYS[2], holder, string.format('%.0f:%.0f', kept, now + ttl))
+    redis.call('PEXPIRE', KEYS[2], math.floor((math.max(latest, now + ttl) - now) / 1000) + 1)
+  elseif recorded then
+    redis.call('HDEL', KEYS[2], holder)
+  end
 end
-level = level - taken * cost
-${STORE_BUCKET}
-return {taken, level}
+`;
+
+/** takeSharedTokens() (token-bucket.ts) as one atomic script: up to ARGV[4] tokens; the reply is {taken, level, held}. */
+export const TAKE_TOKEN_SCRIPT = `${SETTLED_BUCKET}
+local taken = math.min(count, math.floor(level / cost))
+if taken >= 1 then
+  level = level - taken * cost
+  ${STORE_BUCKET}
+else
+  taken = 0
+end
+local kept = mine + taken - math.min(taken, spending)
+${STORE_RECORD}
+return {taken, level, mine}
 `;
 
 /**
- * returnTokens() (token-bucket.ts) as one atomic script: ARGV[4] tokens taken earlier and not
- * spent go back, never beyond the capacity. A bucket that has expired was full: nothing to do.
+ * returnSharedTokens() (token-bucket.ts) as one atomic script: ARGV[4] tokens taken earlier and
+ * not spent go back, never beyond the capacity less what the other holders hold.
  */
-export const RETURN_TOKENS_SCRIPT = `${REFILLED_BUCKET}
-if not stored then
-  return 0
-end
-level = math.min(capacity, level + count * cost)
-if level >= capacity then
-  redis.call('DEL', KEYS[1])
-  return 1
-end
+export const RETURN_TOKENS_SCRIPT = `${SETTLED_BUCKET}
+level = math.min(ceiling, level + count * cost)
 ${STORE_BUCKET}
+local kept = mine
+${STORE_RECORD}
 return 1
 `;
 
 const COMMAND = 'takeRateLimitTokens';
 const RETURN_COMMAND = 'returnRateLimitTokens';
 
-type ScriptArguments = [key: string, capacity: number, cost: number, refill: number, count: number];
+type ScriptArguments = [
+  bucketKey: string,
+  holdersKey: string,
+  capacity: number,
+  cost: number,
+  refill: number,
+  count: number,
+  holder: string,
+  held: number,
+  spending: number,
+  ttlMicros: number,
+];
 
 type ScriptedRedis = Redis & {
-  [COMMAND](...args: ScriptArguments): Promise<[number, number]>;
+  [COMMAND](...args: ScriptArguments): Promise<[number, number, number]>;
   [RETURN_COMMAND](...args: ScriptArguments): Promise<number>;
 };
+
+/** What a take asks for, when it leaves. */
+export interface TakeRequest {
+  /** Tokens wanted (a positive integer): as many as the bucket holds, up to this. */
+  readonly wanted: number;
+  /** A holder's take: how many of the tokens taken are spent at once, and what it holds already. */
+  readonly spending?: number;
+  readonly held?: number;
+}
+
+/** A holder of tokens taken ahead (one lease of one replica) and how long its record lasts. */
+export interface TokenHolder {
+  readonly id: string;
+  readonly ttlMs: number;
+}
 
 interface QueuedTake {
   readonly key: string;
   readonly bucket: BucketParameters;
   /** How many tokens, asked when the pipeline leaves. */
-  readonly wanted: number | (() => number);
+  readonly ask: number | (() => number | TakeRequest);
+  readonly holder?: TokenHolder;
   resolve(outcome: LeaseOutcome): void;
   reject(error: unknown): void;
 }
 
 /** Takes of one turn of the event loop sent as one pipeline: at most this many. */
 const MAX_TAKES_PER_PIPELINE = 128;
+
+/** The hash of the tokens holders took ahead from the bucket at `key`. */
+export function holdersKeyOf(key: string): string {
+  return `${key}:held`;
+}
 
 /**
  * Buckets in Redis, shared by every gateway replica. ioredis sends the scripts by their SHA
@@ -101,54 +176,66 @@ export class RedisBucketStore {
   private readonly batcher = new TurnBatcher<QueuedTake>(MAX_TAKES_PER_PIPELINE, (batch) => this.send(batch), { firstCallerContext: true });
 
   constructor(redis: Redis) {
-    if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 1, lua: TAKE_TOKEN_SCRIPT });
-    if (!(RETURN_COMMAND in redis)) redis.defineCommand(RETURN_COMMAND, { numberOfKeys: 1, lua: RETURN_TOKENS_SCRIPT });
+    if (!(COMMAND in redis)) redis.defineCommand(COMMAND, { numberOfKeys: 2, lua: TAKE_TOKEN_SCRIPT });
+    if (!(RETURN_COMMAND in redis)) redis.defineCommand(RETURN_COMMAND, { numberOfKeys: 2, lua: RETURN_TOKENS_SCRIPT });
     this.redis = redis as ScriptedRedis;
   }
 
   /**
    * Takes up to `wanted` tokens (at least one) of `key`'s bucket: as many as it holds. A function
    * is asked when the take leaves (at the end of the turn), so that what arrives until then counts.
+   * A holder's take keeps the tokens not spent at once on its record (see takeSharedTokens).
    */
-  take(key: string, bucket: BucketParameters, wanted: number | (() => number) = 1): Promise<LeaseOutcome> {
-    return new Promise<LeaseOutcome>((resolve, reject) => this.batcher.add({ key, bucket, wanted, resolve, reject }));
+  take(key: string, bucket: BucketParameters, wanted: number | (() => number | TakeRequest) = 1, holder?: TokenHolder): Promise<LeaseOutcome> {
+    return new Promise<LeaseOutcome>((resolve, reject) => this.batcher.add({ key, bucket, ask: wanted, holder, resolve, reject }));
   }
 
-  /** Puts back `count` tokens taken earlier and not spent (never beyond the bucket's capacity). */
-  async giveBack(key: string, bucket: BucketParameters, count: number): Promise<void> {
-    if (!Number.isInteger(count) || count < 1) throw new RangeError(`count must be a positive integer, got ${count}`);
-    await this.redis[RETURN_COMMAND](key, bucket.capacity, bucket.cost, bucket.refill, count);
+  /**
+   * Puts back `count` tokens taken earlier and not spent (never beyond the bucket's capacity less
+   * what other holders hold); the holder's record goes.
+   */
+  async giveBack(key: string, bucket: BucketParameters, count: number, holder?: TokenHolder): Promise<void> {
+    if (!Number.isInteger(count) || count < 0) throw new RangeError(`count must be a non-negative integer, got ${count}`);
+    await this.redis[RETURN_COMMAND](...argumentsOf(key, bucket, count, holder, 0, 0));
   }
 
   private send(queued: QueuedTake[]): void {
-    const batch: Array<QueuedTake & { readonly count: number }> = [];
+    const batch: Array<QueuedTake & { readonly args: ScriptArguments }> = [];
     for (const take of queued) {
-      const count = typeof take.wanted === 'number' ? take.wanted : take.wanted();
-      if (Number.isInteger(count) && count >= 1) batch.push({ ...take, count });
-      else take.reject(new RangeError(`A take wants a positive integer of tokens, got ${count}`));
+      const asked = typeof take.ask === 'number' ? take.ask : take.ask();
+      const request = typeof asked === 'number' ? { wanted: asked } : asked;
+      const { wanted, held = 0, spending = wanted } = request;
+      if (Number.isInteger(wanted) && wanted >= 1 && Number.isInteger(held) && held >= 0 && Number.isInteger(spending) && spending >= 0) {
+        batch.push({ ...take, args: argumentsOf(take.key, take.bucket, wanted, take.holder, held, spending) });
+      } else take.reject(new RangeError(`A take wants a positive integer of tokens, got ${JSON.stringify(request)}`));
     }
     if (batch.length === 0) return;
     if (batch.length === 1) {
       const [only] = batch;
-      this.redis[COMMAND](only.key, only.bucket.capacity, only.bucket.cost, only.bucket.refill, only.count).then((reply) => only.resolve(outcomeOf(reply)), only.reject);
+      this.redis[COMMAND](...only.args).then((reply) => only.resolve(outcomeOf(reply, only.holder)), only.reject);
       return;
     }
     const pipeline = this.redis.pipeline() as unknown as Record<typeof COMMAND, (...args: ScriptArguments) => unknown> & {
       exec(): Promise<Array<[Error | null, unknown]> | null>;
     };
-    for (const { key, bucket, count } of batch) pipeline[COMMAND](key, bucket.capacity, bucket.cost, bucket.refill, count);
+    for (const { args } of batch) pipeline[COMMAND](...args);
     pipeline.exec().then(
       (replies) =>
         batch.forEach((take, index) => {
           const [error, reply] = replies?.[index] ?? [new Error('Redis answered the pipeline without this command'), undefined];
           if (error) take.reject(error);
-          else take.resolve(outcomeOf(reply as [number, number]));
+          else take.resolve(outcomeOf(reply as [number, number, number], take.holder));
         }),
       (error: unknown) => batch.forEach((take) => take.reject(error)),
     );
   }
 }
 
-function outcomeOf([taken, level]: [number, number]): LeaseOutcome {
-  return { taken, level };
+function argumentsOf(key: string, bucket: BucketParameters, count: number, holder: TokenHolder | undefined, held: number, spending: number): ScriptArguments {
+  const ttlMicros = holder ? Math.max(1, Math.round(holder.ttlMs * 1_000)) : 0;
+  return [key, holdersKeyOf(key), bucket.capacity, bucket.cost, bucket.refill, count, holder?.id ?? '', held, spending, ttlMicros];
+}
+
+function outcomeOf([taken, level, held]: [number, number, number], holder: TokenHolder | undefined): LeaseOutcome {
+  return holder ? { taken, level, held } : { taken, level };
 }

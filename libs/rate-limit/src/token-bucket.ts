@@ -13,17 +13,24 @@ export interface TakeOutcome {
   readonly level: number;
 }
 
-/** What a take of up to n tokens did: how many it took (0: refused) and the level it left. */
+/**
+ * What a take of up to n tokens did: how many it took (0: refused) and the level it left; for a
+ * holder, how many of the tokens it said it held its record still counted (the rest it must drop).
+ */
 export interface LeaseOutcome {
   readonly taken: number;
   readonly level: number;
+  readonly held?: number;
 }
 
-/** The bucket refilled up to `now`. A missing bucket is a full one; time never runs backwards for a bucket. */
-function refilled(state: BucketState | undefined, now: number, bucket: BucketParameters): BucketState {
-  if (!state) return { level: bucket.capacity, updatedAt: now };
+/**
+ * The bucket refilled up to `now`, never above `ceiling` (the capacity less what holders hold). A
+ * missing bucket is a full one; time never runs backwards for a bucket.
+ */
+function refilled(state: BucketState | undefined, now: number, bucket: BucketParameters, ceiling = bucket.capacity): BucketState {
+  if (!state) return { level: ceiling, updatedAt: now };
   const updatedAt = Math.max(state.updatedAt, now);
-  return { level: Math.min(bucket.capacity, state.level + (updatedAt - state.updatedAt) * bucket.refill), updatedAt };
+  return { level: Math.min(ceiling, state.level + (updatedAt - state.updatedAt) * bucket.refill), updatedAt };
 }
 
 /**
@@ -79,4 +86,95 @@ export function readBucket(level: number, bucket: BucketParameters): BucketReadi
   const nextTokenSeconds = remaining > 0 ? 0 : ceilDiv(ceilDiv(bucket.cost - level, bucket.refill), MICROS_PER_SECOND);
   const resetSeconds = remaining > 0 ? ceilDiv(microsUntilFull(level, bucket), MICROS_PER_SECOND) : nextTokenSeconds;
   return { remaining, resetSeconds, nextTokenSeconds };
+}
+
+/**
+ * Tokens a holder (one lease of one gateway replica) took ahead and may still spend, as the shared
+ * store records them: at most `held` tokens, until `expiresAt` (µs of the store's clock).
+ */
+export interface HeldRecord {
+  readonly held: number;
+  readonly expiresAt: number;
+}
+
+/** A bucket shared by holders that take tokens ahead: the bucket and the holders' records. */
+export interface SharedBucketState {
+  readonly bucket?: BucketState;
+  readonly holders: ReadonlyMap<string, HeldRecord>;
+}
+
+/** Who takes or gives back, and what it says about the tokens it holds. */
+export interface HolderReport {
+  readonly holder: string;
+  /** Tokens it holds unspent as the call leaves: it can lower its record, never raise it. */
+  readonly held: number;
+  /** How long its record lasts without another call (µs): it spends nothing past half of it. */
+  readonly ttlMicros: number;
+}
+
+interface SettledHolders {
+  readonly others: number;
+  readonly mine: number;
+  readonly holders: Map<string, HeldRecord>;
+}
+
+/** The records that have not expired; the reporting holder's lowered to what it says it holds. */
+function settleHolders(holders: ReadonlyMap<string, HeldRecord>, now: number, report: HolderReport | undefined): SettledHolders {
+  let others = 0;
+  let mine = 0;
+  const live = new Map<string, HeldRecord>();
+  for (const [holder, record] of holders) {
+    if (record.expiresAt <= now) continue;
+    live.set(holder, record);
+    if (holder === report?.holder) mine = Math.min(record.held, report.held);
+    else others += record.held;
+  }
+  return { others, mine, holders: live };
+}
+
+function withRecord(holders: Map<string, HeldRecord>, report: HolderReport | undefined, held: number, now: number): Map<string, HeldRecord> {
+  if (!report) return holders;
+  if (held > 0) holders.set(report.holder, { held, expiresAt: now + report.ttlMicros });
+  else holders.delete(report.holder);
+  return holders;
+}
+
+/**
+ * takeTokens() for a bucket that holders take tokens ahead from: the bucket never refills beyond
+ * its capacity less the tokens the records say are held, so the bucket's level and every token
+ * held together never exceed the capacity, and no interval of Δ admits more than B + r·Δ however
+ * the held tokens are spent. Of the tokens taken, `spending` are spent at once (the requests that
+ * waited for the take, decided now); the rest join the holder's record, which expires `ttlMicros`
+ * after this take (a holder that stops, crashes or loses its connection loses what it held; it
+ * spends nothing past half of that). Without a report, every token taken is spent at once. The
+ * Redis store's take script is this function transcribed.
+ */
+export function takeSharedTokens(
+  state: SharedBucketState,
+  now: number,
+  bucket: BucketParameters,
+  wanted: number,
+  report?: HolderReport & { readonly spending: number },
+): { readonly outcome: LeaseOutcome; readonly state: SharedBucketState } {
+  const { others, mine, holders } = settleHolders(state.holders, now, report);
+  const current = refilled(state.bucket, now, bucket, Math.max(0, bucket.capacity - (others + mine) * bucket.cost));
+  const taken = Math.min(wanted, Math.floor(current.level / bucket.cost));
+  const level = taken > 0 ? current.level - taken * bucket.cost : current.level;
+  const kept = mine + taken - Math.min(taken, report?.spending ?? taken);
+  return {
+    outcome: report ? { taken, level, held: mine } : { taken, level },
+    state: { bucket: taken > 0 ? { level, updatedAt: current.updatedAt } : state.bucket, holders: withRecord(holders, report, kept, now) },
+  };
+}
+
+/**
+ * returnTokens() for such a bucket: `count` tokens the holder held go back, never beyond the
+ * capacity less what the other holders hold; the holder's record becomes what it still holds.
+ */
+export function returnSharedTokens(state: SharedBucketState, now: number, bucket: BucketParameters, count: number, report: HolderReport): SharedBucketState {
+  const { others, mine, holders } = settleHolders(state.holders, now, report);
+  const ceiling = Math.max(0, bucket.capacity - (others + mine) * bucket.cost);
+  const current = refilled(state.bucket, now, bucket, ceiling);
+  const level = Math.min(ceiling, current.level + count * bucket.cost);
+  return { bucket: level >= bucket.capacity ? undefined : { level, updatedAt: current.updatedAt }, holders: withRecord(holders, report, mine, now) };
 }
