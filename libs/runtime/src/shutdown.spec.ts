@@ -137,7 +137,11 @@ describe('onShutdownSignal', () => {
   });
 
   describe('in a real process', () => {
-    /** Runs a Node process that installs the handler with `stop`, signals it once ready, and reports how it ended. */
+    /**
+     * Runs a Node process that installs the handler with `stop`, signals it once ready, and reports
+     * how it ended. Further signals are sent once `stop` has written "stopping" (the first signal was
+     * handled), not after a delay a busy machine might outlast.
+     */
     function run(stop: string, graceMs: number, signals: NodeJS.Signals[]): Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string; ms: number }> {
       const script = `
         const { onShutdownSignal } = require('./libs/runtime/src/shutdown.ts');
@@ -150,19 +154,19 @@ describe('onShutdownSignal', () => {
         const child = spawn(process.execPath, ['-r', './tools/register.cjs', '-e', script], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
         let output = '';
         let signalledAt = 0;
+        const [firstSignal, ...rest] = signals;
         child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString('utf8')));
         child.stdout.on('data', (chunk: Buffer) => {
           output += chunk.toString('utf8');
           if (signalledAt === 0 && output.includes('ready\n')) {
             signalledAt = Date.now();
-            const [firstSignal, ...rest] = signals;
             if (firstSignal) child.kill(firstSignal);
-            // Later signals once the first has surely been handled.
-            rest.forEach((next, n) => setTimeout(() => child.kill(next), 300 * (n + 1)));
           }
+          // Later signals once the first has been handled.
+          if (rest.length > 0 && output.includes('stopping\n')) for (const next of rest.splice(0)) child.kill(next);
         });
-        // A handler that never exits fails the test rather than hanging it.
-        const killer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        // A handler that never exits fails the test rather than hanging it (a slow start included).
+        const killer = setTimeout(() => child.kill('SIGKILL'), 20_000);
         child.on('error', reject);
         child.on('exit', (code, signal) => {
           clearTimeout(killer);
@@ -184,7 +188,7 @@ describe('onShutdownSignal', () => {
     }, 30_000);
 
     it('exits 1, not by the signal, on a second SIGTERM', async () => {
-      const ended = await run('() => new Promise(() => undefined)', 60_000, ['SIGTERM', 'SIGTERM']);
+      const ended = await run("() => (process.stdout.write('stopping\\n'), new Promise(() => undefined))", 60_000, ['SIGTERM', 'SIGTERM']);
       expect({ code: ended.code, signal: ended.signal }).toEqual({ code: 1, signal: null });
       expect(ended.output).toContain('error Second signal while shutting down; exiting');
     }, 30_000);

@@ -24,9 +24,28 @@ function timeClose(server: net.Server, limitMs: number): Promise<number | 'hung'
   });
 }
 
+const UNFINISHED = 'POST /api/brain/documents HTTP/1.1\r\nHost: gateway\r\n';
+
 /** A request whose headers never finish: in flight for as long as the client keeps quiet. */
 function unfinishedRequest(socket: net.Socket | tls.TLSSocket): void {
-  socket.write('POST /api/brain/documents HTTP/1.1\r\nHost: gateway\r\n');
+  socket.write(UNFINISHED);
+}
+
+/**
+ * Resolves once the server has read the unfinished request from a connection it accepted (a
+ * close before that would find an idle connection), rather than after a sleep a busy machine
+ * might outlast; fails after a generous deadline.
+ */
+function requestArrived(server: net.Server): () => Promise<void> {
+  const accepted: net.Socket[] = [];
+  server.on('connection', (socket: net.Socket) => accepted.push(socket));
+  return async () => {
+    const deadline = Date.now() + 10_000;
+    while (!accepted.some((socket) => socket.bytesRead >= UNFINISHED.length)) {
+      if (Date.now() > deadline) throw new Error('the request never reached the server');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
 }
 
 describe('closeGrace', () => {
@@ -42,13 +61,14 @@ describe('closeGrace', () => {
   it('cuts a request that never completes once the grace runs out, and says so', async () => {
     const server = http.createServer((_request, response) => response.end('ok'));
     const grace = closeGrace(server, logger, 200);
+    const arrived = requestArrived(server);
     const port = await listen(server);
     const socket = net.connect(port, '127.0.0.1');
     sockets.push(socket);
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('connect', resolve));
     unfinishedRequest(socket);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await arrived();
     grace.startGrace();
     const closedIn = await timeClose(server, 3_000);
     expect(closedIn).not.toBe('hung');
@@ -58,13 +78,14 @@ describe('closeGrace', () => {
 
   it('without it the same close waits for the client (the control)', async () => {
     const server = http.createServer((_request, response) => response.end('ok'));
+    const arrived = requestArrived(server);
     const port = await listen(server);
     const socket = net.connect(port, '127.0.0.1');
     sockets.push(socket);
     socket.on('error', () => undefined);
     await new Promise((resolve) => socket.once('connect', resolve));
     unfinishedRequest(socket);
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await arrived();
     expect(await timeClose(server, 1_000)).toBe('hung');
     socket.destroy();
   });
