@@ -145,10 +145,17 @@ function sampleAgrees(candidate: RecordDecoder, shipped: RecordDecoder, Decoder:
   // A record as kafkajs's encoder writes it: attributes, timestamp delta -70000, offset delta 300,
   // key "k", value "v", headers a=x, a=y, b=z (the bytes after the record's length).
   const bytes = Buffer.from([0x00, 0xdf, 0xc5, 0x08, 0xd8, 0x04, 0x02, 0x6b, 0x02, 0x76, 0x06, 0x02, 0x61, 0x02, 0x78, 0x02, 0x61, 0x02, 0x79, 0x02, 0x62, 0x02, 0x7a]);
-  const context: RecordBatchContext = { firstOffset: '41', firstTimestamp: '1764000000000', maxTimestamp: '1764000000000', timestampType: 0, magicByte: 2, isControlBatch: false };
-  const ours = candidate(new Decoder(bytes), context);
-  const theirs = shipped(new Decoder(bytes), context);
-  return JSON.stringify(ours) === JSON.stringify(theirs) && ours.offset === '341' && ours.timestamp === '1763999930000';
+  // Offsets as numbers (a short base) and through kafkajs's Long (a base past 2^53).
+  const samples: Array<[firstOffset: string, offset: string]> = [
+    ['41', '341'],
+    ['9007199254740993', '9007199254741293'],
+  ];
+  return samples.every(([firstOffset, offset]) => {
+    const context: RecordBatchContext = { firstOffset, firstTimestamp: '1764000000000', maxTimestamp: '1764000000000', timestampType: 0, magicByte: 2, isControlBatch: false };
+    const ours = candidate(new Decoder(bytes), context);
+    const theirs = shipped(new Decoder(bytes), context);
+    return JSON.stringify(ours) === JSON.stringify(theirs) && ours.offset === offset && ours.timestamp === '1763999930000';
+  });
 }
 
 /**
