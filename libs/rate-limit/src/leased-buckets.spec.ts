@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { ManualClock } from './clock';
 import { LeasedBuckets, SharedBuckets } from './leased-buckets';
-import { bucketFor, BucketParameters } from './policy';
+import { bucketFor, BucketParameters, capacityInTokens } from './policy';
 import type { TakeRequest, TokenHolder } from './redis-bucket-store';
 import { LeaseOutcome, readBucket, returnSharedTokens, SharedBucketState, TakeOutcome, takeSharedTokens } from './token-bucket';
 
@@ -21,6 +21,7 @@ class FakeShared implements SharedBuckets {
   readonly pending: Array<() => void> = [];
   taken = 0;
   givenBack = 0;
+  giveBackCalls = 0;
   failNext?: Error;
 
   take(key: string, bucket: BucketParameters, ask: () => TakeRequest, holder: TokenHolder): Promise<LeaseOutcome> {
@@ -50,6 +51,7 @@ class FakeShared implements SharedBuckets {
   }
 
   async giveBack(key: string, bucket: BucketParameters, count: number, holder: TokenHolder): Promise<void> {
+    this.giveBackCalls += 1;
     this.givenBack += count;
     this.buckets.set(key, returnSharedTokens(this.stateOf(key), this.clock.nowMicros(), bucket, count, { holder: holder.id, held: 0, ttlMicros: holder.ttlMs * 1_000 }));
   }
@@ -105,6 +107,7 @@ async function stream(buckets: LeasedBuckets, shared: FakeShared, key: string, b
 
 const BUSINESS = bucketFor({ name: 'business', limit: 500 }); // 85 tokens
 const ENTERPRISE = bucketFor({ name: 'enterprise', limit: 600_000 }); // 100,001 tokens
+const THOUSAND_A_SECOND = bucketFor({ name: 'enterprise', limit: 60_000 }); // 10,001 tokens, 1,000 a second
 
 function remainingOf(outcome: TakeOutcome, bucket: BucketParameters): number {
   return readBucket(outcome.level, bucket).remaining;
@@ -234,6 +237,24 @@ describe('LeasedBuckets', () => {
     expect(held).toBeGreaterThan(0);
     await buckets.close();
     expect(shared.givenBack).toBe(held);
+  });
+
+  it('when closed with a take in flight, gives back once it is answered, not before', async () => {
+    const shared = new FakeShared();
+    const buckets = leased(shared);
+    await stream(buckets, shared, 't', ENTERPRISE, 3);
+    for (let i = 0; i < 100 && shared.outstanding === 0; i++) void buckets.take('t', ENTERPRISE);
+    expect(shared.outstanding).toBe(1);
+    shared.leave();
+    const calls = shared.giveBackCalls;
+    const closing = buckets.close();
+    // A give-back now could clear the record the take in flight is writing.
+    expect(shared.giveBackCalls).toBe(calls);
+    await shared.answer();
+    await closing;
+    expect(shared.giveBackCalls).toBe(calls + 1);
+    expect(buckets.heldFor('t')).toBe(0);
+    expect(shared.recorded('t')).toBe(0);
   });
 
   it('still gives back what a take brought after drop(), on its own timer', async () => {
@@ -399,6 +420,29 @@ describe('LeasedBuckets', () => {
     expect(reported).toBeGreaterThan(0);
   });
 
+  it('keeps the refill a record held off when the record falls: the level and the tokens held never exceed the capacity together', () => {
+    const bucket = THOUSAND_A_SECOND;
+    const capacity = capacityInTokens(bucket);
+    const a = { holder: 'a', ttlMicros: 1_000_000 };
+    // t = 0: a takes 20, 10 for the requests waiting and 10 ahead.
+    let state: SharedBucketState = { holders: new Map() };
+    let step = takeSharedTokens(state, 0, bucket, 20, { ...a, held: 0, spending: 10 });
+    expect(step.outcome.taken).toBe(20);
+    state = step.state;
+    // 90 ms later (90 tokens of refill) a has spent its 10 and takes 11 (1 waiting, 10 ahead): while
+    // its record counted 10, the bucket could not refill past capacity − 10.
+    step = takeSharedTokens(state, 90_000, bucket, 11, { ...a, held: 0, spending: 1 });
+    expect(step.outcome).toMatchObject({ taken: 11, held: 0 });
+    state = step.state;
+    expect(Math.floor(step.outcome.level / bucket.cost)).toBe(capacity - 21);
+    // Another replica takes all it can at that moment: with a's 10 held, 10 + 1 + what it gets stays within B.
+    const other = takeSharedTokens(state, 90_000, bucket, 100_000);
+    expect(other.outcome.taken).toBe(capacity - 21);
+    // A give-back that only clears a record hands back nothing either.
+    const cleared = returnSharedTokens(step.state, 90_000, bucket, 0, { ...a, held: 0 });
+    expect(takeSharedTokens(cleared, 90_000, bucket, 100_000).outcome.taken).toBe(capacity - 21);
+  });
+
   it('never admits more than B + r·Δ in any interval Δ, across replicas, whatever the arrivals, round trips and pauses (property)', async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -418,7 +462,10 @@ describe('LeasedBuckets', () => {
             maxLength: 60,
           },
         ),
-        async (steps) => {
+        // A real tier, and a small bucket that refills fast (64 tokens, 200 a second: no tier's
+        // shape, but it lets a few steps' requests and pauses reach both its ends).
+        fc.constantFrom(BUSINESS, { capacity: 64 * 60_000_000, cost: 60_000_000, refill: 12_000 }),
+        async (steps, bucket) => {
           now = 0;
           const shared = new FakeShared();
           const replicas = [leased(shared, 50), leased(shared, 50), leased(shared, 50)];
@@ -428,7 +475,7 @@ describe('LeasedBuckets', () => {
           const arrive = (replica: number, count: number): void => {
             arrived += count;
             for (let i = 0; i < count; i++)
-              void replicas[replica].take('t', BUSINESS).then((outcome) => {
+              void replicas[replica].take('t', bucket).then((outcome) => {
                 outcomes.push(outcome);
                 if (outcome.allowed) admittedAt.push(shared.clock.nowMicros());
               });
@@ -450,7 +497,7 @@ describe('LeasedBuckets', () => {
           for (let first = 0; first < admittedAt.length; first++) {
             for (let last = first; last < admittedAt.length; last++) {
               const count = last - first + 1;
-              if (count * BUSINESS.cost > BUSINESS.capacity + (admittedAt[last] - admittedAt[first]) * BUSINESS.refill) {
+              if (count * bucket.cost > bucket.capacity + (admittedAt[last] - admittedAt[first]) * bucket.refill) {
                 throw new Error(`${count} admitted within ${admittedAt[last] - admittedAt[first]} µs`);
               }
             }

@@ -80,14 +80,18 @@ const DEFAULT_RECORD_TTL_MS = 1_000;
  * at a time (a client waiting for each answer) takes exactly one token per round trip, as before.
  *
  * Nothing is admitted that was not taken from the shared bucket, and the bucket keeps a record of
- * what each lease of each replica holds and never refills above its capacity less that: the
- * bucket's level and every token held together never exceed the capacity, so every replica
- * together admits at most B + r·Δ in any Δ seconds, exactly as one take per request would. Each take
- * tells the store what the lease still holds (its record can only fall that way) and how many of
- * the new tokens go at once to the requests that waited for it. Unspent tokens go back once no take
- * has come for `holdMs`; a record lapses `recordTtlMs` after its last take (a replica that died),
- * and a lease spends nothing past half of that. One lease per key and bucket: after a tier change
- * the old tokens go back, unspent. The level reported is the shared level as the last take left it
+ * what each lease of each replica holds and refills under it (never above its capacity less what
+ * the live records count, as they stood since it was last written): the bucket's level and every
+ * token held together never exceed the capacity, so every replica together admits at most B + r·Δ
+ * in any Δ seconds, as one take per request would. Each take tells the store what the lease still
+ * holds (its record can only fall that way) and how many of the new tokens go at once to the
+ * requests that waited for it. Unspent tokens go back once no take has come for `holdMs`, and an
+ * idle lease clears its record; a record lapses `recordTtlMs` after its last take (a replica that
+ * died), and a lease spends nothing past half of that. What it costs: a record counts tokens spent
+ * since the lease's last take, so near full the bucket refills later than it would without
+ * holders, and what one replica holds is out of the others' reach until spent or given back
+ * (RedisRateLimiterOptions.maxTakeAhead). One lease per key and bucket: after a tier change the old
+ * tokens go back, unspent. The level reported is the shared level as the last take left it
  * plus what this replica holds.
  */
 export class LeasedBuckets {
@@ -192,7 +196,9 @@ export class LeasedBuckets {
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();
-    const returns = [...this.leases.values()].filter((lease) => lease.held > 0 || lease.recorded > 0).map((lease) => this.giveBack(lease));
+    // A lease with a take in flight gives back once it is answered (taken()): a give-back now could
+    // clear the record that take is writing while its tokens are still to be spent.
+    const returns = [...this.leases.values()].filter((lease) => !lease.inFlight && (lease.held > 0 || lease.recorded > 0)).map((lease) => this.giveBack(lease));
     await Promise.all(returns);
   }
 

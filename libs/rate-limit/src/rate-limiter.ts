@@ -75,10 +75,13 @@ export interface RedisRateLimiterOptions {
   /** Tokens taken ahead and not spent go back to Redis after this long (see LeasedBuckets). */
   readonly leaseHoldMs?: number;
   /**
-   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets; default 1,000 and
-   * never more than a sixteenth of the bucket; 0: none). The bucket keeps a record of what each
-   * replica holds and refills only up to its capacity less that, so no interval of Δ seconds admits
-   * more than B + r·Δ either way (README, "Rate limits").
+   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets; never more than a
+   * sixteenth of the bucket). Default 0: none. Redis keeps a record of what each replica holds and
+   * the bucket refills under it, so no interval of Δ seconds admits more than B + r·Δ either way
+   * (README, "Rate limits"); but a record counts tokens spent since its replica's last take, so
+   * near full the bucket refills later than without, and tokens one replica holds are out of the
+   * others' reach until spent or given back (100–150 ms): a burst from idle at twice the limit may
+   * then be refused up to a round trip's tokens before its 10 s (the second consequence).
    */
   readonly maxTakeAhead?: number;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;
@@ -104,8 +107,8 @@ export function rateLimitRedisOptions(commandTimeoutMs: number): RedisOptions {
 
 /**
  * Buckets shared through Redis by every gateway replica; the requests of one turn for one bucket
- * share one script call, and tokens are taken ahead of demand when requests come faster than a
- * round trip (LeasedBuckets), never beyond what the shared bucket's bound allows. When Redis fails or is unreachable,
+ * share one script call, and with `maxTakeAhead` tokens are taken ahead of demand when requests
+ * come faster than a round trip (LeasedBuckets), never beyond the shared bucket's bound. When Redis fails or is unreachable,
  * requests are decided at once by a bucket in this replica's memory with the limit divided by
  * the replica count, the outage is logged once, and Redis is tried again in the background
  * until it answers; then the shared buckets take over again.
@@ -129,7 +132,7 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis.on('error', () => undefined);
     this.redis.on('close', () => this.fallBack(new Error('The connection to Redis closed')));
     this.redis.on('ready', () => void this.probe());
-    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs, maxLeaseTokens: options.maxTakeAhead });
+    this.shared = new LeasedBuckets(new RedisBucketStore(this.redis), { holdMs: options.leaseHoldMs, maxLeaseTokens: options.maxTakeAhead ?? 0 });
     this.local = new MemoryBucketStore({ clock: options.clock });
   }
 

@@ -4,15 +4,15 @@ import { BucketParameters } from './policy';
 import { LeaseOutcome } from './token-bucket';
 
 /**
- * The start of both scripts: settleHolders() and refilled() (token-bucket.ts) on Redis's own
- * clock, so the gateways' clocks do not matter. KEYS[1], the bucket, is one string
+ * The start of both scripts: refilledUnderRecords() and settleHolders() (token-bucket.ts) on Redis's
+ * own clock, so the gateways' clocks do not matter. KEYS[1], the bucket, is one string
  * "level:updatedAt" (grains, microseconds) that expires once it would have refilled, so idle tenants
  * cost nothing. KEYS[2] is a hash of the tokens holders took ahead, "held:expiresAt" per holder,
- * expiring with its last record; the bucket never refills above its capacity less what they hold.
- * Numbers stay integers below 2^53 (see bucketFor), exact in Lua's doubles; '%.0f' writes them
- * back without the exponent notation tostring() would use. ARGV: capacity, cost, refill, a count
- * of tokens, the holder ('' for none), the tokens it says it holds, the tokens of this take spent
- * at once, and its record's lifetime (µs).
+ * expiring with its last record; while a record lives the bucket refills no higher than its
+ * capacity less what the live records count. Numbers stay integers below 2^53 (see bucketFor),
+ * exact in Lua's doubles; '%.0f' writes them back without the exponent notation tostring() would
+ * use. ARGV: capacity, cost, refill, a count of tokens, the holder ('' for none), the tokens it says
+ * it holds, the tokens of this take spent at once, and its record's lifetime (µs).
  */
 const SETTLED_BUCKET = `
 if redis.replicate_commands then redis.replicate_commands() end
@@ -26,46 +26,61 @@ local spending = tonumber(ARGV[7])
 local ttl = tonumber(ARGV[8])
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local others = 0
-local mine = 0
-local recorded = false
-local latest = 0
-local records = redis.call('HGETALL', KEYS[2])
-for i = 1, #records, 2 do
-  local record = records[i + 1]
-  local separator = string.find(record, ':', 1, true)
-  local held = tonumber(string.sub(record, 1, separator - 1))
-  local expires_at = tonumber(string.sub(record, separator + 1))
-  if expires_at <= now then
-    redis.call('HDEL', KEYS[2], records[i])
-  elseif records[i] == holder then
-    mine = math.min(held, reported)
-    recorded = true
-  else
-    others = others + held
-    latest = math.max(latest, expires_at)
-  end
+local function ceiling_for(held)
+  return math.max(0, capacity - held * cost)
 end
-local ceiling = math.max(0, capacity - (others + mine) * cost)
-local level = ceiling
+local records = {}
+local fields = redis.call('HGETALL', KEYS[2])
+for i = 1, #fields, 2 do
+  local record = fields[i + 1]
+  local separator = string.find(record, ':', 1, true)
+  records[#records + 1] = {fields[i], tonumber(string.sub(record, 1, separator - 1)), tonumber(string.sub(record, separator + 1))}
+end
+local level
 local updated_at = now
 local stored = redis.call('GET', KEYS[1])
 if stored then
   local separator = string.find(stored, ':', 1, true)
-  local stored_level = tonumber(string.sub(stored, 1, separator - 1))
-  local stored_at = tonumber(string.sub(stored, separator + 1))
-  updated_at = math.max(stored_at, now)
-  level = math.min(ceiling, stored_level + (updated_at - stored_at) * refill)
-end
-`;
-
-/** Writes the bucket back, expiring once it would be full again (gone when it is full). */
-const STORE_BUCKET = `
-if level >= capacity then
-  redis.call('DEL', KEYS[1])
+  level = tonumber(string.sub(stored, 1, separator - 1))
+  local at = tonumber(string.sub(stored, separator + 1))
+  updated_at = math.max(at, now)
+  local pending = {}
+  local held = 0
+  for _, record in ipairs(records) do
+    if record[3] > at then
+      pending[#pending + 1] = record
+      held = held + record[2]
+    end
+  end
+  table.sort(pending, function(a, b) return a[3] < b[3] end)
+  for _, record in ipairs(pending) do
+    if record[3] >= updated_at then break end
+    level = math.min(ceiling_for(held), level + (record[3] - at) * refill)
+    at = record[3]
+    held = held - record[2]
+  end
+  level = math.min(ceiling_for(held), level + (updated_at - at) * refill)
 else
-  local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
-  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
+  local live = 0
+  for _, record in ipairs(records) do
+    if record[3] > now then live = live + record[2] end
+  end
+  level = ceiling_for(live)
+end
+local others = 0
+local mine = 0
+local recorded = false
+local latest = 0
+for _, record in ipairs(records) do
+  if record[3] <= now then
+    redis.call('HDEL', KEYS[2], record[1])
+  elseif record[1] == holder then
+    mine = math.min(record[2], reported)
+    recorded = true
+  else
+    others = others + record[2]
+    latest = math.max(latest, record[3])
+  end
 end
 `;
 
@@ -73,11 +88,26 @@ end
 const STORE_RECORD = `
 if holder ~= '' then
   if kept > 0 then
+    latest = math.max(latest, now + ttl)
     redis.call('HSET', KEYS[2], holder, string.format('%.0f:%.0f', kept, now + ttl))
-    redis.call('PEXPIRE', KEYS[2], math.floor((math.max(latest, now + ttl) - now) / 1000) + 1)
+    redis.call('PEXPIRE', KEYS[2], math.floor((latest - now) / 1000) + 1)
   elseif recorded then
     redis.call('HDEL', KEYS[2], holder)
   end
+end
+`;
+
+/**
+ * Writes the bucket back, expiring once it would be full again and every live record has lapsed
+ * (gone when it is full).
+ */
+const STORE_BUCKET = `
+if level >= capacity then
+  redis.call('DEL', KEYS[1])
+else
+  local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
+  if latest > now then full_after_ms = full_after_ms + math.floor((latest - now) / 1000) + 1 end
+  redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
 end
 `;
 
@@ -86,24 +116,26 @@ export const TAKE_TOKEN_SCRIPT = `${SETTLED_BUCKET}
 local taken = math.min(count, math.floor(level / cost))
 if taken >= 1 then
   level = level - taken * cost
-  ${STORE_BUCKET}
 else
   taken = 0
 end
 local kept = mine + taken - math.min(taken, spending)
 ${STORE_RECORD}
+if taken >= 1 or #records > 0 then
+  ${STORE_BUCKET}
+end
 return {taken, level, mine}
 `;
 
 /**
  * returnSharedTokens() (token-bucket.ts) as one atomic script: ARGV[4] tokens taken earlier and
- * not spent go back, never beyond the capacity less what the other holders hold.
+ * not spent go back, never beyond the capacity less what the records then count.
  */
 export const RETURN_TOKENS_SCRIPT = `${SETTLED_BUCKET}
-level = math.min(ceiling, level + count * cost)
-${STORE_BUCKET}
+level = math.min(ceiling_for(others + mine), level + count * cost)
 local kept = mine
 ${STORE_RECORD}
+${STORE_BUCKET}
 return 1
 `;
 

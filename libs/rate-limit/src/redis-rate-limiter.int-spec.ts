@@ -70,8 +70,6 @@ describe('rate limits on the shared Redis', () => {
   let admin: Redis;
 
   beforeAll(async () => {
-    // Taking ahead (the default): the consequences' requests come one at a time, so each is still a
-    // take of its own; the hammering tests below take ahead.
     limiter = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger });
     await limiter.start();
     expect(limiter.status().mode).toBe('redis');
@@ -151,7 +149,10 @@ describe('rate limits on the shared Redis', () => {
   );
 
   it('keeps one budget for a bucket hammered through two replicas taking ahead at once: never beyond B + r·Δ', async () => {
-    const other = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger });
+    // Both replicas take ahead.
+    const taking = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger, maxTakeAhead: 1_000 });
+    const other = new RedisRateLimiter({ url: SHARED_REDIS_URL, replicas: 1, logger, maxTakeAhead: 1_000 });
+    await taking.start();
     await other.start();
     try {
       const policy = { name: 'business', limit: TIER_RPM.business };
@@ -160,7 +161,7 @@ describe('rate limits on the shared Redis', () => {
       const outcomes = await Promise.all(
         Array.from({ length: 40 }, async (_, worker) => {
           const decisions = [];
-          const through = worker % 2 === 0 ? limiter : other;
+          const through = worker % 2 === 0 ? taking : other;
           while (performance.now() - started < 2_000) decisions.push(await through.consume(key, policy));
           return decisions;
         }),
@@ -173,6 +174,7 @@ describe('rate limits on the shared Redis', () => {
       const bystander = await limiter.consume(`${prefix}:bystander`, policy);
       expect(bystander).toMatchObject({ allowed: true, remaining: 84 });
     } finally {
+      await taking.close();
       await other.close();
     }
   });
@@ -261,18 +263,24 @@ describe('rate limits on the shared Redis', () => {
     const store = new RedisBucketStore(admin);
     const bucket = bucketFor({ name: 'business', limit: TIER_RPM.business });
     const key = `${prefix}:lapsed`;
-    // A holder takes 20 ahead (none spent) and stops without giving them back.
-    expect(await store.take(key, bucket, () => ({ wanted: 20, held: 0, spending: 0 }), { id: 'gone', ttlMs: 400 })).toMatchObject({ taken: 20 });
-    // While the record lives, the bucket refills no further than 65: 300 ms later another takes
-    // 65, not the 67.5 the refill would have brought.
+    const ttlMs = 2_000;
+    // A holder takes 40 ahead (none spent) and stops without giving them back.
+    const took = performance.now();
+    expect(await store.take(key, bucket, () => ({ wanted: 40, held: 0, spending: 0 }), { id: 'gone', ttlMs })).toMatchObject({ taken: 40 });
+    // While its record lives the bucket refills no further than 45: 300 ms later another takes 45,
+    // not the 47.5 the refill would have brought.
     await sleep(300);
-    expect(await store.take(key, bucket, 1_000)).toMatchObject({ taken: 65 });
+    expect(await store.take(key, bucket, 1_000)).toMatchObject({ taken: 45 });
+    const emptied = performance.now();
+    expect(emptied - took).toBeLessThan(ttlMs);
     expect(await admin.hlen(`${key}:held`)).toBe(1);
-    // Once it lapses the bucket refills as usual from where it is: a token or two, not the 20 at once.
-    await sleep(200);
+    // Once it lapses the bucket goes on refilling from where it was, 8⅓ tokens a second: the 40
+    // never come back at once.
+    await sleep(ttlMs - (performance.now() - took) + 100);
     const after = await store.take(key, bucket, 1_000);
+    const seconds = (performance.now() - emptied) / 1000;
     expect(after.taken).toBeGreaterThanOrEqual(1);
-    expect(after.taken).toBeLessThan(20);
+    expect(after.taken).toBeLessThanOrEqual(Math.floor((TIER_RPM.business / 60) * seconds) + 1);
     expect(await admin.exists(`${key}:held`)).toBe(0);
   });
 });
@@ -318,8 +326,8 @@ describe('rate limits on a Redis of this test’s own', () => {
     }
   });
 
-  it('takes ahead when requests come faster than a round trip: far fewer commands than requests, all within the bucket', async () => {
-    const limiter = await startLimiter();
+  it('with maxTakeAhead, takes ahead when requests come faster than a round trip: far fewer commands than requests, all within the bucket', async () => {
+    const limiter = await startLimiter(1, recordingLogger(), 1_000);
     const admin = new Redis(server.url);
     // The largest limit: 40 workers served from memory make far more than 100,000 requests a second.
     const enterprise = { name: 'enterprise', limit: MAX_LIMIT };
@@ -340,8 +348,8 @@ describe('rate limits on a Redis of this test’s own', () => {
   });
 
   it.each([
-    ['taking ahead (the default)', undefined],
-    ['taking nothing ahead', 0],
+    ['by default (nothing taken ahead)', undefined],
+    ['taking ahead', 1_000],
   ])('hammered by 40 callers of one tenant, admits never more than the bucket gives (B + r·Δ), %s', async (_, maxTakeAhead) => {
     const limiter = await startLimiter(1, recordingLogger(), maxTakeAhead);
     const { decisions, elapsedSeconds } = await hammer(limiter, 'dry', policy);

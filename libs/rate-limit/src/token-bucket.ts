@@ -23,14 +23,11 @@ export interface LeaseOutcome {
   readonly held?: number;
 }
 
-/**
- * The bucket refilled up to `now`, never above `ceiling` (the capacity less what holders hold). A
- * missing bucket is a full one; time never runs backwards for a bucket.
- */
-function refilled(state: BucketState | undefined, now: number, bucket: BucketParameters, ceiling = bucket.capacity): BucketState {
-  if (!state) return { level: ceiling, updatedAt: now };
+/** The bucket refilled up to `now`. A missing bucket is a full one; time never runs backwards for a bucket. */
+function refilled(state: BucketState | undefined, now: number, bucket: BucketParameters): BucketState {
+  if (!state) return { level: bucket.capacity, updatedAt: now };
   const updatedAt = Math.max(state.updatedAt, now);
-  return { level: Math.min(ceiling, state.level + (updatedAt - state.updatedAt) * bucket.refill), updatedAt };
+  return { level: Math.min(bucket.capacity, state.level + (updatedAt - state.updatedAt) * bucket.refill), updatedAt };
 }
 
 /**
@@ -139,15 +136,49 @@ function withRecord(holders: Map<string, HeldRecord>, report: HolderReport | und
   return holders;
 }
 
+/** The most the bucket may hold while records count `held` tokens (grains). */
+function ceilingFor(bucket: BucketParameters, held: number): number {
+  return Math.max(0, bucket.capacity - held * bucket.cost);
+}
+
 /**
- * takeTokens() for a bucket that holders take tokens ahead from: the bucket never refills beyond
- * its capacity less the tokens the records say are held, so the bucket's level and every token
- * held together never exceed the capacity, and no interval of Δ admits more than B + r·Δ however
- * the held tokens are spent. Of the tokens taken, `spending` are spent at once (the requests that
- * waited for the take, decided now); the rest join the holder's record, which expires `ttlMicros`
- * after this take (a holder that stops, crashes or loses its connection loses what it held; it
- * spends nothing past half of that). Without a report, every token taken is spent at once. The
- * Redis store's take script is this function transcribed.
+ * The bucket refilled up to `now` under the records as they stood since it was last written: while
+ * a record lived (until its expiry), the bucket refilled no higher than its capacity less what the
+ * live records counted, so that the level and the tokens held never exceed the capacity together at
+ * any moment, not only when the bucket is read (a record that falls later does not hand back the
+ * refill its tokens held off). A missing bucket is full but for what the live records count.
+ */
+function refilledUnderRecords(state: BucketState | undefined, holders: ReadonlyMap<string, HeldRecord>, now: number, bucket: BucketParameters): BucketState {
+  if (!state) {
+    let live = 0;
+    for (const record of holders.values()) if (record.expiresAt > now) live += record.held;
+    return { level: ceilingFor(bucket, live), updatedAt: now };
+  }
+  const updatedAt = Math.max(state.updatedAt, now);
+  const pending = [...holders.values()].filter((record) => record.expiresAt > state.updatedAt).sort((a, b) => a.expiresAt - b.expiresAt);
+  let held = pending.reduce((sum, record) => sum + record.held, 0);
+  let level = state.level;
+  let at = state.updatedAt;
+  for (const record of pending) {
+    if (record.expiresAt >= updatedAt) break;
+    level = Math.min(ceilingFor(bucket, held), level + (record.expiresAt - at) * bucket.refill);
+    at = record.expiresAt;
+    held -= record.held;
+  }
+  return { level: Math.min(ceilingFor(bucket, held), level + (updatedAt - at) * bucket.refill), updatedAt };
+}
+
+/**
+ * takeTokens() for a bucket that holders take tokens ahead from. The bucket refills under the
+ * records (refilledUnderRecords), so the bucket's level and every token held together never exceed
+ * the capacity, and no interval of Δ admits more than B + r·Δ however the held tokens are spent.
+ * Then the reporting holder's record falls to what it says it holds and lapsed records go; of the
+ * tokens taken, `spending` are spent at once (the requests that waited for the take, decided now)
+ * and the rest join the holder's record, which expires `ttlMicros` after this take (a holder that
+ * stops, crashes or loses its connection loses what it held; it spends nothing past half of that).
+ * Without a report, every token taken is spent at once. The price: a record counts tokens spent
+ * since its holder's last call until the next, so near full the bucket refills later than one
+ * without holders would. The Redis store's take script is this function transcribed.
  */
 export function takeSharedTokens(
   state: SharedBucketState,
@@ -156,25 +187,27 @@ export function takeSharedTokens(
   wanted: number,
   report?: HolderReport & { readonly spending: number },
 ): { readonly outcome: LeaseOutcome; readonly state: SharedBucketState } {
-  const { others, mine, holders } = settleHolders(state.holders, now, report);
-  const current = refilled(state.bucket, now, bucket, Math.max(0, bucket.capacity - (others + mine) * bucket.cost));
+  const current = refilledUnderRecords(state.bucket, state.holders, now, bucket);
+  const { mine, holders } = settleHolders(state.holders, now, report);
   const taken = Math.min(wanted, Math.floor(current.level / bucket.cost));
   const level = taken > 0 ? current.level - taken * bucket.cost : current.level;
   const kept = mine + taken - Math.min(taken, report?.spending ?? taken);
+  // A take that changes nothing need not be written; one under records always is (what they held off stays off).
+  const written = taken > 0 || state.holders.size > 0;
   return {
     outcome: report ? { taken, level, held: mine } : { taken, level },
-    state: { bucket: taken > 0 ? { level, updatedAt: current.updatedAt } : state.bucket, holders: withRecord(holders, report, kept, now) },
+    state: { bucket: written ? { level, updatedAt: current.updatedAt } : state.bucket, holders: withRecord(holders, report, kept, now) },
   };
 }
 
 /**
- * returnTokens() for such a bucket: `count` tokens the holder held go back, never beyond the
- * capacity less what the other holders hold; the holder's record becomes what it still holds.
+ * returnTokens() for such a bucket: refilled under the records, then `count` tokens the holder held
+ * go back, never beyond the capacity less what the records then count; the holder's record becomes
+ * what it still holds.
  */
 export function returnSharedTokens(state: SharedBucketState, now: number, bucket: BucketParameters, count: number, report: HolderReport): SharedBucketState {
+  const current = refilledUnderRecords(state.bucket, state.holders, now, bucket);
   const { others, mine, holders } = settleHolders(state.holders, now, report);
-  const ceiling = Math.max(0, bucket.capacity - (others + mine) * bucket.cost);
-  const current = refilled(state.bucket, now, bucket, ceiling);
-  const level = Math.min(ceiling, current.level + count * bucket.cost);
+  const level = Math.min(ceilingFor(bucket, others + mine), current.level + count * bucket.cost);
   return { bucket: level >= bucket.capacity ? undefined : { level, updatedAt: current.updatedAt }, holders: withRecord(holders, report, mine, now) };
 }
