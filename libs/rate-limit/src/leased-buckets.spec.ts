@@ -239,7 +239,7 @@ describe('LeasedBuckets', () => {
     expect(shared.givenBack).toBe(held);
   });
 
-  it('when closed with a take in flight, gives back once it is answered, not before', async () => {
+  it('when closed with a take in flight, waits for it and gives back once it is answered, not before', async () => {
     const shared = new FakeShared();
     const buckets = leased(shared);
     await stream(buckets, shared, 't', ENTERPRISE, 3);
@@ -247,9 +247,13 @@ describe('LeasedBuckets', () => {
     expect(shared.outstanding).toBe(1);
     shared.leave();
     const calls = shared.giveBackCalls;
-    const closing = buckets.close();
-    // A give-back now could clear the record the take in flight is writing.
+    let closed = false;
+    const closing = buckets.close().then(() => (closed = true));
+    // A give-back now could clear the record the take in flight is writing; and close() waits for
+    // the take (the connection closes after it).
+    await flush();
     expect(shared.giveBackCalls).toBe(calls);
+    expect(closed).toBe(false);
     await shared.answer();
     await closing;
     expect(shared.giveBackCalls).toBe(calls + 1);

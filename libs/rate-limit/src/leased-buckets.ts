@@ -104,6 +104,8 @@ export class LeasedBuckets {
   /** This replica's prefix in the holders' records; each lease adds a serial number. */
   private readonly replica = randomBytes(9).toString('base64url');
   private serial = 0;
+  /** Takes and give-backs not yet answered: close() waits for them. */
+  private readonly unanswered = new Set<Promise<unknown>>();
   private sweeper?: NodeJS.Timeout;
   private closed = false;
 
@@ -192,14 +194,23 @@ export class LeasedBuckets {
     if (this.leases.size === 0) this.stopSweeping();
   }
 
-  /** Gives back every token held (best effort) and stops. */
+  /**
+   * Gives back every token held (best effort) and stops, once every take in flight is answered (the
+   * connection may close after this).
+   */
   async close(): Promise<void> {
     this.closed = true;
     this.stopSweeping();
     // A lease with a take in flight gives back once it is answered (taken()): a give-back now could
     // clear the record that take is writing while its tokens are still to be spent.
-    const returns = [...this.leases.values()].filter((lease) => !lease.inFlight && (lease.held > 0 || lease.recorded > 0)).map((lease) => this.giveBack(lease));
-    await Promise.all(returns);
+    for (const lease of this.leases.values()) if (!lease.inFlight && (lease.held > 0 || lease.recorded > 0)) void this.giveBack(lease);
+    while (this.unanswered.size > 0) await Promise.allSettled([...this.unanswered]);
+  }
+
+  private track<T>(promise: Promise<T>): Promise<T> {
+    this.unanswered.add(promise);
+    void promise.finally(() => this.unanswered.delete(promise)).catch(() => undefined);
+    return promise;
   }
 
   /** Tokens held past half their record's lifetime are not spent: the shared store may have let them go. */
@@ -237,7 +248,7 @@ export class LeasedBuckets {
     lease.inFlight = true;
     lease.left = false;
     lease.arrivals = 0;
-    this.shared.take(lease.key, bucket, ask, lease.holder).then(
+    void this.track(this.shared.take(lease.key, bucket, ask, lease.holder)).then(
       (outcome) => this.taken(lease, outcome, request, leftAt),
       (error: unknown) => {
         lease.inFlight = false;
@@ -288,7 +299,7 @@ export class LeasedBuckets {
     lease.recorded = 0;
     // Best effort: a give-back that fails leaves the bucket emptier than it is, never fuller (the
     // record lapses on its own).
-    return this.shared.giveBack(lease.key, lease.bucket, count, lease.holder).catch(() => undefined);
+    return this.track(this.shared.giveBack(lease.key, lease.bucket, count, lease.holder)).catch(() => undefined);
   }
 
   private startSweeping(): void {

@@ -75,13 +75,15 @@ export interface RedisRateLimiterOptions {
   /** Tokens taken ahead and not spent go back to Redis after this long (see LeasedBuckets). */
   readonly leaseHoldMs?: number;
   /**
-   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets; never more than a
-   * sixteenth of the bucket). Default 0: none. Redis keeps a record of what each replica holds and
-   * the bucket refills under it, so no interval of Δ seconds admits more than B + r·Δ either way
-   * (README, "Rate limits"); but a record counts tokens spent since its replica's last take, so
-   * near full the bucket refills later than without, and tokens one replica holds are out of the
-   * others' reach until spent or given back (100–150 ms): a burst from idle at twice the limit may
-   * then be refused up to a round trip's tokens before its 10 s (the second consequence).
+   * At most this many tokens taken ahead of the requests waiting (LeasedBuckets; the part of one
+   * take ahead of demand is also at most a sixteenth of the bucket). Default 0: none. Redis keeps a
+   * record of what each replica holds and the bucket refills under it, so no interval of Δ seconds
+   * admits more than B + r·Δ either way (README, "Rate limits"); but a record counts tokens spent
+   * since its replica's last take, so near full the bucket refills later than without, and tokens
+   * one replica holds are out of the others' reach until spent or given back (100–150 ms after its
+   * lease's last take; a busy lease holds some for as long as it keeps taking): a burst from idle
+   * at twice the limit may then be refused up to a round trip's tokens before its 10 s are over
+   * (the second consequence).
    */
   readonly maxTakeAhead?: number;
   readonly onModeChange?: (mode: 'redis' | 'fallback') => void;

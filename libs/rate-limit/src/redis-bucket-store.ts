@@ -99,14 +99,18 @@ end
 
 /**
  * Writes the bucket back, expiring once it would be full again and every live record has lapsed
- * (gone when it is full).
+ * (gone when it is full). The records' hash lives as long as the bucket: a record that lapsed still
+ * held the bucket down until its expiry, and the next call's refill must see it.
  */
 const STORE_BUCKET = `
 if level >= capacity then
   redis.call('DEL', KEYS[1])
 else
   local full_after_ms = math.floor((capacity - level) / refill / 1000) + 1
-  if latest > now then full_after_ms = full_after_ms + math.floor((latest - now) / 1000) + 1 end
+  if latest > now then
+    full_after_ms = full_after_ms + math.floor((latest - now) / 1000) + 1
+    redis.call('PEXPIRE', KEYS[2], full_after_ms)
+  end
   redis.call('SET', KEYS[1], string.format('%.0f:%.0f', level, updated_at), 'PX', full_after_ms)
 end
 `;

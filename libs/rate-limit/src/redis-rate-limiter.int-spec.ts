@@ -254,9 +254,29 @@ describe('rate limits on the shared Redis', () => {
     expect(Object.fromEntries(Object.entries(records).map(([holder, record]) => [holder, Number(record.split(':')[0])]))).toEqual(
       Object.fromEntries([...state.holders].map(([holder, record]) => [holder, record.held])),
     );
+    // The records' hash lives at least as long as its last record, and as long as the bucket.
     const ttl = await admin.pttl(`${key}:held`);
     expect(ttl).toBeGreaterThan(4_000);
-    expect(ttl).toBeLessThanOrEqual(5_001);
+    expect(Math.abs(ttl - (await admin.pttl(key)))).toBeLessThanOrEqual(50);
+  });
+
+  it('keeps a lapsed record until the next call has refilled under it: the refill it held off does not come back', async () => {
+    const store = new RedisBucketStore(admin);
+    const bucket = bucketFor({ name: 'business', limit: TIER_RPM.business });
+    const key = `${prefix}:held-off`;
+    // From a full bucket a holder takes 10 ahead with a 300 ms record: the bucket (75) cannot refill
+    // while the record lives, and the holder makes no further call.
+    const started = performance.now();
+    expect(await store.take(key, bucket, () => ({ wanted: 10, held: 0, spending: 0 }), { id: 'quiet', ttlMs: 300 })).toMatchObject({ taken: 10 });
+    await sleep(400);
+    // The lapsed record is still there for the next call to refill under.
+    expect(await admin.hlen(`${key}:held`)).toBe(1);
+    const next = await store.take(key, bucket, 1_000);
+    const seconds = (performance.now() - started) / 1000;
+    // Only what came after the record lapsed refills: at most r · (elapsed − 0.3 s) on top of 75.
+    expect(next.taken).toBeGreaterThanOrEqual(75);
+    expect(next.taken).toBeLessThanOrEqual(75 + Math.floor((TIER_RPM.business / 60) * Math.max(0, seconds - 0.3)));
+    expect(await admin.exists(`${key}:held`)).toBe(0);
   });
 
   it('keeps the tokens a stopped replica held out of the bucket until its record lapses, then refills as usual', async () => {

@@ -35,8 +35,8 @@ function refilled(state: BucketState | undefined, now: number, bucket: BucketPar
  * up to `wanted` (at least 1). A missing bucket is a full one (stores drop buckets once they would
  * have refilled). Time never runs backwards for a bucket: an earlier `now` refills nothing. A take
  * that gets nothing changes nothing, so stores need not write it back. The Redis store's script
- * (redis-bucket-store.ts) is this function transcribed line by line; the same test vectors run
- * against both.
+ * (redis-bucket-store.ts) transcribes takeSharedTokens below, which without holders' records is
+ * this function; the same test vectors run against both.
  */
 export function takeTokens(state: BucketState | undefined, now: number, bucket: BucketParameters, wanted: number): { readonly outcome: LeaseOutcome; readonly state: BucketState } {
   const current = refilled(state, now, bucket);
