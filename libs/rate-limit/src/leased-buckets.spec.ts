@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { ManualClock } from './clock';
 import { LeasedBuckets, SharedBuckets } from './leased-buckets';
 import { bucketFor, BucketParameters, capacityInTokens } from './policy';
-import type { TakeRequest, TokenHolder } from './redis-bucket-store';
+import type { TakeRequest, TokenHolder } from './leased-buckets';
 import { LeaseOutcome, readBucket, returnSharedTokens, SharedBucketState, TakeOutcome, takeSharedTokens } from './token-bucket';
 
 /**

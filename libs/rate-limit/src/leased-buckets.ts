@@ -1,7 +1,21 @@
 import { randomBytes } from 'node:crypto';
 import { BucketParameters, capacityInTokens } from './policy';
-import type { TakeRequest, TokenHolder } from './redis-bucket-store';
 import { LeaseOutcome, TakeOutcome } from './token-bucket';
+
+/** What a take asks for, when it leaves. */
+export interface TakeRequest {
+  /** Tokens wanted (a positive integer): as many as the bucket holds, up to this. */
+  readonly wanted: number;
+  /** A holder's take: how many of the tokens taken are spent at once, and what it holds already. */
+  readonly spending?: number;
+  readonly held?: number;
+}
+
+/** A holder of tokens taken ahead (one lease of one replica) and how long its record lasts. */
+export interface TokenHolder {
+  readonly id: string;
+  readonly ttlMs: number;
+}
 
 /** The shared buckets a lease is taken from: the Redis store, or a fake in tests. */
 export interface SharedBuckets {
@@ -232,7 +246,7 @@ export class LeasedBuckets {
   private sendTake(lease: Lease): void {
     const { bucket } = lease;
     const ahead = this.aheadFor(lease);
-    let request: { readonly wanted: number; readonly held: number; readonly spending: number } | undefined;
+    let request: Required<TakeRequest> | undefined;
     let leftAt = 0;
     // Asked when the take leaves: the requests waiting by then are what it covers (their tokens
     // are spent as it is answered); those arriving after it left are the demand a round trip sees.
@@ -258,7 +272,7 @@ export class LeasedBuckets {
     );
   }
 
-  private taken(lease: Lease, outcome: LeaseOutcome, request: { readonly wanted: number; readonly held: number; readonly spending: number } | undefined, leftAt: number): void {
+  private taken(lease: Lease, outcome: LeaseOutcome, request: Required<TakeRequest> | undefined, leftAt: number): void {
     lease.inFlight = false;
     // Quick to rise, halving when demand falls: one take that happened to see few arrivals does not
     // make the next one wait.

@@ -1,6 +1,7 @@
 import type { Redis } from 'ioredis';
 import { TurnBatcher } from '@mission/contracts';
 import { BucketParameters } from './policy';
+import type { TakeRequest, TokenHolder } from './leased-buckets';
 import { LeaseOutcome } from './token-bucket';
 
 /**
@@ -163,21 +164,6 @@ type ScriptedRedis = Redis & {
   [COMMAND](...args: ScriptArguments): Promise<[number, number, number]>;
   [RETURN_COMMAND](...args: ScriptArguments): Promise<number>;
 };
-
-/** What a take asks for, when it leaves. */
-export interface TakeRequest {
-  /** Tokens wanted (a positive integer): as many as the bucket holds, up to this. */
-  readonly wanted: number;
-  /** A holder's take: how many of the tokens taken are spent at once, and what it holds already. */
-  readonly spending?: number;
-  readonly held?: number;
-}
-
-/** A holder of tokens taken ahead (one lease of one replica) and how long its record lasts. */
-export interface TokenHolder {
-  readonly id: string;
-  readonly ttlMs: number;
-}
 
 interface QueuedTake {
   readonly key: string;
