@@ -1,7 +1,7 @@
 import { EntityManager } from 'typeorm';
 import { RecordCipher } from '@mission/persistence';
 import { encodeSegment } from '../ranking/postings';
-import { BrainRepository, integerArrayLiteral } from './brain.repository';
+import { assertIndexable, BrainRepository, integerArrayLiteral } from './brain.repository';
 
 describe('integerArrayLiteral', () => {
   it('writes whole numbers as a PostgreSQL array literal, signed 64-bit hashes included', () => {
@@ -13,6 +13,44 @@ describe('integerArrayLiteral', () => {
   it('refuses anything that is not a whole number rather than send it', () => {
     for (const bad of ['1,2', '"1"', '1}', '', ' 1', '1.5', 'NULL', '{1}', '1e3']) expect(() => integerArrayLiteral([bad])).toThrow(TypeError);
     for (const bad of [1.5, Number.NaN, Number.POSITIVE_INFINITY, 2 ** 60]) expect(() => integerArrayLiteral([bad])).toThrow(TypeError);
+  });
+});
+
+describe('assertIndexable', () => {
+  const chunk = (hashes: number[], frequencies: number[]) => ({ ordinal: 3, hashes: Int32Array.from(hashes), frequencies: Int32Array.from(frequencies) });
+
+  it('accepts distinct hashes with a frequency of at least one each, however many', () => {
+    expect(() => assertIndexable(chunk([], []))).not.toThrow();
+    // Hashes that differ in one half only are distinct.
+    expect(() => assertIndexable(chunk([0, 1, 1, 0, 0, 2, -1, 1], [1, 2, 3, 4]))).not.toThrow();
+    const many = Array.from({ length: 5_000 }, (_, n) => [n % 7, n]).flat();
+    expect(() =>
+      assertIndexable(
+        chunk(
+          many,
+          Array.from({ length: 5_000 }, () => 1),
+        ),
+      ),
+    ).not.toThrow();
+    // After a large chunk, a small one is checked afresh.
+    expect(() => assertIndexable(chunk([0, 1, 0, 1], [1, 1]))).toThrow(/lists a term twice/);
+  });
+
+  it('refuses a hash listed twice, a frequency below one, and hashes that do not match their frequencies', () => {
+    expect(() => assertIndexable(chunk([5, -7, 0, 1, 5, -7], [1, 1, 1]))).toThrow(/Chunk 3 lists a term twice/);
+    const many = Array.from({ length: 5_000 }, (_, n) => [n, -n]).flat();
+    many.push(4_999, -4_999);
+    expect(() =>
+      assertIndexable(
+        chunk(
+          many,
+          Array.from({ length: 5_001 }, () => 1),
+        ),
+      ),
+    ).toThrow(/lists a term twice/);
+    expect(() => assertIndexable(chunk([0, 1, 0, 2], [1, 0]))).toThrow(/frequency below one/);
+    expect(() => assertIndexable(chunk([0, 1, 0, 2], [1, -3]))).toThrow(/frequency below one/);
+    expect(() => assertIndexable(chunk([0, 1, 0, 2], [1]))).toThrow(/2 terms and 1 frequencies/);
   });
 });
 

@@ -4,6 +4,7 @@ import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type 
 import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
 import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
+import { binaryBigintArray, binaryIntArray, readBinaryBigintArray, readBinaryIntArray } from '../index/term-hashes';
 import type { MergeInputs, StoredChunkTerms } from './waiting-chunk-terms';
 
 export interface DocumentRow {
@@ -17,14 +18,14 @@ export interface DocumentRow {
   readonly createdAt: Date;
 }
 
-/** A chunk ready to be written: its distinct term hashes with their frequencies, and its length in terms. */
+/** A chunk ready to be written: its distinct term hashes (pairs of halves: index/term-hashes.ts) with their frequencies, and its length in terms. */
 export interface IndexedChunk {
   readonly id: string;
   readonly ordinal: number;
   readonly text: string;
   readonly length: number;
-  readonly termHashes: readonly string[];
-  readonly termFrequencies: readonly number[];
+  readonly hashes: Int32Array;
+  readonly frequencies: Int32Array;
 }
 
 /** A whole number as PostgreSQL reads it in an array literal: digits, an optional minus. */
@@ -40,6 +41,52 @@ export function integerArrayLiteral(values: ReadonlyArray<string | number>): str
     if (typeof value === 'number' ? !Number.isSafeInteger(value) : !INTEGER.test(value)) throw new TypeError(`Not a whole number: ${String(value).slice(0, 32)}`);
   }
   return `{${values.join(',')}}`;
+}
+
+/** The halves of the terms of `segments`, in order, as binaryBigintArray takes them. */
+function termPairs(segments: ReadonlyArray<{ readonly high: number; readonly low: number }>): Int32Array {
+  const pairs = new Int32Array(2 * segments.length);
+  for (const [index, segment] of segments.entries()) {
+    pairs[2 * index] = segment.high;
+    pairs[2 * index + 1] = segment.low;
+  }
+  return pairs;
+}
+
+/** An open-addressing set of hashes' halves, made anew per check only when too small: assertIndexable's. */
+let seenHighs = new Int32Array(1024);
+let seenLows = new Int32Array(1024);
+let seenMarks = new Int32Array(1024);
+let seenMark = 0;
+
+/**
+ * Refuses a chunk a merge would fail on at every try, or rank wrongly: as many frequencies as
+ * hashes, each at least one, and each hash once.
+ */
+export function assertIndexable(chunk: Pick<IndexedChunk, 'ordinal' | 'hashes' | 'frequencies'>): void {
+  const { hashes, frequencies } = chunk;
+  if (hashes.length !== 2 * frequencies.length) throw new Error(`Chunk ${chunk.ordinal} has ${hashes.length / 2} terms and ${frequencies.length} frequencies`);
+  for (const tf of frequencies) if (tf < 1) throw new Error(`Chunk ${chunk.ordinal} has a term frequency below one`);
+  let size = seenMarks.length;
+  while (size < 2 * frequencies.length) size *= 2;
+  if (size !== seenMarks.length || seenMark === 0x7fffffff) {
+    [seenHighs, seenLows, seenMarks] = [new Int32Array(size), new Int32Array(size), new Int32Array(size)];
+    seenMark = 0;
+  }
+  const mark = ++seenMark;
+  const shift = 32 - Math.log2(size);
+  for (let index = 0; index < frequencies.length; index++) {
+    const high = hashes[2 * index] as number;
+    const low = hashes[2 * index + 1] as number;
+    let at = Math.imul(high ^ Math.imul(low, 0x85ebca6b), 0x9e3779b1) >>> shift;
+    while (seenMarks[at] === mark) {
+      if (seenHighs[at] === high && seenLows[at] === low) throw new Error(`Chunk ${chunk.ordinal} lists a term twice`);
+      at = (at + 1) & (size - 1);
+    }
+    seenMarks[at] = mark;
+    seenHighs[at] = high;
+    seenLows[at] = low;
+  }
 }
 
 export interface TenantIndexStatistics {
@@ -268,12 +315,7 @@ export class BrainRepository {
     // The chunks wait in unmerged_chunks until a merge (mergeUnmerged) writes them into posting blocks.
     // What a merge needs of every chunk (it would otherwise fail on it at every try): a frequency of
     // at least one for each of its terms, and each term once.
-    for (const chunk of chunks) {
-      if (chunk.termFrequencies.length !== chunk.termHashes.length)
-        throw new Error(`Chunk ${chunk.ordinal} has ${chunk.termHashes.length} terms and ${chunk.termFrequencies.length} frequencies`);
-      if (!chunk.termFrequencies.every((tf) => Number.isSafeInteger(tf) && tf >= 1)) throw new Error(`Chunk ${chunk.ordinal} has a term frequency below one`);
-      if (new Set(chunk.termHashes).size !== chunk.termHashes.length) throw new Error(`Chunk ${chunk.ordinal} lists a term twice`);
-    }
+    for (const chunk of chunks) assertIndexable(chunk);
     const stored: StoredChunkTerms[] = [];
     for (let start = 0; start < chunks.length; start += CHUNK_BATCH) {
       const batch = chunks.slice(start, start + CHUNK_BATCH);
@@ -282,24 +324,23 @@ export class BrainRepository {
         batch.map((chunk) => ({ record: { table: 'chunks', id: chunk.id }, value: chunk.text })),
       );
       // One statement of fixed text (prepared once per connection) whatever the chunks: their
-      // columns as arrays, the term arrays of all of them as one array each, cut per chunk.
-      const arrays = new Map<number, { id: string; terms: string; frequencies: string; length: number }>();
-      const allTerms: string[] = [];
-      const allFrequencies: string[] = [];
-      const firsts: number[] = [];
-      const lasts: number[] = [];
+      // columns as arrays, the term hashes and frequencies of all of them as one binary array
+      // each (term-hashes.ts), cut per chunk.
+      let terms = 0;
+      for (const chunk of batch) terms += chunk.frequencies.length;
+      const allHashes = new Int32Array(2 * terms);
+      const allFrequencies = new Int32Array(terms);
+      const firsts = new Int32Array(batch.length);
+      const lasts = new Int32Array(batch.length);
+      const byOrdinal = new Map<number, IndexedChunk>();
       let count = 0;
-      for (const chunk of batch) {
-        const terms = integerArrayLiteral(chunk.termHashes);
-        const frequencies = integerArrayLiteral(chunk.termFrequencies);
-        arrays.set(chunk.ordinal, { id: chunk.id, terms, frequencies, length: chunk.length });
-        if (chunk.termHashes.length > 0) {
-          allTerms.push(terms.slice(1, -1));
-          allFrequencies.push(frequencies.slice(1, -1));
-        }
-        firsts.push(count + 1);
-        count += chunk.termHashes.length;
-        lasts.push(count);
+      for (const [index, chunk] of batch.entries()) {
+        byOrdinal.set(chunk.ordinal, chunk);
+        allHashes.set(chunk.hashes, 2 * count);
+        allFrequencies.set(chunk.frequencies, count);
+        firsts[index] = count + 1;
+        count += chunk.frequencies.length;
+        lasts[index] = count;
       }
       // Sealed texts are `enc1.` with a key id and base64url: never a comma, so they travel as one
       // comma-separated text (no quoting of each, and one string to check for the literal).
@@ -318,18 +359,18 @@ export class BrainRepository {
           document.tenantId,
           document.id,
           batch.map((chunk) => chunk.id),
-          integerArrayLiteral(batch.map((chunk) => chunk.ordinal)),
+          binaryIntArray(batch.map((chunk) => chunk.ordinal)),
           texts.join(','),
-          integerArrayLiteral(batch.map((chunk) => chunk.length)),
-          `{${allTerms.join(',')}}`,
-          `{${allFrequencies.join(',')}}`,
-          `{${firsts.join(',')}}`,
-          `{${lasts.join(',')}}`,
+          binaryIntArray(batch.map((chunk) => chunk.length)),
+          binaryBigintArray(allHashes),
+          binaryIntArray(allFrequencies),
+          binaryIntArray(firsts),
+          binaryIntArray(lasts),
         ],
       );
       for (const { seq, ordinal } of seqs) {
-        const written = arrays.get(ordinal);
-        if (written) stored.push({ seq: Number(seq), ...written });
+        const chunk = byOrdinal.get(ordinal);
+        if (chunk) stored.push({ seq: Number(seq), id: chunk.id, length: chunk.length, hashes: chunk.hashes, frequencies: chunk.frequencies });
       }
     }
 
@@ -483,18 +524,27 @@ export class BrainRepository {
       else unknown.push(seq);
     }
     if (unknown.length > 0) {
+      // In PostgreSQL's binary form (array_send), base64 for the transfer: no decimal text either way.
       const read: Array<{ seq: string; length: number; terms: string; frequencies: string }> = await manager.query(
-        `SELECT c.seq::text AS seq, c.length, c.term_hashes::text AS terms, c.term_frequencies::text AS frequencies
+        `SELECT c.seq::text AS seq, c.length, encode(array_send(c.term_hashes), 'base64') AS terms, encode(array_send(c.term_frequencies), 'base64') AS frequencies
          FROM brain.chunks c WHERE c.tenant_id = $1 AND c.seq = ANY($2::bigint[])`,
         [tenantId, integerArrayLiteral(unknown)],
       );
-      for (const chunk of read) batch.push({ seq: Number(chunk.seq), length: chunk.length, terms: chunk.terms, frequencies: chunk.frequencies });
+      for (const chunk of read) {
+        batch.push({
+          seq: Number(chunk.seq),
+          length: chunk.length,
+          hashes: readBinaryBigintArray(Buffer.from(chunk.terms, 'base64')),
+          frequencies: readBinaryIntArray(Buffer.from(chunk.frequencies, 'base64')),
+        });
+      }
     }
     if (batch.length === 0) return 0;
     batch.sort((a, b) => a.seq - b.seq);
     // The batch's postings per term, in chunk order.
     const segments = groupByTerm(batch).map((list) => ({
-      term: list.term,
+      high: list.high,
+      low: list.low,
       first: list.seqs[0] as number,
       last: list.seqs[list.seqs.length - 1] as number,
       size: list.seqs.length,
@@ -506,14 +556,15 @@ export class BrainRepository {
     // nearly every rare word of the batch.
     let fresh = segments;
     if (batch.length <= APPEND_BATCH_CHUNKS) {
-      const newest: Array<{ term: string; block: string; size: number }> = await manager.query(
-        `SELECT t.term_hash::text AS term, b.block::text AS block, b.size
-         FROM unnest($2::bigint[]) AS t(term_hash)
+      // Each term's newest block, by the term's place in `segments` (1-based).
+      const newest: Array<{ position: string; block: string; size: number }> = await manager.query(
+        `SELECT t.position::text AS position, b.block::text AS block, b.size
+         FROM unnest($2::bigint[]) WITH ORDINALITY AS t(term_hash, position)
          CROSS JOIN LATERAL (SELECT block, size FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = t.term_hash ORDER BY block DESC LIMIT 1) b`,
-        [tenantId, segments.map((segment) => segment.term)],
+        [tenantId, binaryBigintArray(termPairs(segments))],
       );
-      const into = new Map(newest.map((row) => [row.term, row]));
-      const appended = segments.filter((segment) => (into.get(segment.term)?.size ?? Infinity) + segment.size <= SMALL_BLOCK);
+      const into = new Map(newest.map((row) => [segments[Number(row.position) - 1], row]));
+      const appended = segments.filter((segment) => (into.get(segment)?.size ?? Infinity) + segment.size <= SMALL_BLOCK);
       for (const part of slices(appended, (segment) => segment.bytes.length)) {
         await manager.query(
           `UPDATE brain.posting_blocks b
@@ -522,8 +573,8 @@ export class BrainRepository {
            WHERE b.tenant_id = $1 AND b.term_hash = u.term_hash AND b.block = u.block`,
           [
             tenantId,
-            part.map((segment) => segment.term),
-            part.map((segment) => into.get(segment.term)?.block),
+            binaryBigintArray(termPairs(part)),
+            part.map((segment) => into.get(segment)?.block),
             part.map((segment) => segment.first),
             part.map((segment) => segment.last),
             part.map((segment) => segment.size),
@@ -531,8 +582,8 @@ export class BrainRepository {
           ],
         );
       }
-      const done = new Set(appended.map((segment) => segment.term));
-      fresh = segments.filter((segment) => !done.has(segment.term));
+      const done = new Set(appended);
+      fresh = segments.filter((segment) => !done.has(segment));
     }
     for (const part of slices(fresh, (segment) => segment.bytes.length)) {
       // The blocks' postings as one binary parameter, each block's cut from it by offset: an array
@@ -550,13 +601,13 @@ export class BrainRepository {
          FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::int[], $7::int[], $8::int[]) AS u(term_hash, first, last, size, start, bytes)`,
         [
           tenantId,
-          integerArrayLiteral(part.map((segment) => segment.term)),
+          binaryBigintArray(termPairs(part)),
           integerArrayLiteral(part.map((segment) => segment.first)),
           integerArrayLiteral(part.map((segment) => segment.last)),
-          integerArrayLiteral(part.map((segment) => segment.size)),
+          binaryIntArray(part.map((segment) => segment.size)),
           Buffer.concat(part.map((segment) => segment.bytes)),
-          integerArrayLiteral(starts),
-          integerArrayLiteral(part.map((segment) => segment.bytes.length)),
+          binaryIntArray(starts),
+          binaryIntArray(part.map((segment) => segment.bytes.length)),
         ],
       );
     }

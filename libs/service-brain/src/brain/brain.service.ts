@@ -24,7 +24,8 @@ import { sqlStateOf, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
-import { eachTermCount, termCounts } from '../text/analyzer';
+import { chunkTerms } from '../index/chunk-terms';
+import { termCounts } from '../text/analyzer';
 import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
 import {
   BrainRepository,
@@ -323,15 +324,8 @@ export class BrainService {
     const chunks: IndexedChunk[] = [];
     for (const [ordinal, text] of texts.entries()) {
       // The title is indexed with every chunk, so a passage is found by its document's title too.
-      // By hash: two terms of a chunk whose hashes collide count as one, as a query counts them.
-      const byHash = new Map<string, number>();
-      let length = 0;
-      eachTermCount([text, request.title], (term, tf, number, generation) => {
-        const hash = hasher.hashNumbered(term, number, generation);
-        byHash.set(hash, (byHash.get(hash) ?? 0) + tf);
-        length += tf;
-      });
-      chunks.push({ id: randomUUID(), ordinal, text, length, termHashes: [...byHash.keys()], termFrequencies: [...byHash.values()] });
+      const { hashes, frequencies, length } = chunkTerms(hasher, [text, request.title]);
+      chunks.push({ id: randomUUID(), ordinal, text, length, hashes, frequencies });
       if (ordinal % CHUNKS_PER_SLICE === CHUNKS_PER_SLICE - 1) await yieldToEventLoop();
     }
     const document: DocumentRow = {

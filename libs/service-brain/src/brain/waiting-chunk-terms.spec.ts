@@ -3,8 +3,8 @@ import { type StoredChunkTerms, WAITING_TERMS_STALE_MS, WaitingChunkTerms } from
 const TENANT = '00000000-0000-4000-8000-000000000001';
 const OTHER = '00000000-0000-4000-8000-000000000002';
 
-function chunk(seq: number, terms = '{1,2,3}', frequencies = '{1,1,2}'): StoredChunkTerms {
-  return { seq, id: `chunk-${seq}`, length: 4, terms, frequencies };
+function chunk(seq: number, hashes = [0, 1, 0, 2, -1, 3], frequencies = [1, 1, 2]): StoredChunkTerms {
+  return { seq, id: `chunk-${seq}`, length: 4, hashes: Int32Array.from(hashes), frequencies: Int32Array.from(frequencies) };
 }
 
 describe('WaitingChunkTerms', () => {
@@ -28,7 +28,7 @@ describe('WaitingChunkTerms', () => {
     const waiting = new WaitingChunkTerms();
     waiting.add(TENANT, [chunk(1), chunk(2)]);
     const two = waiting.bytes;
-    expect(two).toBeGreaterThan(2 * ('{1,2,3}'.length + '{1,1,2}'.length));
+    expect(two).toBeGreaterThan(2 * (6 * 4 + 3 * 4));
     waiting.take(TENANT, 1, 'chunk-1');
     expect(waiting.bytes).toBe(two / 2);
     waiting.clear();
@@ -64,10 +64,10 @@ describe('WaitingChunkTerms', () => {
     const waiting = new WaitingChunkTerms();
     waiting.add(TENANT, [chunk(1)]);
     const once = waiting.bytes;
-    waiting.add(TENANT, [chunk(1, '{4}', '{1}')]);
+    waiting.add(TENANT, [chunk(1, [0, 4], [1])]);
     expect(waiting.size).toBe(1);
     expect(waiting.bytes).toBeLessThan(once);
-    expect(waiting.take(TENANT, 1, 'chunk-1')?.terms).toBe('{4}');
+    expect([...(waiting.take(TENANT, 1, 'chunk-1')?.hashes ?? [])]).toEqual([0, 4]);
   });
 
   it('refuses a bound that is not a whole number of bytes', () => {

@@ -1,10 +1,10 @@
 import type { ChunkTerms } from '../ranking/postings';
 
-/** What a merge needs of the chunks this process stored, kept at most (about 13,000 chunks of 1.2 KB). */
+/** What a merge needs of the chunks this process stored, kept at most (about 20,000 chunks of 1.2 KB of text: 12 bytes a distinct term). */
 export const WAITING_TERMS_MAX_BYTES = 32 * 1024 * 1024;
 
-/** Bytes counted per chunk kept beyond its two arrays' text: the entry, the map's slot, the strings' headers. */
-const ENTRY_OVERHEAD_BYTES = 160;
+/** Bytes counted per chunk kept beyond its two arrays' contents: the entry, the map's slot, the arrays' objects. */
+const ENTRY_OVERHEAD_BYTES = 400;
 
 /** An entry older than this may be let go to make room for a new one (it was likely merged by another replica). */
 export const WAITING_TERMS_STALE_MS = 60_000;
@@ -31,7 +31,7 @@ interface Entry {
 
 /**
  * The terms of the chunks this process stored and no merge has taken yet, as they were written
- * (the same array texts): a merge of this process takes them from here instead of reading every
+ * (the same arrays of hashes and frequencies): a merge of this process takes them from here instead of reading every
  * chunk's two arrays back from PostgreSQL, about a third of the database's work per chunk under a
  * bulk load. Only what committed is kept (the service adds a document's chunks after its
  * transaction); a merge that reads a chunk not kept here (stored by another process or before a
@@ -63,7 +63,7 @@ export class WaitingChunkTerms implements MergeInputs {
   /** Keeps the committed chunks of one of `tenantId`'s documents, as far as the bound allows (see the class). */
   add(tenantId: string, chunks: readonly StoredChunkTerms[], now = Date.now()): void {
     for (const chunk of chunks) {
-      const bytes = chunk.terms.length + chunk.frequencies.length + ENTRY_OVERHEAD_BYTES;
+      const bytes = chunk.hashes.buffer.byteLength + chunk.frequencies.buffer.byteLength + ENTRY_OVERHEAD_BYTES;
       this.remove(chunk.seq);
       if (this.heldBytes + bytes > this.maxBytes) this.letStaleGo(now, this.heldBytes + bytes - this.maxBytes);
       if (this.heldBytes + bytes > this.maxBytes) continue;

@@ -1,5 +1,6 @@
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { DerivedTenantIndexKeys, TermHasher } from './blind-index';
+import { hashText } from './term-hashes';
 
 describe('blind index', () => {
   const secret = randomBytes(32);
@@ -17,13 +18,37 @@ describe('blind index', () => {
   it('hashes by term number as by term, and starts again with a new numbering', async () => {
     const hasher = new TermHasher(await keys.keyFor(randomUUID()));
     const reference = new TermHasher(await keys.keyFor(randomUUID()));
-    expect(hasher.hashNumbered('klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
-    expect(hasher.hashNumbered('magnetron', 3, 1)).toBe(hasher.hash('magnetron'));
-    expect(hasher.hashNumbered('klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
+    const numbered = (on: TermHasher, term: string, number: number, generation: number): string => {
+      const slot = on.numberedSlot(term, number, generation);
+      return hashText(on.high(slot), on.low(slot));
+    };
+    expect(numbered(hasher, 'klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
+    expect(numbered(hasher, 'magnetron', 3, 1)).toBe(hasher.hash('magnetron'));
+    expect(hasher.numberedSlot('klystron', 40_000, 1)).toBe(40_000);
+    expect(numbered(hasher, 'klystron', 40_000, 1)).toBe(hasher.hash('klystron'));
     // Generation 2 numbers its terms anew: number 3 is another term now.
-    expect(hasher.hashNumbered('waveguide', 3, 2)).toBe(hasher.hash('waveguide'));
-    expect(hasher.hashNumbered('waveguide', 3, 2)).not.toBe(hasher.hash('magnetron'));
-    expect(reference.hashNumbered('waveguide', 3, 2)).not.toBe(hasher.hashNumbered('waveguide', 3, 2));
+    expect(numbered(hasher, 'waveguide', 3, 2)).toBe(hasher.hash('waveguide'));
+    expect(numbered(hasher, 'waveguide', 3, 2)).not.toBe(hasher.hash('magnetron'));
+    expect(numbered(reference, 'waveguide', 3, 2)).not.toBe(numbered(hasher, 'waveguide', 3, 2));
+  });
+
+  it('gives terms whose hashes collide one slot, within a numbering only', async () => {
+    // Collisions forced: every term starting with "x" hashes alike.
+    class Colliding extends TermHasher {
+      protected override halves(term: string): readonly [number, number] {
+        return term.startsWith('x') ? [-5, 7] : super.halves(term);
+      }
+    }
+    const hasher = new Colliding(await keys.keyFor(randomUUID()));
+    expect(hasher.numberedSlot('xenon', 10, 1)).toBe(10);
+    expect(hasher.numberedSlot('xylem', 12, 1)).toBe(10);
+    expect(hasher.numberedSlot('argon', 11, 1)).toBe(11);
+    expect([hasher.high(10), hasher.low(10)]).toEqual([-5, 7]);
+    expect(hasher.hash('xylem')).toBe(hashText(-5, 7));
+    // A new numbering: number 12 comes first now, and slot 10 is no one's until given.
+    expect(hasher.numberedSlot('xylem', 12, 2)).toBe(12);
+    expect(hasher.numberedSlot('xenon', 10, 2)).toBe(12);
+    expect(hasher.numberedSlot('argon', 3, 2)).toBe(3);
   });
 
   it('refuses a short secret', () => {

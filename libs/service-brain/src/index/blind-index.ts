@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, hkdfSync, type KeyObject } from 'node:crypto';
+import { hashText } from './term-hashes';
 
 /**
  * Where the per-tenant keys of the blind index come from. Today they are derived from one
@@ -38,8 +39,8 @@ export class DerivedTenantIndexKeys implements TenantIndexKeys {
  * million distinct terms).
  */
 export class TermHasher {
-  /** Recent hashes: term frequencies are Zipfian, so most terms of a new document were hashed before. */
-  private readonly cache = new Map<string, string>();
+  /** Recent hashes, as halves (term-hashes.ts): term frequencies are Zipfian, so most terms of a new document were hashed before. */
+  private readonly cache = new Map<string, readonly [number, number]>();
   /**
    * The key as a KeyObject, made once: given raw bytes, Node.js 24's createHmac first tries them
    * as a KeyObject and as a CryptoKey, which made an HMAC five times as costly (34 µs against 7 on
@@ -56,38 +57,81 @@ export class TermHasher {
 
   /** Decimal string of the signed 64-bit hash (PostgreSQL bigint). */
   hash(term: string): string {
-    let hash = this.cache.get(term);
-    if (hash === undefined) {
-      hash = createHmac('sha256', this.secretKey).update(term, 'utf8').digest().readBigInt64BE(0).toString();
-      if (this.cache.size >= this.cacheLimit) this.cache.clear();
-      this.cache.set(term, hash);
-    }
-    return hash;
+    const [high, low] = this.halves(term);
+    return hashText(high, low);
   }
 
-  /** Hashes by term number (analyzer's eachTermCount) for `numberedGeneration`; undefined where not hashed yet. */
-  private numbered: Array<string | undefined> = [];
+  /** The hash's two halves: the high 32 bits signed, the low 32 bits as their bit pattern. */
+  protected halves(term: string): readonly [number, number] {
+    let halves = this.cache.get(term);
+    if (halves === undefined) {
+      const digest = createHmac('sha256', this.secretKey).update(term, 'utf8').digest();
+      halves = [digest.readInt32BE(0), digest.readInt32BE(4)];
+      if (this.cache.size >= this.cacheLimit) this.cache.clear();
+      this.cache.set(term, halves);
+    }
+    return halves;
+  }
+
+  /** Per term number of `numberedGeneration`: its slot (numberedSlot), or -1 where not hashed yet. */
+  private slots = new Int32Array(1024).fill(-1);
+  /** Per slot (the number of the first term of the generation with that hash): the hash's halves. */
+  private highs = new Int32Array(1024);
+  private lows = new Int32Array(1024);
+  /** The slot of each hash met in this generation, by its halves (`high:low`): terms whose hashes collide share it. */
+  private readonly slotsByHash = new Map<string, number>();
   private numberedGeneration = Number.NaN;
 
   /**
-   * hash(term), kept by the term's number in the analyser's dictionary of `generation`: an array
-   * read instead of a map lookup per term (ingestion hashes every distinct term of every chunk).
-   * A new generation starts the array again. It holds at most as many entries as the
-   * dictionary gives numbers (200,000).
+   * The term's slot, by its number in the analyser's dictionary of `generation` (eachTermCount):
+   * the number of the first term of the generation with the same hash, so that two terms whose
+   * hashes collide have one slot, as they have one hash. The hash's halves are then `high(slot)`
+   * and `low(slot)`: arrays read instead of a map lookup and a decimal string per term
+   * (ingestion hashes every distinct term of every chunk). A new generation starts again. The
+   * arrays hold as many entries as the dictionary gives numbers (at most 200,000).
    */
-  hashNumbered(term: string, number: number, generation: number): string {
+  numberedSlot(term: string, number: number, generation: number): number {
     if (generation !== this.numberedGeneration) {
-      this.numbered = [];
+      this.slots.fill(-1);
+      this.slotsByHash.clear();
       this.numberedGeneration = generation;
     }
-    let hash = this.numbered[number];
-    if (hash === undefined) {
-      hash = this.hash(term);
-      // Filled in order, never with holes: the array stays a plain one however the numbers come.
-      while (this.numbered.length < number) this.numbered.push(undefined);
-      this.numbered[number] = hash;
+    if (number >= this.slots.length) this.grow(number + 1);
+    let slot = this.slots[number] as number;
+    if (slot === -1) {
+      const [high, low] = this.halves(term);
+      const key = `${high}:${low}`;
+      slot = this.slotsByHash.get(key) ?? number;
+      if (slot === number) {
+        this.slotsByHash.set(key, number);
+        this.highs[number] = high;
+        this.lows[number] = low;
+      }
+      this.slots[number] = slot;
     }
-    return hash;
+    return slot;
+  }
+
+  /** The high half of the hash of a slot numberedSlot gave. */
+  high(slot: number): number {
+    return this.highs[slot] as number;
+  }
+
+  /** The low half of the hash of a slot numberedSlot gave. */
+  low(slot: number): number {
+    return this.lows[slot] as number;
+  }
+
+  private grow(size: number): void {
+    let length = this.slots.length;
+    while (length < size) length *= 2;
+    const slots = new Int32Array(length).fill(-1);
+    slots.set(this.slots);
+    const highs = new Int32Array(length);
+    highs.set(this.highs);
+    const lows = new Int32Array(length);
+    lows.set(this.lows);
+    [this.slots, this.highs, this.lows] = [slots, highs, lows];
   }
 
   /** Proves which key indexed a tenant's terms, so a changed secret is detected instead of silently finding nothing. */

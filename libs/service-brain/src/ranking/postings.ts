@@ -288,133 +288,111 @@ export class ScoreTable {
   }
 }
 
-/** A merge batch's chunk as PostgreSQL gives it: its term hashes and their frequencies as integer arrays in text form (`{-12,34}`). */
+/** A merge batch's chunk: its term hashes (pairs of halves: index/term-hashes.ts) and their frequencies. */
 export interface ChunkTerms {
   readonly seq: number;
   readonly length: number;
-  readonly terms: string;
-  readonly frequencies: string;
+  readonly hashes: Int32Array;
+  readonly frequencies: Int32Array;
 }
 
 /** One term's postings in a merge batch, ascending by chunk. */
 export interface TermPostings {
-  /** The term hash as PostgreSQL writes the bigint. */
-  readonly term: string;
+  /** The term hash's halves. */
+  readonly high: number;
+  readonly low: number;
   readonly seqs: Float64Array;
   readonly frequencies: Int32Array;
   readonly lengths: Int32Array;
 }
 
 /**
- * A merge batch's postings grouped by term, from its chunks (given in ascending `seq`). The term
- * hashes are read as numbers, two doubles each (the digits before the last nine, and those nine),
- * and grouped in an open-addressing table of typed arrays: a JavaScript Map keyed by the decimal
- * strings took about a microsecond a posting, hashing every freshly parsed string. A term a chunk
- * lists twice (two words whose hashes collide, in chunks stored before ingestion summed them)
- * counts once, with both frequencies.
+ * A merge batch's postings grouped by term, from its chunks (given in ascending `seq`), in an
+ * open-addressing table keyed by the hashes' halves, in typed arrays: a JavaScript Map keyed by
+ * decimal strings took about a microsecond a posting. A term a chunk lists twice (two words whose
+ * hashes collide, in chunks stored before ingestion summed them) counts once, with both
+ * frequencies.
  */
 export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
   let capacity = 1024;
-  let keysHigh = new Float64Array(capacity).fill(NaN);
-  let keysLow = new Float64Array(capacity);
+  let used = new Uint8Array(capacity);
+  let keysHigh = new Int32Array(capacity);
+  let keysLow = new Int32Array(capacity);
   let ids = new Int32Array(capacity);
   let shift = 32 - Math.log2(capacity);
-  const texts: string[] = [];
+  // Per term id, its halves.
+  let termHighs = new Int32Array(1024);
+  let termLows = new Int32Array(1024);
+  let terms = 0;
   // Per posting, in chunk order: its term's id, chunk and frequency (the chunk's length by chunk).
   let postingTerms = new Int32Array(4096);
   let postingChunks = new Int32Array(4096);
   let postingFrequencies = new Int32Array(4096);
   let count = 0;
 
-  const slotOf = (high: number, low: number): number => Math.imul((high * 31 + low) | 0, 0x9e3779b1) >>> shift;
+  const slotOf = (high: number, low: number): number => Math.imul(high ^ Math.imul(low, 0x85ebca6b), 0x9e3779b1) >>> shift;
   const grow = (): void => {
-    const [oldHigh, oldLow, oldIds] = [keysHigh, keysLow, ids];
+    const [oldUsed, oldHigh, oldLow, oldIds] = [used, keysHigh, keysLow, ids];
     capacity *= 2;
-    keysHigh = new Float64Array(capacity).fill(NaN);
-    keysLow = new Float64Array(capacity);
+    used = new Uint8Array(capacity);
+    keysHigh = new Int32Array(capacity);
+    keysLow = new Int32Array(capacity);
     ids = new Int32Array(capacity);
     shift = 32 - Math.log2(capacity);
-    for (let slot = 0; slot < oldHigh.length; slot++) {
+    for (let slot = 0; slot < oldUsed.length; slot++) {
+      if (oldUsed[slot] === 0) continue;
       const high = oldHigh[slot] as number;
-      if (Number.isNaN(high)) continue;
-      let at = slotOf(high, oldLow[slot] as number);
-      while (!Number.isNaN(keysHigh[at] as number)) at = (at + 1) & (capacity - 1);
+      const low = oldLow[slot] as number;
+      let at = slotOf(high, low);
+      while (used[at] !== 0) at = (at + 1) & (capacity - 1);
+      used[at] = 1;
       keysHigh[at] = high;
-      keysLow[at] = oldLow[slot] as number;
+      keysLow[at] = low;
       ids[at] = oldIds[slot] as number;
     }
   };
-  const idOf = (high: number, low: number, text: string, start: number, end: number): number => {
+  const idOf = (high: number, low: number): number => {
     let at = slotOf(high, low);
-    for (;;) {
-      const key = keysHigh[at] as number;
-      if (Number.isNaN(key)) break;
-      if (key === high && keysLow[at] === low) return ids[at] as number;
+    while (used[at] !== 0) {
+      if (keysHigh[at] === high && keysLow[at] === low) return ids[at] as number;
       at = (at + 1) & (capacity - 1);
     }
-    const id = texts.length;
-    texts.push(text.slice(start, end));
+    const id = terms++;
+    if (id === termHighs.length) {
+      termHighs = grown(termHighs);
+      termLows = grown(termLows);
+    }
+    termHighs[id] = high;
+    termLows[id] = low;
+    used[at] = 1;
     keysHigh[at] = high;
     keysLow[at] = low;
     ids[at] = id;
-    if (texts.length * 4 > capacity * 3) grow();
+    if (terms * 4 > capacity * 3) grow();
     return id;
   };
 
   for (const [chunkIndex, chunk] of chunks.entries()) {
-    const frequencies = wholeNumbers(chunk.frequencies);
-    const text = chunk.terms;
-    if (text.charCodeAt(0) !== 123 || text.charCodeAt(text.length - 1) !== 125) throw new RangeError(`Chunk ${chunk.seq} has a term list that is not an array`);
-    if (text === '{}') {
-      if (frequencies.length !== 0) throw new RangeError(`Chunk ${chunk.seq} has 0 terms and ${frequencies.length} frequencies`);
-      continue;
-    }
-    let position = 0;
-    // Each element: an optional minus, then digits; high holds all but the last nine, low those.
-    for (let at = 1; at < text.length; at++) {
-      let negative = false;
-      if (text.charCodeAt(at) === 45) {
-        negative = true;
-        at++;
-      }
-      const start = negative ? at - 1 : at;
-      let high = 0;
-      let low = 0;
-      let lowDigits = 0;
-      let code = text.charCodeAt(at);
-      while (code >= 48 && code <= 57) {
-        if (lowDigits < 9) {
-          low = low * 10 + (code - 48);
-          lowDigits++;
-        } else {
-          high = high * 10 + Math.floor(low / 1e8);
-          low = (low % 1e8) * 10 + (code - 48);
-        }
-        code = text.charCodeAt(++at);
-      }
-      if (lowDigits === 0 || (code !== 44 && code !== 125) || (code === 125 && at !== text.length - 1))
-        throw new RangeError(`Chunk ${chunk.seq} has a term list that is not an array of whole numbers`);
-      const tf = frequencies[position];
-      if (tf === undefined) throw new RangeError(`Chunk ${chunk.seq} has more terms than frequencies`);
+    const { hashes, frequencies } = chunk;
+    if (hashes.length !== 2 * frequencies.length) throw new RangeError(`Chunk ${chunk.seq} has ${hashes.length / 2} terms and ${frequencies.length} frequencies`);
+    for (let position = 0; position < frequencies.length; position++) {
       if (count === postingTerms.length) {
         postingTerms = grown(postingTerms);
         postingChunks = grown(postingChunks);
         postingFrequencies = grown(postingFrequencies);
       }
-      postingTerms[count] = idOf(negative ? -high - 1 : high, low, text, start, at);
+      postingTerms[count] = idOf(hashes[2 * position] as number, hashes[2 * position + 1] as number);
       postingChunks[count] = chunkIndex;
-      postingFrequencies[count] = tf;
+      postingFrequencies[count] = frequencies[position] as number;
       count++;
-      position++;
     }
-    if (position !== frequencies.length) throw new RangeError(`Chunk ${chunk.seq} has ${position} terms and ${frequencies.length} frequencies`);
   }
 
   // Counting sort by term, keeping chunk order within each term.
-  const starts = new Int32Array(texts.length + 1);
+  const starts = new Int32Array(terms + 1);
   for (let index = 0; index < count; index++) starts[(postingTerms[index] as number) + 1]++;
-  for (let term = 0; term < texts.length; term++) starts[term + 1] = (starts[term + 1] as number) + (starts[term] as number);
-  const filled = starts.slice(0, texts.length);
+  for (let term = 0; term < terms; term++) starts[term + 1] = (starts[term + 1] as number) + (starts[term] as number);
+  const filled = starts.slice(0, terms);
   const seqs = new Float64Array(count);
   const tfs = new Int32Array(count);
   const lengths = new Int32Array(count);
@@ -427,7 +405,7 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
     lengths[at] = chunk.length;
   }
   const grouped: TermPostings[] = [];
-  for (const [term, text] of texts.entries()) {
+  for (let term = 0; term < terms; term++) {
     let end = starts[term + 1] as number;
     const start = starts[term] as number;
     // A chunk listing the term twice: its postings are adjacent; fold them into the first.
@@ -442,7 +420,13 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
       }
     }
     end = write + 1;
-    grouped.push({ term: text, seqs: seqs.subarray(start, end), frequencies: tfs.subarray(start, end), lengths: lengths.subarray(start, end) });
+    grouped.push({
+      high: termHighs[term] as number,
+      low: termLows[term] as number,
+      seqs: seqs.subarray(start, end),
+      frequencies: tfs.subarray(start, end),
+      lengths: lengths.subarray(start, end),
+    });
   }
   return grouped;
 }
