@@ -23,7 +23,7 @@ import { RecordCipher } from '@mission/persistence';
 import { BrainServiceHandle, openBrainDatabase, openBrainReader, startBrainService } from '../brain-service';
 import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository, CONTRIBUTION, RANKING_SETTINGS } from './brain.repository';
-import { BRAIN_SCHEMA, BrainService } from './brain.service';
+import { BRAIN_SCHEMA, BrainService, LOADING_GATHER_FACTOR } from './brain.service';
 import { BM25_DEFAULTS, rankInMemory } from '../ranking/bm25';
 import { contribution, decodePostings } from '../ranking/postings';
 import { DEFAULT_PRUNING } from '../ranking/pruning';
@@ -929,9 +929,10 @@ describe('brain on PostgreSQL', () => {
       expect((await runWithTenant({ tenantId: tenant }, () => keeping.brain.search('klystrons magnetrons', 3))).map((r) => r.title)).toEqual(['Tubes', 'Tubes', 'Tubes']);
     });
 
-    it('gathers longer for the next merge while a tenant keeps loading, and as long as before once it has stopped', async () => {
+    it('gathers longer for the next merge while a tenant keeps loading, ends that gathering once no document has come for the gathering time, and gathers as long as before once it has stopped', async () => {
       const tenant = randomUUID();
-      const { brain, repository } = serviceWith({ mergeGatherMs: 300 });
+      const gatherMs = 1_000;
+      const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
       const ingest = (title: string): Promise<IngestedDocumentView> =>
         runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a klystron amplifies microwaves.` }));
       // The first merge, its batch taken, is held until a second document has arrived: the tenant is loading.
@@ -952,21 +953,68 @@ describe('brain on PostgreSQL', () => {
         await ingest('Second');
         const freed = Date.now();
         release();
+        // More documents, each well within the gathering time of the one before: all gather for the next merge.
+        for (const title of ['Third', 'Fourth', 'Fifth']) {
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          await ingest(title);
+        }
+        const last = Date.now();
         await drained(tenant);
-        expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 1]);
-        // Four times the gathering time after the first merge ended, not once.
-        expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(freed + 4 * 300);
+        expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 4]);
+        // Not before the load had been quiet for the gathering time, and well before four times it had passed.
+        expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(last + gatherMs - 20);
+        expect(repository.merges[1]?.at).toBeLessThan(freed + LOADING_GATHER_FACTOR * gatherMs - 1_000);
       } finally {
         spy.mockRestore();
         release();
       }
       // Nothing arrived during that merge: the next document gathers the usual time.
       const lone = Date.now();
-      await ingest('Third');
+      await ingest('Sixth');
       await drained(tenant);
-      expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 1, 1]);
-      expect(repository.merges[2]?.at).toBeGreaterThanOrEqual(lone + 300);
-      expect(repository.merges[2]?.at).toBeLessThan(lone + 4 * 300);
+      expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 4, 1]);
+      expect(repository.merges[2]?.at).toBeGreaterThanOrEqual(lone + gatherMs);
+      expect(repository.merges[2]?.at).toBeLessThan(lone + LOADING_GATHER_FACTOR * gatherMs);
+    });
+
+    it('keeps gathering while a tenant keeps loading, until four times the gathering time', async () => {
+      const tenant = randomUUID();
+      const gatherMs = 600;
+      const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
+      const ingest = (title: string): Promise<IngestedDocumentView> =>
+        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a magnetron oscillates.` }));
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let taken: () => void = () => undefined;
+      const firstTaken = new Promise<void>((resolve) => (taken = resolve));
+      const merge = repository.mergeUnmerged.bind(repository);
+      const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
+        const merged = await merge(...args);
+        taken();
+        await held;
+        return merged;
+      });
+      try {
+        await ingest('First');
+        await firstTaken;
+        await ingest('Second');
+        const freed = Date.now();
+        release();
+        // A document every 50 ms for twice the loading gather: the gathering ends at its deadline, not for a quiet time.
+        let sent = 0;
+        while (Date.now() < freed + 2 * LOADING_GATHER_FACTOR * gatherMs) {
+          await new Promise((resolve) => setTimeout(resolve, 50));
+          await ingest(`Loading ${sent++}`);
+        }
+        await drained(tenant);
+        const merges = repository.merges.map(({ merged }) => merged);
+        expect(merges.reduce<number>((sum, merged) => sum + (merged ?? 0), 0)).toBe(2 + sent);
+        expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(freed + LOADING_GATHER_FACTOR * gatherMs);
+        expect(repository.merges[1]?.at).toBeLessThan(freed + 2 * LOADING_GATHER_FACTOR * gatherMs - 500);
+      } finally {
+        spy.mockRestore();
+        release();
+      }
     });
 
     it('merges nothing once stopped, though a merge was gathering', async () => {

@@ -98,6 +98,8 @@ interface MergeState {
   again: boolean;
   gathered: number;
   gathering?: NodeJS.Timeout;
+  /** When (performance.now()) the tenant's last document was stored: a loading gather ends once none has come for MERGE_GATHER_MS. */
+  lastArrival: number;
 }
 
 /** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
@@ -124,6 +126,16 @@ export const MERGE_GATHER_MS = 1_000;
  * "Brain ingestion: merges from memory").
  */
 export const LOADING_GATHER_FACTOR = 4;
+
+/**
+ * When the merge after a loading gather (LOADING_GATHER_FACTOR) starts, `now` ms: at the end of
+ * the gathering (`deadline`), or once no document has come for `quietMs` (the load has stopped:
+ * waiting longer gathers nothing, and its last chunks would wait the whole time), whichever comes
+ * first.
+ */
+export function loadingMergeStart(lastArrival: number, deadline: number, quietMs: number): number {
+  return Math.min(deadline, lastArrival + quietMs);
+}
 
 /** How soon to look again when another process holds a tenant's merge lock. */
 const BUSY_RETRY_MS = 250;
@@ -189,26 +201,46 @@ export class BrainService {
     if (known) {
       known.again = true;
       known.gathered += chunks;
+      if (chunks !== Infinity) known.lastArrival = performance.now();
       if (known.gathering && known.gathered >= this.mergeBatchChunks) this.queueMerge(tenantId, known);
       return;
     }
-    const state: MergeState = { again: false, gathered: chunks };
+    const state: MergeState = { again: false, gathered: chunks, lastArrival: performance.now() };
     this.merges.set(tenantId, state);
     this.gatherOrQueue(tenantId, state);
   }
 
   /**
-   * Queues the tenant's merge once MERGE_GATHER_MS have passed (LOADING_GATHER_FACTOR times that
-   * when `loading`: chunks kept arriving during the last merge) or a full batch has gathered,
-   * whichever comes first.
+   * Queues the tenant's merge once MERGE_GATHER_MS have passed or a full batch has gathered,
+   * whichever comes first; when `loading` (chunks kept arriving during the last merge), once
+   * LOADING_GATHER_FACTOR times that have passed or no document has come for MERGE_GATHER_MS
+   * (loadingMergeStart), or a full batch has gathered.
    */
   private gatherOrQueue(tenantId: string, state: MergeState, loading = false): void {
-    const gatherMs = Math.min((this.settings.mergeGatherMs ?? MERGE_GATHER_MS) * (loading ? LOADING_GATHER_FACTOR : 1), 2 ** 31 - 1);
+    const baseMs = this.settings.mergeGatherMs ?? MERGE_GATHER_MS;
+    const gatherMs = Math.min(baseMs * (loading ? LOADING_GATHER_FACTOR : 1), 2 ** 31 - 1);
     if (gatherMs <= 0 || state.gathered >= this.mergeBatchChunks) {
       this.queueMerge(tenantId, state);
       return;
     }
-    state.gathering = setTimeout(() => this.queueMerge(tenantId, state), gatherMs);
+    if (!loading) {
+      state.gathering = setTimeout(() => this.queueMerge(tenantId, state), gatherMs);
+    } else {
+      const deadline = performance.now() + gatherMs;
+      const wait = (): void => {
+        const start = loadingMergeStart(state.lastArrival, deadline, baseMs);
+        const now = performance.now();
+        if (now >= start) {
+          this.queueMerge(tenantId, state);
+          return;
+        }
+        // Arrivals only move the start later: looked at again when the quiet time seen now would end.
+        state.gathering = setTimeout(wait, Math.ceil(start - now));
+        state.gathering.unref();
+      };
+      wait();
+      if (!state.gathering) return;
+    }
     // A process ending meanwhile leaves the chunks waiting, searchable: its next start's sweep merges them.
     state.gathering.unref();
   }
@@ -240,7 +272,7 @@ export class BrainService {
    * the chunks stay waiting (queries still find them) for the next ingestion or sweep.
    */
   private async mergeTenant(tenantId: string): Promise<void> {
-    const state = this.merges.get(tenantId) ?? { again: false, gathered: 0 };
+    const state = this.merges.get(tenantId) ?? { again: false, gathered: 0, lastArrival: performance.now() };
     state.again = false;
     state.gathered = 0;
     let busy = false;
