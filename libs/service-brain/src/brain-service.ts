@@ -11,6 +11,9 @@ import { BrainRepository } from './brain/brain.repository';
 import { BRAIN_SCHEMA, BrainService, type BrainServiceLogger } from './brain/brain.service';
 import { BrainServiceConfigSchema, EmbeddedBrainConfigSchema, resolveIndexSecret } from './brain.config';
 import { DerivedTenantIndexKeys, TenantIndexKeys } from './index/blind-index';
+import { BM25_DEFAULTS } from './ranking/bm25';
+import { DEFAULT_CHUNKING } from './text/chunker';
+import { WorkerDocumentAnalysis } from './text/document-analyser';
 import { CreateBrain1764633600000 } from './migrations/1764633600000-create-brain';
 import { EnableRowLevelSecurity1764720000000 } from './migrations/1764720000000-enable-row-level-security';
 import { SealBrainContent1764892800000 } from './migrations/1764892800000-seal-brain-content';
@@ -107,7 +110,13 @@ export async function openBrainDatabase(databaseUrl: string, migrations: Readonl
 export async function startBrainService(options: BrainServiceOptions): Promise<BrainServiceHandle> {
   const dataSource = await openBrainDatabase(options.databaseUrl);
   if (options.metrics) databaseMetrics(options.metrics, BRAIN_SCHEMA, dataSource);
-  const brain = new BrainService(dataSource, new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)), keyProvider(options.indexKeys), undefined, options.logger);
+  const brain = new BrainService(
+    dataSource,
+    new BrainRepository(new RecordCipher(BRAIN_SCHEMA, options.keys)),
+    keyProvider(options.indexKeys),
+    { bm25: BM25_DEFAULTS, chunking: DEFAULT_CHUNKING, analysis: new WorkerDocumentAnalysis({ logger: options.logger }) },
+    options.logger,
+  );
   options.bus.serve(Topics.brainRequests, BRAIN_SERVICE_GROUP, brainRequestHandlers(brain));
   const sweep = (): void => {
     brain.sweepUnmerged().catch((error: unknown) => options.logger?.error('Looking for chunks waiting for a merge failed; looking again later', { error: String(error) }));

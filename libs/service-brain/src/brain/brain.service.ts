@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { DataSource } from 'typeorm';
 import {
   BrainDocumentView,
@@ -24,9 +23,9 @@ import { sqlStateOf, tenantTransaction } from '@mission/persistence';
 import { currentTenant, runWithTenant } from '@mission/tenant-context';
 import { TenantIndexKeys, TermHasher } from '../index/blind-index';
 import { BM25_DEFAULTS, Bm25Parameters, lengthNormalisation, termWeight } from '../ranking/bm25';
-import { chunkTerms } from '../index/chunk-terms';
 import { termCounts } from '../text/analyzer';
-import { chunkText, ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
+import { type DocumentAnalysis, IN_THREAD_ANALYSIS } from '../text/document-analyser';
+import { ChunkingOptions, DEFAULT_CHUNKING } from '../text/chunker';
 import {
   BrainRepository,
   DELETION_SETTINGS,
@@ -47,9 +46,6 @@ export const MAX_QUERY_TERMS = 1_024;
 
 /** Tenants whose term hashers (with their caches of recent hashes) are kept. */
 const MAX_CACHED_TENANTS = 64;
-
-/** Chunks analysed between two yields to the event loop while a large document is prepared. */
-const CHUNKS_PER_SLICE = 64;
 
 function documentView(row: DocumentRow): BrainDocumentView {
   return {
@@ -83,6 +79,8 @@ export interface BrainServiceSettings {
   readonly mergeBatchChunks?: number;
   /** The stored chunks' terms kept for their merge at most, in bytes (WAITING_TERMS_MAX_BYTES when absent; 0 keeps none). */
   readonly waitingTermsMaxBytes?: number;
+  /** Where ingestion's analysis runs (on the service's thread when absent); closed with stopMerging. */
+  readonly analysis?: DocumentAnalysis;
 }
 
 export interface BrainServiceLogger {
@@ -168,6 +166,7 @@ export class BrainService {
   private readonly waitingTerms: WaitingChunkTerms;
   private stopping = false;
   private readonly mergeBatchChunks: number;
+  private readonly analysis: DocumentAnalysis;
 
   constructor(
     private readonly dataSource: DataSource,
@@ -177,6 +176,7 @@ export class BrainService {
     private readonly logger: BrainServiceLogger = { error: () => undefined },
   ) {
     this.mergeBatchChunks = settings.mergeBatchChunks ?? MERGE_BATCH_CHUNKS;
+    this.analysis = settings.analysis ?? IN_THREAD_ANALYSIS;
     this.waitingTerms = new WaitingChunkTerms(settings.waitingTermsMaxBytes ?? WAITING_TERMS_MAX_BYTES);
     if (!Number.isSafeInteger(this.mergeBatchChunks) || this.mergeBatchChunks < 1) throw new RangeError('mergeBatchChunks must be a whole number of at least 1');
     const gatherMs = settings.mergeGatherMs ?? MERGE_GATHER_MS;
@@ -338,6 +338,7 @@ export class BrainService {
     for (const state of this.merges.values()) clearTimeout(state.gathering);
     await Promise.all([...this.runningMerges]);
     this.waitingTerms.clear();
+    await this.analysis.close();
   }
 
   /**
@@ -352,14 +353,8 @@ export class BrainService {
     const request = parseIngestDocument(command.document);
     const { tenantId } = currentTenant();
     const hasher = await this.hasherFor(tenantId);
-    const texts = chunkText(request.content, this.settings.chunking);
-    const chunks: IndexedChunk[] = [];
-    for (const [ordinal, text] of texts.entries()) {
-      // The title is indexed with every chunk, so a passage is found by its document's title too.
-      const { hashes, frequencies, length } = chunkTerms(hasher, [text, request.title]);
-      chunks.push({ id: randomUUID(), ordinal, text, length, hashes, frequencies });
-      if (ordinal % CHUNKS_PER_SLICE === CHUNKS_PER_SLICE - 1) await yieldToEventLoop();
-    }
+    const analysed = await this.analysis.analyse(tenantId, await this.keys.keyFor(tenantId), hasher, request.content, request.title, this.settings.chunking);
+    const chunks: IndexedChunk[] = analysed.map((chunk, ordinal) => ({ id: randomUUID(), ordinal, ...chunk }));
     const document: DocumentRow = {
       id: randomUUID(),
       tenantId,
