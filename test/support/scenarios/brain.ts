@@ -193,6 +193,31 @@ export function describeBrainScenarios(context: ScenarioContext): void {
       expect(noRead.headers.get('www-authenticate')).toContain('scope="brain:read"');
     });
 
+    it('indexes a large document (analysed off the service thread) passage by passage, its title with every passage', async () => {
+      const word = `maser${randomUUID().slice(0, 8)}`;
+      const titleWord = `gyrotron${randomUUID().slice(0, 8)}`;
+      const paragraphs = Array.from({ length: 40 }, (_, n) =>
+        `Stage ${n} of the transmitter ${n === 23 ? `holds the ${word} oscillator` : 'carries the drive signal'} through a waveguide run. `.repeat(9).trim(),
+      );
+      const content = paragraphs.join('\n\n');
+      expect(content.length).toBeGreaterThan(16_384);
+      const created = await ingest(owner, { title: `The ${titleWord} bench`, content });
+      expect(created.status).toBe(201);
+      const { id, chunkCount } = created.body as { id: string; chunkCount: number };
+      expect(chunkCount).toBeGreaterThan(10);
+
+      const found = await query(owner, `q=${word}&k=5`);
+      expect(found.status).toBe(200);
+      expect(found.body.results.length).toBeGreaterThan(0);
+      for (const result of found.body.results) {
+        expect(result.documentId).toBe(id);
+        expect(result.text).toContain(word);
+      }
+      const byTitle = await query(owner, `q=${titleWord}&k=50`);
+      expect(byTitle.body.results).toHaveLength(chunkCount);
+      expect(new Set(byTitle.body.results.map((result: { chunkId: string }) => result.chunkId)).size).toBe(chunkCount);
+    });
+
     it('reads a document’s passages in order, a page at a time, as brain:read, to its tenant only', async () => {
       const paragraphs = Array.from({ length: 10 }, (_, n) => `Section ${n}: the attenuator of stage ${n} is trimmed by hand. `.repeat(10).trim());
       const created = await ingest(owner, { title: 'Assembly notes', content: paragraphs.join('\n\n') });
