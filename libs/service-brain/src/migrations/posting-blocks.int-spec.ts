@@ -13,6 +13,7 @@ import { chunkText } from '../text/chunker';
 import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './1766966400000-compact-posting-blocks';
 import { DocumentFrequenciesFromBlocks1767052800000 } from './1767052800000-document-frequencies-from-blocks';
+import { NoStatisticsOfOpaqueColumns1767139200000 } from './1767139200000-no-statistics-of-opaque-columns';
 
 /** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
 const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
@@ -327,5 +328,53 @@ describe('document frequencies from blocks migration', () => {
       { relname: 'posting_blocks', relrowsecurity: true, relforcerowsecurity: true, policies: 1 },
       { relname: 'term_stats', relrowsecurity: true, relforcerowsecurity: true, policies: 1 },
     ]);
+  });
+});
+
+/** No statistics of the opaque columns: their target is 0 after the migration, the default again once undone. */
+describe('no statistics of opaque columns migration', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  let close: (() => Promise<void>) | undefined;
+
+  beforeAll(async () => {
+    ({ database, inspector, close } = await databaseBefore(NoStatisticsOfOpaqueColumns1767139200000, 'brain_stats_migration_test'));
+  });
+
+  afterAll(async () => {
+    await close?.();
+  });
+
+  /** Each brain column's statistics target (-1: the default), by table and column. */
+  async function targets(): Promise<Record<string, number>> {
+    const { rows } = await inspector.query(
+      `SELECT c.relname || '.' || a.attname AS name, coalesce(a.attstattarget::int, -1) AS target
+       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+       WHERE n.nspname = 'brain' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped`,
+    );
+    return Object.fromEntries(rows.map((row: { name: string; target: number }) => [row.name, row.target]));
+  }
+
+  it('sets the statistics target of ciphertext, coded postings and term lists to 0, leaves the keys alone, and undone sets the default again', async () => {
+    const before = await targets();
+    expect(Object.values(before).every((target) => target === -1)).toBe(true);
+    const migrated = await openBrainDatabase(database.url);
+    await migrated.destroy();
+    const opaque = ['chunks.text', 'chunks.term_hashes', 'chunks.term_frequencies', 'posting_blocks.postings', 'documents.sealed'];
+    const after = await targets();
+    expect(Object.keys(after).sort()).toEqual(Object.keys(before).sort());
+    for (const [name, target] of Object.entries(after)) expect([name, target]).toEqual([name, opaque.includes(name) ? 0 : -1]);
+    for (const key of ['chunks.tenant_id', 'chunks.seq', 'posting_blocks.term_hash', 'posting_blocks.block']) expect(after[key]).toBe(-1);
+
+    const owner = new DataSource({ type: 'postgres', url: database.url });
+    await owner.initialize();
+    const runner = owner.createQueryRunner();
+    try {
+      await new NoStatisticsOfOpaqueColumns1767139200000().down(runner);
+    } finally {
+      await runner.release();
+      await owner.destroy();
+    }
+    expect(await targets()).toEqual(before);
   });
 });
