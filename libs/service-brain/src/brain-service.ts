@@ -22,7 +22,7 @@ import { PromptAutovacuum1766707200000 } from './migrations/1766707200000-prompt
 import { PostingBlocks1766880000000 } from './migrations/1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './migrations/1766966400000-compact-posting-blocks';
 import { DocumentFrequenciesFromBlocks1767052800000 } from './migrations/1767052800000-document-frequencies-from-blocks';
-import { NoStatisticsOfOpaqueColumns1767139200000 } from './migrations/1767139200000-no-statistics-of-opaque-columns';
+import { OpaqueColumns1767139200000 } from './migrations/1767139200000-opaque-columns';
 
 export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
@@ -90,7 +90,7 @@ export const BRAIN_MIGRATIONS = [
   PostingBlocks1766880000000,
   CompactPostingBlocks1766966400000,
   DocumentFrequenciesFromBlocks1767052800000,
-  NoStatisticsOfOpaqueColumns1767139200000,
+  OpaqueColumns1767139200000,
 ];
 
 /**

@@ -13,7 +13,7 @@ import { chunkText } from '../text/chunker';
 import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './1766966400000-compact-posting-blocks';
 import { DocumentFrequenciesFromBlocks1767052800000 } from './1767052800000-document-frequencies-from-blocks';
-import { NoStatisticsOfOpaqueColumns1767139200000 } from './1767139200000-no-statistics-of-opaque-columns';
+import { OpaqueColumns1767139200000 } from './1767139200000-opaque-columns';
 
 /** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
 const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
@@ -331,50 +331,75 @@ describe('document frequencies from blocks migration', () => {
   });
 });
 
-/** No statistics of the opaque columns: their target is 0 after the migration, the default again once undone. */
-describe('no statistics of opaque columns migration', () => {
+/** The opaque columns: no statistics (target 0) and, where they do not compress, no compression tried (EXTERNAL); the defaults again once undone. */
+describe('opaque columns migration', () => {
   let database: TestDatabase;
   let inspector: Client;
   let close: (() => Promise<void>) | undefined;
 
   beforeAll(async () => {
-    ({ database, inspector, close } = await databaseBefore(NoStatisticsOfOpaqueColumns1767139200000, 'brain_stats_migration_test'));
+    ({ database, inspector, close } = await databaseBefore(OpaqueColumns1767139200000, 'brain_opaque_migration_test'));
   });
 
   afterAll(async () => {
     await close?.();
   });
 
-  /** Each brain column's statistics target (-1: the default), by table and column. */
-  async function targets(): Promise<Record<string, number>> {
+  /** Each brain column's statistics target (-1: the default) and storage (x extended, e external, m main, p plain), by table and column. */
+  async function columns(): Promise<Record<string, string>> {
     const { rows } = await inspector.query(
-      `SELECT c.relname || '.' || a.attname AS name, coalesce(a.attstattarget::int, -1) AS target
+      `SELECT c.relname || '.' || a.attname AS name, coalesce(a.attstattarget::int, -1) || ' ' || a.attstorage::text AS settings
        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
        WHERE n.nspname = 'brain' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped`,
     );
-    return Object.fromEntries(rows.map((row: { name: string; target: number }) => [row.name, row.target]));
+    return Object.fromEntries(rows.map((row: { name: string; settings: string }) => [row.name, row.settings]));
   }
 
-  it('sets the statistics target of ciphertext, coded postings and term lists to 0, leaves the keys alone, and undone sets the default again', async () => {
-    const before = await targets();
-    expect(Object.values(before).every((target) => target === -1)).toBe(true);
+  it('takes the statistics of ciphertext, coded postings and term lists away, stores what does not compress without trying, and undone sets the defaults again', async () => {
+    const before = await columns();
     const migrated = await openBrainDatabase(database.url);
     await migrated.destroy();
-    const opaque = ['chunks.text', 'chunks.term_hashes', 'chunks.term_frequencies', 'posting_blocks.postings', 'documents.sealed'];
-    const after = await targets();
-    expect(Object.keys(after).sort()).toEqual(Object.keys(before).sort());
-    for (const [name, target] of Object.entries(after)) expect([name, target]).toEqual([name, opaque.includes(name) ? 0 : -1]);
-    for (const key of ['chunks.tenant_id', 'chunks.seq', 'posting_blocks.term_hash', 'posting_blocks.block']) expect(after[key]).toBe(-1);
+    const after = await columns();
+    const expected: Record<string, string> = {
+      ...before,
+      'chunks.text': '0 e',
+      'chunks.term_hashes': '0 e',
+      'chunks.term_frequencies': '0 x',
+      'posting_blocks.postings': '0 e',
+      'documents.sealed': '0 e',
+    };
+    expect(after).toEqual(expected);
+    // Everything else as it was: the keys keep their statistics.
+    for (const key of ['chunks.tenant_id', 'chunks.seq', 'posting_blocks.term_hash', 'posting_blocks.block']) expect(after[key]).toBe(before[key]);
+    expect(Object.values(before).every((settings) => settings.startsWith('-1 '))).toBe(true);
+
+    // A long text that would compress well is stored as it is: no compression is tried (EXTENDED compresses it).
+    const stored = async (): Promise<unknown> => {
+      const { rows } = await inspector.query(
+        `WITH document AS (
+           INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at)
+           VALUES (gen_random_uuid(), gen_random_uuid(), 'enc1.x', 1, 1, now()) RETURNING id, tenant_id
+         ), chunk AS (
+           INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies)
+           SELECT gen_random_uuid(), tenant_id, id, 0, repeat('a', 4000), 100, '{1}', '{1}' FROM document RETURNING seq
+         )
+         SELECT seq FROM chunk`,
+      );
+      const [{ compression }] = (await inspector.query(`SELECT pg_column_compression(text) AS compression FROM brain.chunks WHERE seq = $1`, [rows[0].seq])).rows;
+      return compression;
+    };
+    expect(await stored()).toBeNull();
 
     const owner = new DataSource({ type: 'postgres', url: database.url });
     await owner.initialize();
     const runner = owner.createQueryRunner();
     try {
-      await new NoStatisticsOfOpaqueColumns1767139200000().down(runner);
+      await new OpaqueColumns1767139200000().down(runner);
     } finally {
       await runner.release();
       await owner.destroy();
     }
-    expect(await targets()).toEqual(before);
+    expect(await columns()).toEqual({ ...before, 'posting_blocks.postings': '-1 e' });
+    expect(await stored()).toBe('pglz');
   });
 });
