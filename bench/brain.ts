@@ -11,13 +11,15 @@
  * - Ingestion: every document (made before the clock starts, a few more just in time should the
  *   estimate fall short) through `POST /api/brain/documents`, `--concurrency` at a time,
  *   until the last chunk is merged into the posting blocks (and, apart, until the last is stored);
- *   MB/s of content (UTF-8) over the wall time.
+ *   MB/s of content (UTF-8) over the wall time, the CPU per MB of each process, and the all-in-one
+ *   process's resident memory at its highest (analysis threads included).
  * - Query latency: after a VACUUM (ANALYZE) of the brain schema (the steady state autovacuum
  *   reaches by itself), `--queries` queries of 2 to 4 content words drawn by corpus frequency (so
  *   most contain a common word with a long posting list: a pessimistic mix), one at a time,
  *   after a warm-up of 50; measured end to end through `GET /api/brain/query?k=10` (HTTP, token
  *   check, bus, SQL) and, interleaved, for the ranking alone on the same database (no HTTP, no bus).
  */
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import { Client } from 'pg';
 import { openBrainReader } from '@mission/service-brain';
@@ -191,6 +193,8 @@ async function main(): Promise<void> {
     }
     const ingestSeconds = (performance.now() - started) / 1000;
     const ingestionCpu = ingestionCpuPerMegabyte(cpuBefore, stack, bytes);
+    const peakResidentMiB = peakResidentMemoryMiB(stack.pid);
+    if (peakResidentMiB !== null) log(`the all-in-one process's resident memory at most, since it started: ${peakResidentMiB} MiB`);
     log(`merged into the index ${(ingestSeconds - storedSeconds).toFixed(1)} s later`);
     // What a query reads depends on it: a term's postings lie in one block per merge that met it.
     const blocks = await countPostingBlocks(stack.postgresUrl);
@@ -256,6 +260,7 @@ async function main(): Promise<void> {
         chunksPerSecond: Math.round(chunks / ingestSeconds),
         concurrency,
         cpuMsPerMegabyte: ingestionCpu,
+        peakResidentMiB,
       },
       queryLatencyMs: { queries: queryCount, k: 10, http: percentiles(httpSamples), ranking: percentiles(rankingSamples), target: { p50: 10, p99: 25 } },
       ingestionTarget: { megabytesPerSecond: 10 },
@@ -267,7 +272,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `Brain benchmark ${report.date}, commit ${report.git.commit.slice(0, 12)}${report.git.dirty ? ' (with uncommitted changes)' : ''}: ${chunks} chunks (${documents} documents, ${report.corpus.megabytes} MB) in one tenant`,
-          `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s until merged into the index (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight; ${report.ingestion.storedMegabytesPerSecond} MB/s stored and searchable)`,
+          `Ingestion: ${report.ingestion.megabytesPerSecond} MB/s until merged into the index (${report.ingestion.chunksPerSecond} chunks/s, ${concurrency} requests in flight; ${report.ingestion.storedMegabytesPerSecond} MB/s stored and searchable)${peakResidentMiB === null ? '' : `; the all-in-one process at most ${peakResidentMiB} MiB resident`}`,
           ...(ingestionCpu
             ? [
                 `CPU ms per MB ingested: all-in-one process ${ingestionCpu.process}, embedded PostgreSQL ${ingestionCpu.postgres} (all its processes), this client ${ingestionCpu.client}`,
@@ -286,6 +291,17 @@ async function main(): Promise<void> {
     }
   } finally {
     await stack.stop();
+  }
+}
+
+/** The process's resident memory at its highest so far (VmHWM), in MiB; null where /proc cannot tell. */
+function peakResidentMemoryMiB(pid: number | undefined): number | null {
+  if (pid === undefined) return null;
+  try {
+    const match = /^VmHWM:\s+(\d+) kB$/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Math.round(Number(match[1]) / 1024) : null;
+  } catch {
+    return null;
   }
 }
 
