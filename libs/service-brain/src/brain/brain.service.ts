@@ -155,7 +155,7 @@ function isStatementTimeout(error: unknown): boolean {
  * over the tenant's own statistics.
  */
 export class BrainService {
-  private readonly hashers = new Map<string, TermHasher>();
+  private readonly hashers = new Map<string, { readonly key: Buffer; readonly hasher: TermHasher }>();
   /** Tenants with a merge gathering, queued or running in this process (MergeState). */
   private readonly merges = new Map<string, MergeState>();
   private readonly mergeQueue: string[] = [];
@@ -352,8 +352,8 @@ export class BrainService {
         : { document: payload, quota: TIER_STORAGE.starter };
     const request = parseIngestDocument(command.document);
     const { tenantId } = currentTenant();
-    const hasher = await this.hasherFor(tenantId);
-    const analysed = await this.analysis.analyse(tenantId, await this.keys.keyFor(tenantId), hasher, request.content, request.title, this.settings.chunking);
+    const { key, hasher } = await this.indexKeyOf(tenantId);
+    const analysed = await this.analysis.analyse(tenantId, key, hasher, request.content, request.title, this.settings.chunking);
     const chunks: IndexedChunk[] = analysed.map((chunk, ordinal) => ({ id: randomUUID(), ordinal, ...chunk }));
     const document: DocumentRow = {
       id: randomUUID(),
@@ -420,15 +420,24 @@ export class BrainService {
 
   /** The tenant's term hasher, kept while the process serves the tenant (bounded: the least recent go first). */
   private async hasherFor(tenantId: string): Promise<TermHasher> {
-    let hasher = this.hashers.get(tenantId);
-    if (hasher) {
+    return (await this.indexKeyOf(tenantId)).hasher;
+  }
+
+  /**
+   * The tenant's blind-index key with its hasher, kept together: an analysis thread hashes with
+   * the very key the hasher here (and its key check) uses.
+   */
+  private async indexKeyOf(tenantId: string): Promise<{ readonly key: Buffer; readonly hasher: TermHasher }> {
+    let known = this.hashers.get(tenantId);
+    if (known) {
       this.hashers.delete(tenantId);
     } else {
-      hasher = new TermHasher(await this.keys.keyFor(tenantId));
+      const key = await this.keys.keyFor(tenantId);
+      known = { key, hasher: new TermHasher(key) };
       if (this.hashers.size >= MAX_CACHED_TENANTS) this.hashers.delete(this.hashers.keys().next().value as string);
     }
-    this.hashers.set(tenantId, hasher);
-    return hasher;
+    this.hashers.set(tenantId, known);
+    return known;
   }
 
   async query(payload: unknown): Promise<BrainQueryResult> {

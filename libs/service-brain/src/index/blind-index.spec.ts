@@ -51,6 +51,24 @@ describe('blind index', () => {
     expect(hasher.numberedSlot('argon', 3, 2)).toBe(3);
   });
 
+  it('keeps every hash of thousands of numbered terms, collisions found past the growth of its table', async () => {
+    class Colliding extends TermHasher {
+      protected override halves(term: string): readonly [number, number] {
+        return term.startsWith('x') ? [-5, 7] : super.halves(term);
+      }
+    }
+    const hasher = new Colliding(await keys.keyFor(randomUUID()));
+    // Met before the table grows: found after it.
+    expect(hasher.numberedSlot('xenon', 10_000, 1)).toBe(10_000);
+    for (let number = 0; number < 5_000; number++) {
+      const slot = hasher.numberedSlot(`term${number}`, number, 1);
+      expect(slot).toBe(number);
+      expect(hashText(hasher.high(slot), hasher.low(slot))).toBe(hasher.hash(`term${number}`));
+    }
+    expect(hasher.numberedSlot('xylem', 7_000, 1)).toBe(10_000);
+    for (let number = 0; number < 5_000; number += 499) expect(hasher.numberedSlot(`term${number}`, number, 1)).toBe(number);
+  });
+
   it('refuses a short secret', () => {
     expect(() => new DerivedTenantIndexKeys(randomBytes(16))).toThrow(/at least 32 bytes/);
   });

@@ -31,6 +31,11 @@ export class DerivedTenantIndexKeys implements TenantIndexKeys {
   }
 }
 
+/** Where a hash's halves start looking in an open-addressing table. */
+function hashSlot(high: number, low: number): number {
+  return Math.imul(high ^ Math.imul(low, 0x85ebca6b), 0x9e3779b1) >>> 0;
+}
+
 /**
  * Keyed hashes of index terms: HMAC-SHA256(tenant key, term), truncated to its first 64 bits and
  * stored as a signed bigint. The database holds no plaintext term, another tenant's hashes of the
@@ -78,8 +83,13 @@ export class TermHasher {
   /** Per slot (the number of the first term of the generation with that hash): the hash's halves. */
   private highs = new Int32Array(1024);
   private lows = new Int32Array(1024);
-  /** The slot of each hash met in this generation, by its halves (`high:low`): terms whose hashes collide share it. */
-  private readonly slotsByHash = new Map<string, number>();
+  /**
+   * The slot of each hash met in this generation, found by its halves: an open-addressing table of
+   * slots (-1 empty) whose halves are `highs`/`lows`, at most half full. Terms whose hashes collide
+   * share a slot.
+   */
+  private bySlotHash = new Int32Array(2048).fill(-1);
+  private bySlotHashUsed = 0;
   private numberedGeneration = Number.NaN;
 
   /**
@@ -93,23 +103,47 @@ export class TermHasher {
   numberedSlot(term: string, number: number, generation: number): number {
     if (generation !== this.numberedGeneration) {
       this.slots.fill(-1);
-      this.slotsByHash.clear();
+      this.bySlotHash.fill(-1);
+      this.bySlotHashUsed = 0;
       this.numberedGeneration = generation;
     }
     if (number >= this.slots.length) this.grow(number + 1);
     let slot = this.slots[number] as number;
     if (slot === -1) {
       const [high, low] = this.halves(term);
-      const key = `${high}:${low}`;
-      slot = this.slotsByHash.get(key) ?? number;
-      if (slot === number) {
-        this.slotsByHash.set(key, number);
+      const table = this.bySlotHash;
+      const mask = table.length - 1;
+      let at = hashSlot(high, low) & mask;
+      for (let held = table[at] as number; held !== -1; held = table[at] as number) {
+        if (this.highs[held] === high && this.lows[held] === low) {
+          slot = held;
+          break;
+        }
+        at = (at + 1) & mask;
+      }
+      if (slot === -1) {
+        slot = number;
         this.highs[number] = high;
         this.lows[number] = low;
+        table[at] = number;
+        if (2 * ++this.bySlotHashUsed > table.length) this.growTable();
       }
       this.slots[number] = slot;
     }
     return slot;
+  }
+
+  private growTable(): void {
+    const old = this.bySlotHash;
+    const table = new Int32Array(old.length * 2).fill(-1);
+    const mask = table.length - 1;
+    for (const held of old) {
+      if (held === -1) continue;
+      let at = hashSlot(this.highs[held] as number, this.lows[held] as number) & mask;
+      while (table[at] !== -1) at = (at + 1) & mask;
+      table[at] = held;
+    }
+    this.bySlotHash = table;
   }
 
   /** The high half of the hash of a slot numberedSlot gave. */

@@ -1,4 +1,6 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { sqlStateOf } from '@mission/persistence';
 
 /** Columns no statement filters, joins or sorts by: ciphertext, coded postings, and the chunks' term lists. */
 const OPAQUE_COLUMNS: ReadonlyArray<readonly [table: string, columns: readonly string[]]> = [
@@ -13,6 +15,44 @@ const INCOMPRESSIBLE_COLUMNS: ReadonlyArray<readonly [table: string, columns: re
   ['brain.documents', ['sealed']],
 ];
 
+/** How long one try waits for a table's exclusive lock, and how many tries a storage change makes. */
+const LOCK_WAIT = '2s';
+const LOCK_TRIES = 60;
+
+/**
+ * `statement` (an ALTER TABLE that takes the table's ACCESS EXCLUSIVE lock, briefly: it rewrites
+ * nothing) waiting at most LOCK_WAIT for the lock, tried again a second later up to LOCK_TRIES
+ * times. Waiting longer behind a merge or a ranking of a replica still running would queue every
+ * statement on the table behind this one for as long.
+ */
+async function withShortLockWaits(queryRunner: QueryRunner, statement: string): Promise<void> {
+  // Migrations run in a transaction; a down() run by hand may not: then this statement has one of its own.
+  const own = !queryRunner.isTransactionActive;
+  if (own) await queryRunner.startTransaction();
+  try {
+    const [{ setting }]: Array<{ setting: string }> = await queryRunner.query(`SELECT current_setting('lock_timeout') AS setting`);
+    for (let attempt = 1; ; attempt++) {
+      await queryRunner.query('SAVEPOINT opaque_columns');
+      try {
+        await queryRunner.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
+        await queryRunner.query(statement);
+        await queryRunner.query(`SELECT set_config('lock_timeout', $1, true)`, [setting]);
+        await queryRunner.query('RELEASE SAVEPOINT opaque_columns');
+        break;
+      } catch (error) {
+        // Rolled back to the savepoint: the setting as it was, the transaction usable again.
+        await queryRunner.query('ROLLBACK TO SAVEPOINT opaque_columns');
+        if (sqlStateOf(error) !== '55P03' || attempt >= LOCK_TRIES) throw error;
+        await sleep(1_000);
+      }
+    }
+    if (own) await queryRunner.commitTransaction();
+  } catch (error) {
+    if (own) await queryRunner.rollbackTransaction();
+    throw error;
+  }
+}
+
 /**
  * Two kinds of work PostgreSQL did for nothing on the Brain's opaque columns.
  * - ANALYZE collects no statistics of the columns in OPAQUE_COLUMNS (statistics target 0): they
@@ -25,6 +65,8 @@ const INCOMPRESSIBLE_COLUMNS: ReadonlyArray<readonly [table: string, columns: re
  *   every insert tried pglz on its ciphertext and its hashes and failed (a tenth of PostgreSQL's
  *   time under a bulk load, by `perf`); without the tries, 20,000 such rows went in 38 % faster
  *   on the same storage. It applies to rows written from now on; rows stored before stay as they are.
+ *   The change takes each table's exclusive lock for an instant, waiting for it a little at a time
+ *   (withShortLockWaits).
  */
 export class OpaqueColumns1767139200000 implements MigrationInterface {
   name = 'OpaqueColumns1767139200000';
@@ -34,7 +76,7 @@ export class OpaqueColumns1767139200000 implements MigrationInterface {
       await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS 0`).join(', ')}`);
     }
     for (const [table, columns] of INCOMPRESSIBLE_COLUMNS) {
-      await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STORAGE EXTERNAL`).join(', ')}`);
+      await withShortLockWaits(queryRunner, `ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STORAGE EXTERNAL`).join(', ')}`);
     }
   }
 
@@ -43,7 +85,7 @@ export class OpaqueColumns1767139200000 implements MigrationInterface {
       await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS -1`).join(', ')}`);
     }
     for (const [table, columns] of INCOMPRESSIBLE_COLUMNS) {
-      await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STORAGE EXTENDED`).join(', ')}`);
+      await withShortLockWaits(queryRunner, `ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STORAGE EXTENDED`).join(', ')}`);
     }
   }
 }

@@ -18,71 +18,125 @@ function failingWorker(): string {
   return file;
 }
 
+/** A worker module that cannot even load: the thread fails before it takes a task. */
+function unloadableWorker(): string {
+  const file = path.join(os.tmpdir(), `unloadable-analysis-worker-${process.pid}.cjs`);
+  writeFileSync(file, "throw new Error('analysis module does not load');\n");
+  return file;
+}
+
+/** A thread loads the TypeScript sources through the project's loader, which may first compile them all (a clean checkout): minutes on a slow machine, once. */
+const THREAD_TIMEOUT_MS = 180_000;
+
 describe('WorkerDocumentAnalysis', () => {
   const key = randomBytes(32);
   let analysis: WorkerDocumentAnalysis | undefined;
+
+  beforeAll(async () => {
+    const warm = new WorkerDocumentAnalysis({ threads: 1 });
+    try {
+      await warm.analyse(TENANT, key, new TermHasher(key), large, 'Warm-up', DEFAULT_CHUNKING);
+    } finally {
+      await warm.close();
+    }
+  }, THREAD_TIMEOUT_MS);
 
   afterEach(async () => {
     await analysis?.close();
     analysis = undefined;
   });
 
-  it('analyses a large document on a thread exactly as on the service thread, the same keyed hashes included', async () => {
-    analysis = new WorkerDocumentAnalysis({ threads: 1 });
-    const hasher = new TermHasher(key);
-    expect(large.length).toBeGreaterThan(16_384);
-    const threaded = await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-    expect(analysis.counts).toEqual({ threaded: 1, inThread: 0, failures: 0 });
-    expect(threaded).toEqual(await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING));
-    // Another tenant's key gives other hashes on the thread too.
-    const other = randomBytes(32);
-    const otherTenant = await analysis.analyse('00000000-0000-4000-8000-000000000002', other, new TermHasher(other), large, 'Tubes', DEFAULT_CHUNKING);
-    expect(otherTenant.map((chunk) => chunk.text)).toEqual(threaded.map((chunk) => chunk.text));
-    expect([...(otherTenant[0]?.hashes ?? [])]).not.toEqual([...(threaded[0]?.hashes ?? [])]);
-    expect(otherTenant).toEqual(await analyseDocument(new TermHasher(other), large, 'Tubes', DEFAULT_CHUNKING));
-  });
+  it(
+    'analyses a large document on a thread exactly as on the service thread, the same keyed hashes included',
+    async () => {
+      analysis = new WorkerDocumentAnalysis({ threads: 1 });
+      const hasher = new TermHasher(key);
+      expect(large.length).toBeGreaterThan(16_384);
+      const threaded = await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
+      expect(analysis.counts).toEqual({ threaded: 1, inThread: 0, failures: 0 });
+      expect(threaded).toEqual(await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING));
+      // Another tenant's key gives other hashes on the thread too.
+      const other = randomBytes(32);
+      const otherTenant = await analysis.analyse('00000000-0000-4000-8000-000000000002', other, new TermHasher(other), large, 'Tubes', DEFAULT_CHUNKING);
+      expect(otherTenant.map((chunk) => chunk.text)).toEqual(threaded.map((chunk) => chunk.text));
+      expect([...(otherTenant[0]?.hashes ?? [])]).not.toEqual([...(threaded[0]?.hashes ?? [])]);
+      expect(otherTenant).toEqual(await analyseDocument(new TermHasher(other), large, 'Tubes', DEFAULT_CHUNKING));
+    },
+    THREAD_TIMEOUT_MS,
+  );
 
-  it('analyses small documents, and documents past its limit in flight, on the service thread', async () => {
-    analysis = new WorkerDocumentAnalysis({ threads: 1, maxInFlight: 2 });
-    const hasher = new TermHasher(key);
-    await analysis.analyse(TENANT, key, hasher, 'A klystron amplifies microwaves.', 'Note', DEFAULT_CHUNKING);
-    expect(analysis.counts).toEqual({ threaded: 0, inThread: 1, failures: 0 });
-    const results = await Promise.all([1, 2, 3, 4].map(() => analysis!.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)));
-    expect(analysis.counts).toEqual({ threaded: 2, inThread: 3, failures: 0 });
-    for (const result of results) expect(result).toEqual(results[0]);
-  });
+  it(
+    'analyses small documents, and documents past its limit in flight, on the service thread',
+    async () => {
+      analysis = new WorkerDocumentAnalysis({ threads: 1, maxInFlight: 2 });
+      const hasher = new TermHasher(key);
+      await analysis.analyse(TENANT, key, hasher, 'A klystron amplifies microwaves.', 'Note', DEFAULT_CHUNKING);
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 1, failures: 0 });
+      const results = await Promise.all([1, 2, 3, 4].map(() => analysis!.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)));
+      expect(analysis.counts).toEqual({ threaded: 2, inThread: 3, failures: 0 });
+      for (const result of results) expect(result).toEqual(results[0]);
+    },
+    THREAD_TIMEOUT_MS,
+  );
 
-  it('falls back to the service thread when a thread fails, says so once, and stays there for a while', async () => {
-    const errors: string[] = [];
-    analysis = new WorkerDocumentAnalysis({ threads: 1, filename: failingWorker(), retryAfterMs: 60_000, logger: { error: (message) => errors.push(message) } });
-    const hasher = new TermHasher(key);
-    const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
-    expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-    expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-    expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 1 });
-    expect(errors).toEqual(['A document analysis thread failed; analysing on the service thread for a while']);
-  });
+  it(
+    'falls back to the service thread when a thread fails, says so once, and stays there for a while',
+    async () => {
+      const errors: string[] = [];
+      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: failingWorker(), retryAfterMs: 60_000, logger: { error: (message) => errors.push(message) } });
+      const hasher = new TermHasher(key);
+      const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
+      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
+      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 1 });
+      expect(errors).toEqual(['A document analysis thread failed; analysing on the service thread for a while']);
+    },
+    THREAD_TIMEOUT_MS,
+  );
 
-  it('tries a thread again once the wait after a failure is over', async () => {
-    analysis = new WorkerDocumentAnalysis({ threads: 1, filename: failingWorker(), retryAfterMs: 0 });
-    const hasher = new TermHasher(key);
-    await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-    await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-    expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 2 });
-  });
+  it(
+    'tries a thread again once the wait after a failure is over',
+    async () => {
+      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: failingWorker(), retryAfterMs: 0 });
+      const hasher = new TermHasher(key);
+      await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
+      await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 2 });
+    },
+    THREAD_TIMEOUT_MS,
+  );
 
-  it('once closed, analyses on the service thread, a document under way on a thread included', async () => {
-    analysis = new WorkerDocumentAnalysis({ threads: 1 });
-    const hasher = new TermHasher(key);
-    const underWay = analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-    await analysis.close();
-    const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
-    expect(await underWay).toEqual(expected);
-    expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-    expect(analysis.counts.failures).toBe(0);
-    expect(analysis.counts.inThread).toBeGreaterThanOrEqual(1);
-    expect(analysis.counts.threaded + analysis.counts.inThread).toBe(2);
-  });
+  it(
+    'once closed, analyses on the service thread, a document under way on a thread included',
+    async () => {
+      analysis = new WorkerDocumentAnalysis({ threads: 1 });
+      const hasher = new TermHasher(key);
+      const underWay = analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
+      await analysis.close();
+      const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
+      expect(await underWay).toEqual(expected);
+      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
+      expect(analysis.counts.failures).toBe(0);
+      expect(analysis.counts.inThread).toBeGreaterThanOrEqual(1);
+      expect(analysis.counts.threaded + analysis.counts.inThread).toBe(2);
+    },
+    THREAD_TIMEOUT_MS,
+  );
+
+  it(
+    'falls back to the service thread, unharmed, when a thread cannot even start',
+    async () => {
+      const errors: string[] = [];
+      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: unloadableWorker(), logger: { error: (message) => errors.push(message) } });
+      const hasher = new TermHasher(key);
+      const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
+      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
+      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 1 });
+      expect(errors).toEqual(['A document analysis thread failed; analysing on the service thread for a while']);
+    },
+    THREAD_TIMEOUT_MS,
+  );
 
   it('refuses settings it cannot work with', () => {
     expect(() => new WorkerDocumentAnalysis({ threads: 0 })).toThrow(RangeError);

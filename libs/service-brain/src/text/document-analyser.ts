@@ -76,28 +76,38 @@ export class WorkerDocumentAnalysis implements DocumentAnalysis {
       return analyseDocument(hasher, content, title, chunking);
     }
     this.inFlight++;
-    const pool = this.poolOf();
+    let pool: Piscina | undefined;
     try {
-      const task: AnalysisTask = { tenantId, key, content, title, chunking };
+      pool = this.poolOf();
+      // The key copied into an array of its own: a Buffer may be a view of a shared pool, which a clone would carry whole.
+      const task: AnalysisTask = { tenantId, key: new Uint8Array(key), content, title, chunking };
       const chunks = unpackAnalysis((await pool.run(task)) as PackedAnalysis);
       this.counts.threaded++;
       return chunks;
     } catch (error) {
-      if (!this.closed && this.pool === pool) {
-        this.counts.failures++;
-        this.unavailableUntil = performance.now() + this.retryAfterMs;
-        this.pool = undefined;
-        void pool.destroy().catch(() => undefined);
-        try {
-          this.options.logger?.error('A document analysis thread failed; analysing on the service thread for a while', { error: String(error) });
-        } catch {
-          // A failing logger must not fail the ingestion.
-        }
-      }
+      this.failed(pool, error);
       this.counts.inThread++;
       return analyseDocument(hasher, content, title, chunking);
     } finally {
       this.inFlight--;
+    }
+  }
+
+  /**
+   * A thread failed (or could not start): the service's thread analyses for retryAfterMs, and the
+   * pool goes, rejecting what it still held (those documents are analysed on the service's thread).
+   * Once per pool, and not when closing.
+   */
+  private failed(pool: Piscina | undefined, error: unknown): void {
+    if (this.closed || (pool !== undefined && this.pool !== pool)) return;
+    this.counts.failures++;
+    this.unavailableUntil = performance.now() + this.retryAfterMs;
+    this.pool = undefined;
+    void pool?.destroy().catch(() => undefined);
+    try {
+      this.options.logger?.error('A document analysis thread failed; analysing on the service thread for a while', { error: String(error) });
+    } catch {
+      // A failing logger must not fail the ingestion.
     }
   }
 
@@ -112,15 +122,20 @@ export class WorkerDocumentAnalysis implements DocumentAnalysis {
   private poolOf(): Piscina {
     if (!this.pool) {
       const filename = this.options.filename ?? path.join(__dirname, 'analysis.worker.ts');
-      const loaded = process.execArgv.some((arg, index, all) => arg.endsWith('register.cjs') && (all[index - 1] === '-r' || all[index - 1] === '--require'));
-      this.pool = new Piscina({
+      // Threads inherit the parent's options, the TypeScript loader with them; a parent without it (Jest) hands it over.
+      const loaderMissing = filename.endsWith('.ts') && !process.execArgv.some((arg) => arg.includes('register.cjs'));
+      const pool = new Piscina({
         filename,
         minThreads: 0,
         maxThreads: this.threads,
         idleTimeout: this.idleTimeoutMs,
         concurrentTasksPerWorker: 1,
-        ...(filename.endsWith('.ts') && !loaded ? { execArgv: [...process.execArgv, '--require', REGISTER] } : {}),
+        ...(loaderMissing ? { execArgv: ['--require', REGISTER] } : {}),
       });
+      // A thread that fails before it takes a task (its module does not load, it cannot start) is
+      // reported here, not to a task: unheard, the event would end the process.
+      pool.on('error', (error: unknown) => this.failed(pool, error));
+      this.pool = pool;
     }
     return this.pool;
   }
