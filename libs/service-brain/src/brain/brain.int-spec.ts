@@ -828,6 +828,33 @@ describe('brain on PostgreSQL', () => {
     const waiting = async (tenantId: string): Promise<number> =>
       (await ownInspector.query(`SELECT count(*)::int AS n FROM brain.unmerged_chunks WHERE tenant_id = $1`, [tenantId])).rows[0].n;
 
+    /**
+     * The repository's next merge, its batch taken, held until `release()`: documents stored
+     * meanwhile arrive while a merge runs (the tenant is loading). `restore()` releases it and
+     * puts the repository back.
+     */
+    function holdingFirstMerge(repository: CountingRepository): { firstTaken: Promise<void>; release(): void; restore(): void } {
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let taken: () => void = () => undefined;
+      const firstTaken = new Promise<void>((resolve) => (taken = resolve));
+      const merge = repository.mergeUnmerged.bind(repository);
+      const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
+        const merged = await merge(...args);
+        taken();
+        await held;
+        return merged;
+      });
+      return {
+        firstTaken,
+        release,
+        restore: () => {
+          spy.mockRestore();
+          release();
+        },
+      };
+    }
+
     async function drained(tenantId: string): Promise<void> {
       const deadline = Date.now() + 20_000;
       while ((await waiting(tenantId)) > 0) {
@@ -936,17 +963,7 @@ describe('brain on PostgreSQL', () => {
       const ingest = (title: string): Promise<IngestedDocumentView> =>
         runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a klystron amplifies microwaves.` }));
       // The first merge, its batch taken, is held until a second document has arrived: the tenant is loading.
-      let release: () => void = () => undefined;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      let taken: () => void = () => undefined;
-      const firstTaken = new Promise<void>((resolve) => (taken = resolve));
-      const merge = repository.mergeUnmerged.bind(repository);
-      const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
-        const merged = await merge(...args);
-        taken();
-        await held;
-        return merged;
-      });
+      const { firstTaken, release, restore } = holdingFirstMerge(repository);
       try {
         await ingest('First');
         await firstTaken;
@@ -964,8 +981,7 @@ describe('brain on PostgreSQL', () => {
         expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(last + gatherMs - 20);
         expect(repository.merges[1]?.at).toBeLessThan(last + gatherMs + 2_000);
       } finally {
-        spy.mockRestore();
-        release();
+        restore();
       }
       // Nothing arrived during that merge: the next document gathers the usual time.
       const lone = Date.now();
@@ -982,17 +998,7 @@ describe('brain on PostgreSQL', () => {
       const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
       const ingest = (title: string): Promise<IngestedDocumentView> =>
         runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a magnetron oscillates.` }));
-      let release: () => void = () => undefined;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      let taken: () => void = () => undefined;
-      const firstTaken = new Promise<void>((resolve) => (taken = resolve));
-      const merge = repository.mergeUnmerged.bind(repository);
-      const spy = jest.spyOn(repository, 'mergeUnmerged').mockImplementationOnce(async (...args) => {
-        const merged = await merge(...args);
-        taken();
-        await held;
-        return merged;
-      });
+      const { firstTaken, release, restore } = holdingFirstMerge(repository);
       try {
         await ingest('First');
         await firstTaken;
@@ -1011,8 +1017,7 @@ describe('brain on PostgreSQL', () => {
         expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(freed + LOADING_GATHER_FACTOR * gatherMs);
         expect(repository.merges[1]?.at).toBeLessThan(freed + LOADING_GATHER_FACTOR * gatherMs + 1_500);
       } finally {
-        spy.mockRestore();
-        release();
+        restore();
       }
     });
 

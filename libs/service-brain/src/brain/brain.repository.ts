@@ -5,6 +5,7 @@ import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
 import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 import { binaryBigintArray, binaryIntArray, readBinaryBigintArray, readBinaryIntArray } from '../index/term-hashes';
+import type { AnalysedChunk } from '../text/document-analysis';
 import type { MergeInputs, StoredChunkTerms } from './waiting-chunk-terms';
 
 export interface DocumentRow {
@@ -19,13 +20,9 @@ export interface DocumentRow {
 }
 
 /** A chunk ready to be written: its distinct term hashes (pairs of halves: index/term-hashes.ts) with their frequencies, and its length in terms. */
-export interface IndexedChunk {
+export interface IndexedChunk extends AnalysedChunk {
   readonly id: string;
   readonly ordinal: number;
-  readonly text: string;
-  readonly length: number;
-  readonly hashes: Int32Array;
-  readonly frequencies: Int32Array;
 }
 
 /** A whole number as PostgreSQL reads it in an array literal: digits, an optional minus. */

@@ -131,7 +131,7 @@ export const LOADING_GATHER_FACTOR = 4;
  * waiting longer gathers nothing, and its last chunks would wait the whole time), whichever comes
  * first.
  */
-export function loadingMergeStart(lastArrival: number, deadline: number, quietMs: number): number {
+function loadingMergeStart(lastArrival: number, deadline: number, quietMs: number): number {
   return Math.min(deadline, lastArrival + quietMs);
 }
 

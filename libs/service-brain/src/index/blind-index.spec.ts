@@ -2,6 +2,13 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import { DerivedTenantIndexKeys, TermHasher } from './blind-index';
 import { hashText } from './term-hashes';
 
+/** Collisions forced: every term starting with "x" hashes alike. */
+class Colliding extends TermHasher {
+  protected override halves(term: string): readonly [number, number] {
+    return term.startsWith('x') ? [-5, 7] : super.halves(term);
+  }
+}
+
 describe('blind index', () => {
   const secret = randomBytes(32);
   const keys = new DerivedTenantIndexKeys(secret);
@@ -33,12 +40,6 @@ describe('blind index', () => {
   });
 
   it('gives terms whose hashes collide one slot, within a numbering only', async () => {
-    // Collisions forced: every term starting with "x" hashes alike.
-    class Colliding extends TermHasher {
-      protected override halves(term: string): readonly [number, number] {
-        return term.startsWith('x') ? [-5, 7] : super.halves(term);
-      }
-    }
     const hasher = new Colliding(await keys.keyFor(randomUUID()));
     expect(hasher.numberedSlot('xenon', 10, 1)).toBe(10);
     expect(hasher.numberedSlot('xylem', 12, 1)).toBe(10);
@@ -52,11 +53,6 @@ describe('blind index', () => {
   });
 
   it('keeps every hash of thousands of numbered terms, collisions found past the growth of its table', async () => {
-    class Colliding extends TermHasher {
-      protected override halves(term: string): readonly [number, number] {
-        return term.startsWith('x') ? [-5, 7] : super.halves(term);
-      }
-    }
     const hasher = new Colliding(await keys.keyFor(randomUUID()));
     // Met before the table grows: found after it.
     expect(hasher.numberedSlot('xenon', 10_000, 1)).toBe(10_000);

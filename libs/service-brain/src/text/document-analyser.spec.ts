@@ -79,11 +79,14 @@ describe('WorkerDocumentAnalysis', () => {
     THREAD_TIMEOUT_MS,
   );
 
-  it(
-    'falls back to the service thread when a thread fails, says so once, and stays there for a while',
-    async () => {
+  it.each([
+    ['a thread fails its task', failingWorker],
+    ['a thread cannot even start (unheard, that would end the process)', unloadableWorker],
+  ])(
+    'falls back to the service thread when %s, says so once, and stays there for a while',
+    async (_case, worker) => {
       const errors: string[] = [];
-      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: failingWorker(), retryAfterMs: 60_000, logger: { error: (message) => errors.push(message) } });
+      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: worker(), retryAfterMs: 60_000, logger: { error: (message) => errors.push(message) } });
       const hasher = new TermHasher(key);
       const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
       expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
@@ -119,21 +122,6 @@ describe('WorkerDocumentAnalysis', () => {
       expect(analysis.counts.failures).toBe(0);
       expect(analysis.counts.inThread).toBeGreaterThanOrEqual(1);
       expect(analysis.counts.threaded + analysis.counts.inThread).toBe(2);
-    },
-    THREAD_TIMEOUT_MS,
-  );
-
-  it(
-    'falls back to the service thread, unharmed, when a thread cannot even start',
-    async () => {
-      const errors: string[] = [];
-      analysis = new WorkerDocumentAnalysis({ threads: 1, filename: unloadableWorker(), logger: { error: (message) => errors.push(message) } });
-      const hasher = new TermHasher(key);
-      const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
-      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-      expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 1 });
-      expect(errors).toEqual(['A document analysis thread failed; analysing on the service thread for a while']);
     },
     THREAD_TIMEOUT_MS,
   );
