@@ -7,6 +7,7 @@ import { Admin, ITopicMetadata, Kafka, logCreator, logLevel, ProducerConfig, SAS
 import { BusLogger, consoleBusLogger, describe } from '../delivery';
 import { busLogEntry, mergeTopicSpecs, TopicSpec } from './kafka-mapping';
 import { ProducerHandle } from './producers';
+import { fixKafkajsProduceRequest } from './produce-request-fix';
 import { fixKafkajsRecordDecoder } from './record-decoder-fix';
 import { fixKafkajsRecordEncoder } from './record-encoder-fix';
 import { fixKafkajsRequestQueue } from './request-queue-fix';
@@ -24,6 +25,7 @@ export function kafkaLogCreator(logger: BusLogger): logCreator {
 let requestQueueWarned = false;
 let recordEncoderWarned = false;
 let recordDecoderWarned = false;
+let produceRequestWarned = false;
 
 export function kafkaClient(brokers: string[], clientId: string, ssl: tls.ConnectionOptions | boolean | undefined, logger: BusLogger, sasl?: SASLOptions): Kafka {
   if (brokers.length === 0) throw new Error('Kafka needs at least one broker address');
@@ -38,6 +40,16 @@ export function kafkaClient(brokers: string[], clientId: string, ssl: tls.Connec
     logger.warn('kafkajs records are encoded as shipped (ten zero-filled buffers a message): its record module is not the one the fix was written for, or was loaded first', {
       fix: 'libs/messaging/src/kafka/record-encoder-fix.ts',
     });
+  }
+  // After the record encoder's fix (the request encodes its records with it), before the first produce request.
+  if (!fixKafkajsProduceRequest() && !produceRequestWarned) {
+    produceRequestWarned = true;
+    logger.warn(
+      'kafkajs produce requests are encoded as shipped (eight nested zero-filled buffers a request): its produce request, record batch or Encoder module is not the one the fix was written for, or was loaded first',
+      {
+        fix: 'libs/messaging/src/kafka/produce-request-fix.ts',
+      },
+    );
   }
   // Before the first fetch response is decoded: kafkajs loads its record batch decoder then.
   if (!fixKafkajsRecordDecoder() && !recordDecoderWarned) {

@@ -7,8 +7,8 @@
 export interface KafkajsModuleSwap<F> {
   /** The kafkajs module replaced, e.g. `kafkajs/src/protocol/recordBatch/record/v0`. */
   readonly module: string;
-  /** The kafkajs module that requires it once, when it loads: too late once that one is loaded. */
-  readonly loadedBy: string;
+  /** The kafkajs modules that require it once, when they load: too late once one of them is loaded. */
+  readonly loadedBy: string | readonly string[];
   /** The shipped module's function, without comments and whitespace. */
   readonly shipped: string;
   /** The replacement, built beside the shipped function; undefined when they disagree on a sample. */
@@ -33,7 +33,7 @@ export function swapKafkajsModule<F>(swap: KafkajsModuleSwap<F>): boolean {
   if (mine !== undefined && require.cache[path]?.exports === mine) return true;
   try {
     // Already loaded: it holds the module it found then.
-    if (require.cache[require.resolve(swap.loadedBy)]) return false;
+    if ((typeof swap.loadedBy === 'string' ? [swap.loadedBy] : swap.loadedBy).some((loader) => require.cache[require.resolve(loader)])) return false;
     // eslint-disable-next-line @typescript-eslint/no-require-imports
     const shipped = require(swap.module) as unknown;
     if (typeof shipped !== 'function' || withoutCommentsOrSpace(shipped.toString()) !== swap.shipped) return false;
