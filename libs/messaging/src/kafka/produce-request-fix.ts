@@ -139,7 +139,6 @@ const stringLength = (value: string | null): number => (value === null ? 0 : Buf
 function partitionBatch({ partition, messages, firstSequence = 0 }: ProducePartition, record: RecordEncoder): PartitionBatch {
   const dateNow = Date.now();
   // kafkajs sorts the timestamps with Array.prototype.sort's default order (as text): kept.
-  // eslint-disable-next-line @typescript-eslint/require-array-sort-compare
   const stamped = messages.map((message) => message.timestamp).filter((timestamp) => timestamp != null) as Array<number | string>;
   const timestamps = stamped.length === 0 ? [dateNow] : stamped.sort();
   const firstTimestamp = timestamps[0] as number | string;
