@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import type { fixKafkajsRecordEncoder } from './record-encoder-fix';
 import {
+  castagnoli,
   type fixKafkajsProduceRequest,
   KAFKAJS_MODULE_DIGESTS,
   moduleDigest,
@@ -181,6 +182,21 @@ describe('the one-buffer kafkajs produce request', () => {
     const gzip = { ...busRequest, compression: 1 };
     expect(fixed.v3(gzip).encode.toString()).not.toContain('encodeProduceRequest');
     expect((await bytesOf(fixed.v3, gzip)).equals(await bytesOf(shipped.v3, gzip))).toBe(true);
+  });
+
+  it("computes a batch's CRC-32C as kafkajs does, for any bytes", () => {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const kafkajsCrc = require('kafkajs/src/protocol/recordBatch/crc32C') as (bytes: Buffer) => number;
+    // The check value of CRC-32C (RFC 3720, B.4: 32 bytes of zeros).
+    expect(castagnoli(Buffer.alloc(32))).toBe(0x8a9136aa);
+    fc.assert(
+      fc.property(fc.uint8Array({ maxLength: 5_000 }), fc.nat(15), (array, skip) => {
+        // At any alignment: a batch's bytes start part-way into the request's buffer.
+        const bytes = Buffer.from(array).subarray(Math.min(skip, array.length));
+        expect(castagnoli(bytes)).toBe(kafkajsCrc(bytes));
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('knows the digests of the kafkajs modules it was written for', () => {

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { buf as crc32c } from 'crc-32/crc32c';
 import { swapKafkajsModule } from './kafkajs-module-swap';
 import type { KafkaEncoder } from './record-encoder-fix';
 
@@ -15,8 +16,7 @@ import type { KafkaEncoder } from './record-encoder-fix';
  *
  * The request below writes the same bytes into one buffer sized for the whole request: the
  * records as kafkajs's record module encodes them (our single-buffer one, `record-encoder-fix.ts`),
- * the batch header around them and its CRC-32C computed over the bytes in place, with kafkajs's own
- * CRC function. Everything else about the request (its API key and version, whether it expects a
+ * the batch header around them and its CRC-32C computed over the bytes in place (`castagnoli`). Everything else about the request (its API key and version, whether it expects a
  * response, compressed batches) is kafkajs's: the shipped request is built and only its `encode`
  * replaced, and a request with a compression codec keeps kafkajs's `encode`. The fix replaces
  * kafkajs's produce request module before kafkajs loads it (lazily, with the first produce request;
@@ -81,7 +81,7 @@ export type ProduceRequestFactory = (input: ProduceRequestInput) => ProduceReque
 
 type RecordEncoder = (record: Record<string, unknown>) => KafkaEncoder;
 
-/** What the one-buffer request needs of kafkajs: its record encoder, CRC, `Long` and `Encoder`. */
+/** What the one-buffer request needs: kafkajs's record encoder, `Long` and `Encoder`, and a CRC-32C. */
 export interface ProduceEncoding {
   readonly record: RecordEncoder;
   readonly crc32C: (bytes: Buffer) => number;
@@ -211,6 +211,12 @@ export function encodeProduceRequest(input: ProduceRequestInput, encoding: Produ
   return target;
 }
 
+/**
+ * CRC-32C of a record batch, unsigned as kafkajs's: `crc-32`'s table-driven one, 16 bytes a step,
+ * four to five times as fast as kafkajs's byte at a time (the spec compares the two on random bytes).
+ */
+export const castagnoli = (bytes: Uint8Array): number => crc32c(bytes) >>> 0;
+
 /** An `Encoder` of kafkajs holding `bytes` as if it had written them. */
 function encoderHolding(Encoder: EncoderClass, bytes: Buffer): KafkaEncoder {
   const encoder = Object.create(Encoder.prototype) as KafkaEncoder & { buf: Buffer; offset: number };
@@ -277,7 +283,7 @@ export function fixKafkajsProduceRequest(digests: Readonly<Record<string, string
       if (!encoderHolding(Encoder, probe).buffer.equals(probe)) return undefined;
       return singleBufferProduceRequest(shipped, {
         record: require('kafkajs/src/protocol/recordBatch/record/v0') as RecordEncoder,
-        crc32C: require('kafkajs/src/protocol/recordBatch/crc32C') as (bytes: Buffer) => number,
+        crc32C: castagnoli,
         Long: require('kafkajs/src/utils/long') as LongClass,
         Encoder,
       });
