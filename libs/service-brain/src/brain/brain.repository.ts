@@ -2,8 +2,7 @@ import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
-import { mergeSegments, type MergeSegment } from '../index/merge-segments';
-import { type ChunkTerms, contribution, decodePostings, encodePostings, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
+import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
 import { binaryBigintArray, binaryIntArray, readBinaryBigintArray, readBinaryIntArray } from '../index/term-hashes';
 import type { AnalysedChunk } from '../text/document-analysis';
@@ -206,9 +205,6 @@ class WeightedBudget {
     }
   }
 }
-
-/** Where a merge's segments are computed from its batch (mergeSegments on the calling thread by default). */
-export type MergeSegmenter = (batch: readonly ChunkTerms[]) => MergeSegment[] | Promise<MergeSegment[]>;
 
 /** Postings summed between two returns to the event loop (about 10 ms of work). */
 const POSTINGS_PER_TURN = 100_000;
@@ -514,13 +510,7 @@ export class BrainRepository {
    * them for the same chunk (taken from it as the merge begins: should the transaction fail, the
    * next merge reads them back), from `chunks` otherwise. For a transaction opened with MERGE_SETTINGS.
    */
-  async mergeUnmerged(
-    manager: EntityManager,
-    tenantId: string,
-    maxChunks: number = MERGE_BATCH_CHUNKS,
-    inputs?: MergeInputs,
-    segmenter: MergeSegmenter = mergeSegments,
-  ): Promise<number | null> {
+  async mergeUnmerged(manager: EntityManager, tenantId: string, maxChunks: number = MERGE_BATCH_CHUNKS, inputs?: MergeInputs): Promise<number | null> {
     const [lock]: Array<{ locked: boolean }> = await manager.query(`SELECT pg_try_advisory_xact_lock(${TENANT_MERGE_LOCK}) AS locked`, [tenantId]);
     if (!lock?.locked) return null;
     // In a WITH: TypeORM answers a bare DELETE with its rows and count, a SELECT with its rows.
@@ -560,8 +550,15 @@ export class BrainRepository {
     }
     if (batch.length === 0) return 0;
     batch.sort((a, b) => a.seq - b.seq);
-    // The batch's postings per term, in chunk order (on an analysis thread when `segmenter` hands them there).
-    const segments = await segmenter(batch);
+    // The batch's postings per term, in chunk order.
+    const segments = groupByTerm(batch).map((list) => ({
+      high: list.high,
+      low: list.low,
+      first: list.seqs[0] as number,
+      last: list.seqs[list.seqs.length - 1] as number,
+      size: list.seqs.length,
+      bytes: encodeSegment(list.seqs, list.frequencies, list.lengths),
+    }));
     // A small batch (documents arriving one at a time): each term's newest block takes the batch's
     // segment of the term (appended: the blocks are sequences of segments) while it has room. A
     // large batch (a bulk load) makes blocks of its own: appending would rewrite a small block for

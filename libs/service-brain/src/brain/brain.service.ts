@@ -282,13 +282,9 @@ export class BrainService {
       for (let batch = 0; !this.stopping; batch++) {
         const size = this.mergeBatchSizes.get(tenantId) ?? this.mergeBatchChunks;
         const merged = await runWithTenant({ tenantId }, () =>
-          tenantTransaction(
-            this.dataSource,
-            (manager) => this.repository.mergeUnmerged(manager, tenantId, size, this.waitingTerms, (batch) => this.analysis.mergeSegments(batch)),
-            {
-              settings: MERGE_SETTINGS,
-            },
-          ),
+          tenantTransaction(this.dataSource, (manager) => this.repository.mergeUnmerged(manager, tenantId, size, this.waitingTerms), {
+            settings: MERGE_SETTINGS,
+          }),
         );
         if (merged === null) busy = true;
         if (merged === null || merged < size) break;

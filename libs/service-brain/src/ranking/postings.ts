@@ -31,21 +31,11 @@ function assertWhole(value: number, what: string, minimum: number): void {
  * sequence number, term frequency (≥ 1) and length (≥ 0).
  */
 export function encodeSegment(seqs: ArrayLike<number>, frequencies: ArrayLike<number>, lengths: ArrayLike<number>): Buffer {
-  const out = Buffer.allocUnsafe(maxSegmentBytes(seqs.length));
-  return Buffer.from(out.subarray(0, writeSegment(out, 0, seqs, frequencies, lengths)));
-}
-
-/** The most bytes a segment of `count` postings takes (encodeSegment, writeSegment). */
-export function maxSegmentBytes(count: number): number {
-  return MAX_VARINT_BYTES * (1 + 3 * count);
-}
-
-/** Writes the segment (as encodeSegment) into `out` from `at`, which has room for maxSegmentBytes; returns where it ends. */
-export function writeSegment(out: Uint8Array, at: number, seqs: ArrayLike<number>, frequencies: ArrayLike<number>, lengths: ArrayLike<number>): number {
   const count = seqs.length;
   if (frequencies.length !== count || lengths.length !== count) throw new RangeError(`A segment needs as many frequencies and lengths as chunks (${count})`);
   if (count === 0) throw new RangeError('A segment holds at least one posting');
-  at = writeVarint(out, at, count);
+  const out = Buffer.allocUnsafe(MAX_VARINT_BYTES * (1 + 3 * count));
+  let at = writeVarint(out, 0, count);
   let previous = 0;
   for (let index = 0; index < count; index++) {
     const seq = seqs[index] as number;
@@ -59,10 +49,10 @@ export function writeSegment(out: Uint8Array, at: number, seqs: ArrayLike<number
     at = writeVarint(out, at, length);
     previous = seq;
   }
-  return at;
+  return Buffer.from(out.subarray(0, at));
 }
 
-function writeVarint(out: Uint8Array, at: number, value: number): number {
+function writeVarint(out: Buffer, at: number, value: number): number {
   let rest = value;
   while (rest >= 0x80) {
     out[at++] = (rest % 0x80) | 0x80;

@@ -1,5 +1,4 @@
 import { TermHasher } from '../index/blind-index';
-import { type PackedChunkTerms, packedSegmentsOf, type PackedSegments, unpackChunkTerms } from '../index/merge-segments';
 import type { ChunkingOptions } from './chunker';
 import { analyseDocument, packAnalysis, type PackedAnalysis } from './document-analysis';
 
@@ -34,12 +33,4 @@ function hasherFor(tenantId: string, key: Uint8Array): TermHasher {
  */
 export default async function analyse(task: AnalysisTask): Promise<PackedAnalysis> {
   return packAnalysis(await analyseDocument(hasherFor(task.tenantId, task.key), task.content, task.title, task.chunking, false));
-}
-
-/**
- * A merge batch's segments (merge-segments.ts), computed here instead of on the service's thread
- * (run by name: `segments`). The batch's arrays were moved here; the result is copied back.
- */
-export function segments(batch: PackedChunkTerms): PackedSegments {
-  return packedSegmentsOf(unpackChunkTerms(batch));
 }

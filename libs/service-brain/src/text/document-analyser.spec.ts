@@ -3,10 +3,8 @@ import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { TermHasher } from '../index/blind-index';
-import { mergeSegments } from '../index/merge-segments';
-import type { ChunkTerms } from '../ranking/postings';
 import { DEFAULT_CHUNKING } from './chunker';
-import { type AnalysedChunk, analyseDocument } from './document-analysis';
+import { analyseDocument } from './document-analysis';
 import { WorkerDocumentAnalysis } from './document-analyser';
 
 const TENANT = '00000000-0000-4000-8000-000000000001';
@@ -55,7 +53,7 @@ describe('WorkerDocumentAnalysis', () => {
       const hasher = new TermHasher(key);
       expect(large.length).toBeGreaterThan(16_384);
       const threaded = await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-      expect(analysis.counts).toEqual({ threaded: 1, inThread: 0, mergesThreaded: 0, mergesInThread: 0, failures: 0 });
+      expect(analysis.counts).toEqual({ threaded: 1, inThread: 0, failures: 0 });
       expect(threaded).toEqual(await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING));
       // Another tenant's key gives other hashes on the thread too.
       const other = randomBytes(32);
@@ -73,9 +71,9 @@ describe('WorkerDocumentAnalysis', () => {
       analysis = new WorkerDocumentAnalysis({ threads: 1, maxInFlight: 2 });
       const hasher = new TermHasher(key);
       await analysis.analyse(TENANT, key, hasher, 'A klystron amplifies microwaves.', 'Note', DEFAULT_CHUNKING);
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 1, mergesThreaded: 0, mergesInThread: 0, failures: 0 });
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 1, failures: 0 });
       const results = await Promise.all([1, 2, 3, 4].map(() => analysis!.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)));
-      expect(analysis.counts).toEqual({ threaded: 2, inThread: 3, mergesThreaded: 0, mergesInThread: 0, failures: 0 });
+      expect(analysis.counts).toEqual({ threaded: 2, inThread: 3, failures: 0 });
       for (const result of results) expect(result).toEqual(results[0]);
     },
     THREAD_TIMEOUT_MS,
@@ -93,7 +91,7 @@ describe('WorkerDocumentAnalysis', () => {
       const expected = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
       expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
       expect(await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING)).toEqual(expected);
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, mergesThreaded: 0, mergesInThread: 0, failures: 1 });
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 1 });
       expect(errors).toEqual(['A document analysis thread failed; analysing on the service thread for a while']);
     },
     THREAD_TIMEOUT_MS,
@@ -106,7 +104,7 @@ describe('WorkerDocumentAnalysis', () => {
       const hasher = new TermHasher(key);
       await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
       await analysis.analyse(TENANT, key, hasher, large, 'Tubes', DEFAULT_CHUNKING);
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, mergesThreaded: 0, mergesInThread: 0, failures: 2 });
+      expect(analysis.counts).toEqual({ threaded: 0, inThread: 2, failures: 2 });
     },
     THREAD_TIMEOUT_MS,
   );
@@ -124,58 +122,6 @@ describe('WorkerDocumentAnalysis', () => {
       expect(analysis.counts.failures).toBe(0);
       expect(analysis.counts.inThread).toBeGreaterThanOrEqual(1);
       expect(analysis.counts.threaded + analysis.counts.inThread).toBe(2);
-    },
-    THREAD_TIMEOUT_MS,
-  );
-
-  /** A merge batch of `copies` times the large document's chunks, numbered on. */
-  async function mergeBatch(copies: number): Promise<ChunkTerms[]> {
-    const chunks: AnalysedChunk[] = await analyseDocument(new TermHasher(key), large, 'Tubes', DEFAULT_CHUNKING);
-    return Array.from({ length: copies }, (_, copy) =>
-      chunks.map((chunk, index) => ({ seq: 1 + copy * chunks.length + index, length: chunk.length, hashes: chunk.hashes, frequencies: chunk.frequencies })),
-    ).flat();
-  }
-
-  it(
-    'computes a large merge batch on a thread exactly as on the service thread, and a small one on the service thread',
-    async () => {
-      analysis = new WorkerDocumentAnalysis({ threads: 1, minMergeChunks: 64 });
-      const batch = await mergeBatch(8);
-      expect(batch.length).toBeGreaterThanOrEqual(64);
-      const expected = mergeSegments(batch);
-      expect(expected.length).toBeGreaterThan(10);
-      expect(await analysis.mergeSegments(batch)).toEqual(expected);
-      // The batch's own arrays stay whole: the thread was given packed copies.
-      expect(mergeSegments(batch)).toEqual(expected);
-      const small = batch.slice(0, 63);
-      expect(await analysis.mergeSegments(small)).toEqual(mergeSegments(small));
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 0, mergesThreaded: 1, mergesInThread: 1, failures: 0 });
-      // By default a batch under 1,024 chunks stays on the service thread.
-      await analysis.close();
-      analysis = new WorkerDocumentAnalysis({ threads: 1 });
-      await analysis.mergeSegments(batch);
-      expect(analysis.counts.mergesInThread).toBe(1);
-    },
-    THREAD_TIMEOUT_MS,
-  );
-
-  it(
-    'computes a merge batch on the service thread when its thread fails, and once closed',
-    async () => {
-      const errors: string[] = [];
-      analysis = new WorkerDocumentAnalysis({ threads: 1, minMergeChunks: 1, filename: failingWorker(), logger: { error: (message) => errors.push(message) } });
-      const batch = await mergeBatch(2);
-      expect(await analysis.mergeSegments(batch)).toEqual(mergeSegments(batch));
-      expect(analysis.counts).toEqual({ threaded: 0, inThread: 0, mergesThreaded: 0, mergesInThread: 1, failures: 1 });
-      expect(errors).toHaveLength(1);
-      await analysis.close();
-      analysis = new WorkerDocumentAnalysis({ threads: 1, minMergeChunks: 1 });
-      const underWay = analysis.mergeSegments(batch);
-      await analysis.close();
-      expect(await underWay).toEqual(mergeSegments(batch));
-      expect(await analysis.mergeSegments(batch)).toEqual(mergeSegments(batch));
-      expect(analysis.counts.mergesInThread).toBeGreaterThanOrEqual(1);
-      expect(analysis.counts.failures).toBe(0);
     },
     THREAD_TIMEOUT_MS,
   );

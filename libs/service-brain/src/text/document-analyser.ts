@@ -2,8 +2,6 @@ import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { Piscina } from 'piscina';
 import type { TermHasher } from '../index/blind-index';
-import { type MergeSegment, mergeSegments, packChunkTerms, type PackedSegments, unpackSegments } from '../index/merge-segments';
-import type { ChunkTerms } from '../ranking/postings';
 import type { AnalysisTask } from './analysis.worker';
 import type { ChunkingOptions } from './chunker';
 import { type AnalysedChunk, analyseDocument, type PackedAnalysis, unpackAnalysis } from './document-analysis';
@@ -12,15 +10,12 @@ import { type AnalysedChunk, analyseDocument, type PackedAnalysis, unpackAnalysi
 export interface DocumentAnalysis {
   /** `key`: the tenant's blind-index key, which `hasher` hashes with. */
   analyse(tenantId: string, key: Buffer, hasher: TermHasher, content: string, title: string, chunking: ChunkingOptions): Promise<AnalysedChunk[]>;
-  /** A merge batch's segments (merge-segments.ts): the same wherever they are computed. */
-  mergeSegments(batch: readonly ChunkTerms[]): Promise<MergeSegment[]>;
   close(): Promise<void>;
 }
 
 /** On the service's own thread, returning to the event loop every few dozen chunks. */
 export const IN_THREAD_ANALYSIS: DocumentAnalysis = {
   analyse: (_tenantId, _key, hasher, content, title, chunking) => analyseDocument(hasher, content, title, chunking),
-  mergeSegments: async (batch) => mergeSegments(batch),
   close: async () => undefined,
 };
 
@@ -35,8 +30,6 @@ export interface WorkerAnalysisOptions {
   readonly maxInFlight?: number;
   /** After a thread failed, documents are analysed on the service's thread for this long (60,000 by default). */
   readonly retryAfterMs?: number;
-  /** Merge batches of fewer chunks than this are computed on the service's thread: handing them over would cost about as much (1,024 by default). */
-  readonly minMergeChunks?: number;
   /** The worker's module (tests); analysis.worker.ts by default. */
   readonly filename?: string;
   readonly logger?: { error(message: string, context?: Record<string, unknown>): void };
@@ -61,17 +54,15 @@ export class WorkerDocumentAnalysis implements DocumentAnalysis {
   private inFlight = 0;
   private readonly threads: number;
   private readonly minChars: number;
-  private readonly minMergeChunks: number;
   private readonly idleTimeoutMs: number;
   private readonly maxInFlight: number;
   private readonly retryAfterMs: number;
-  /** Documents analysed and merge batches computed on a thread, on the service's thread, and threads that failed (tests, metrics). */
-  readonly counts = { threaded: 0, inThread: 0, mergesThreaded: 0, mergesInThread: 0, failures: 0 };
+  /** Documents analysed on a thread, on the service's thread, and threads that failed (tests, metrics). */
+  readonly counts = { threaded: 0, inThread: 0, failures: 0 };
 
   constructor(private readonly options: WorkerAnalysisOptions = {}) {
     this.threads = options.threads ?? Math.max(1, Math.min(2, availableParallelism() - 1));
     this.minChars = options.minChars ?? 16_384;
-    this.minMergeChunks = options.minMergeChunks ?? 1_024;
     this.idleTimeoutMs = options.idleTimeoutMs ?? 30_000;
     this.maxInFlight = options.maxInFlight ?? 8 * this.threads;
     this.retryAfterMs = options.retryAfterMs ?? 60_000;
@@ -97,35 +88,6 @@ export class WorkerDocumentAnalysis implements DocumentAnalysis {
       this.failed(pool, error);
       this.counts.inThread++;
       return analyseDocument(hasher, content, title, chunking);
-    } finally {
-      this.inFlight--;
-    }
-  }
-
-  /**
-   * A merge batch's segments, computed on a thread when the batch is large (a bulk load's merge
-   * held the service's thread, and every request in flight, for 150–250 ms). The batch's packed
-   * arrays are moved to the thread, not copied. As with documents, everything falls back to the
-   * service's thread when a thread is not there.
-   */
-  async mergeSegments(batch: readonly ChunkTerms[]): Promise<MergeSegment[]> {
-    if (this.closed || batch.length < this.minMergeChunks || this.inFlight >= this.maxInFlight || performance.now() < this.unavailableUntil) {
-      this.counts.mergesInThread++;
-      return mergeSegments(batch);
-    }
-    this.inFlight++;
-    let pool: Piscina | undefined;
-    try {
-      pool = this.poolOf();
-      const packed = packChunkTerms(batch);
-      const transferList = [packed.seqs.buffer, packed.lengths.buffer, packed.counts.buffer, packed.hashes.buffer, packed.frequencies.buffer];
-      const segments = unpackSegments((await pool.run(packed, { name: 'segments', transferList })) as PackedSegments);
-      this.counts.mergesThreaded++;
-      return segments;
-    } catch (error) {
-      this.failed(pool, error);
-      this.counts.mergesInThread++;
-      return mergeSegments(batch);
     } finally {
       this.inFlight--;
     }
