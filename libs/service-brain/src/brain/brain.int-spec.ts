@@ -23,7 +23,7 @@ import { RecordCipher } from '@mission/persistence';
 import { BrainServiceHandle, openBrainDatabase, openBrainReader, startBrainService } from '../brain-service';
 import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository, CONTRIBUTION, RANKING_SETTINGS } from './brain.repository';
-import { BRAIN_SCHEMA, BrainService, LOADING_GATHER_FACTOR } from './brain.service';
+import { BRAIN_SCHEMA, BrainService, LOADING_GATHER_FACTOR, MIN_QUIET_MS } from './brain.service';
 import { BM25_DEFAULTS, rankInMemory } from '../ranking/bm25';
 import { contribution, decodePostings } from '../ranking/postings';
 import { DEFAULT_PRUNING } from '../ranking/pruning';
@@ -990,6 +990,35 @@ describe('brain on PostgreSQL', () => {
       expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 4, 1]);
       expect(repository.merges[2]?.at).toBeGreaterThanOrEqual(lone + gatherMs);
       expect(repository.merges[2]?.at).toBeLessThan(lone + LOADING_GATHER_FACTOR * gatherMs);
+    });
+
+    it('ends a fast load’s gathering once no document has come for a few of its gaps, long before the gathering time', async () => {
+      const tenant = randomUUID();
+      const gatherMs = 3_000;
+      const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
+      const ingest = (title: string): Promise<IngestedDocumentView> =>
+        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a gyrotron heats plasma.` }));
+      const { firstTaken, release, restore } = holdingFirstMerge(repository);
+      try {
+        await ingest('First');
+        await firstTaken;
+        // A document every 10 ms or so (each ingestion's own time on top), during the first merge and after it.
+        for (let n = 0; n < 12; n++) {
+          if (n === 6) release();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          await ingest(`Fast ${n}`);
+        }
+        const last = Date.now();
+        await drained(tenant);
+        // (A slow machine may end the gathering early once or twice: every chunk is merged all the same.)
+        expect(repository.merges.reduce<number>((sum, { merged }) => sum + (merged ?? 0), 0)).toBe(13);
+        // The last merge: not before the least quiet time, and well before the gathering time (3 s) it waited before.
+        const final = repository.merges[repository.merges.length - 1];
+        expect(final?.at).toBeGreaterThanOrEqual(last + MIN_QUIET_MS - 20);
+        expect(final?.at).toBeLessThan(last + gatherMs / 2);
+      } finally {
+        restore();
+      }
     });
 
     it('keeps gathering while a tenant keeps loading, until four times the gathering time', async () => {

@@ -6,7 +6,7 @@ import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository } from './brain.repository';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { RecordCipher } from '@mission/persistence';
-import { BrainService } from './brain.service';
+import { BrainService, MIN_QUIET_MS, QUIET_GAPS, quietTime } from './brain.service';
 
 /** Only the paths that end before the database: a data source that fails loudly if touched. */
 const untouchable = new Proxy({} as DataSource, {
@@ -80,5 +80,17 @@ describe('BrainService before the database', () => {
   it('never runs without a tenant', async () => {
     await expect(brain.query({ q: 'x' })).rejects.toBeInstanceOf(MissingTenantContextError);
     await expect(brain.ingest({ title: 'T', content: 'c' })).rejects.toBeInstanceOf(MissingTenantContextError);
+  });
+});
+
+describe('quietTime', () => {
+  it('ends a loading gather after a few of the load’s gaps, within the least quiet time and the gathering time', () => {
+    // No gap known yet: the whole gathering time, as before.
+    expect(quietTime(undefined, 1_000)).toBe(1_000);
+    expect(quietTime(5, 1_000)).toBe(MIN_QUIET_MS);
+    expect(quietTime(20, 1_000)).toBe(QUIET_GAPS * 20);
+    expect(quietTime(400, 1_000)).toBe(1_000);
+    // A gathering time below the least quiet time wins.
+    expect(quietTime(5, 50)).toBe(50);
   });
 });

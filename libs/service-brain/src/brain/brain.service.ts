@@ -96,8 +96,10 @@ interface MergeState {
   again: boolean;
   gathered: number;
   gathering?: NodeJS.Timeout;
-  /** When (performance.now()) the tenant's last document was stored: a loading gather ends once none has come for MERGE_GATHER_MS. */
+  /** When (performance.now()) the tenant's last document was stored: a loading gather ends once none has come for its quiet time (quietTime). */
   lastArrival: number;
+  /** The time between the tenant's documents lately (ms, a moving average), once two have come within a gathering time. */
+  gap?: number;
 }
 
 /** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
@@ -133,6 +135,27 @@ export const LOADING_GATHER_FACTOR = 4;
  */
 function loadingMergeStart(lastArrival: number, deadline: number, quietMs: number): number {
   return Math.min(deadline, lastArrival + quietMs);
+}
+
+/** A load has stopped once no document has come for this many of its usual gaps (quietTime). */
+export const QUIET_GAPS = 8;
+/** The least quiet time that ends a loading gather (quietTime). */
+export const MIN_QUIET_MS = 100;
+
+/**
+ * How long without a document ends a loading gather: QUIET_GAPS times the tenant's usual gap
+ * between documents, at least MIN_QUIET_MS, at most the gathering time (`gatherMs`). A bulk load
+ * of a document every 20 ms has stopped after 160 ms without one; its last chunks waited the whole
+ * gathering time (a second) before, for nothing. A loader that sends a document every half second
+ * still waits the gathering time, as before, so its documents still merge together.
+ */
+export function quietTime(gap: number | undefined, gatherMs: number): number {
+  return gap === undefined ? gatherMs : Math.min(gatherMs, Math.max(MIN_QUIET_MS, QUIET_GAPS * gap));
+}
+
+/** The tenant's usual gap between documents after one more `interval` (ms): a moving average, the newest a quarter of it. */
+function nextGap(gap: number | undefined, interval: number): number {
+  return gap === undefined ? interval : 0.75 * gap + 0.25 * interval;
 }
 
 /** How soon to look again when another process holds a tenant's merge lock. */
@@ -201,7 +224,13 @@ export class BrainService {
     if (known) {
       known.again = true;
       known.gathered += chunks;
-      if (chunks !== Infinity) known.lastArrival = performance.now();
+      if (chunks !== Infinity) {
+        const now = performance.now();
+        // A document after a whole gathering time without one starts another load: not a gap of this one.
+        const interval = now - known.lastArrival;
+        if (interval < (this.settings.mergeGatherMs ?? MERGE_GATHER_MS)) known.gap = nextGap(known.gap, interval);
+        known.lastArrival = now;
+      }
       if (known.gathering && known.gathered >= this.mergeBatchChunks) this.queueMerge(tenantId, known);
       return;
     }
@@ -213,8 +242,8 @@ export class BrainService {
   /**
    * Queues the tenant's merge once MERGE_GATHER_MS have passed or a full batch has gathered,
    * whichever comes first; when `loading` (chunks kept arriving during the last merge), once
-   * LOADING_GATHER_FACTOR times that have passed or no document has come for MERGE_GATHER_MS
-   * (loadingMergeStart), or a full batch has gathered.
+   * LOADING_GATHER_FACTOR times that have passed or no document has come for the load's quiet
+   * time (loadingMergeStart, quietTime), or a full batch has gathered.
    */
   private gatherOrQueue(tenantId: string, state: MergeState, loading = false): void {
     const baseMs = this.settings.mergeGatherMs ?? MERGE_GATHER_MS;
@@ -228,7 +257,7 @@ export class BrainService {
     } else {
       const deadline = performance.now() + gatherMs;
       const wait = (): void => {
-        const start = loadingMergeStart(state.lastArrival, deadline, baseMs);
+        const start = loadingMergeStart(state.lastArrival, deadline, quietTime(state.gap, baseMs));
         const now = performance.now();
         if (now >= start) {
           this.queueMerge(tenantId, state);
