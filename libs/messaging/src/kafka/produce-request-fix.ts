@@ -20,9 +20,10 @@ import type { KafkaEncoder } from './record-encoder-fix';
  * response, compressed batches) is kafkajs's: the shipped request is built and only its `encode`
  * replaced, and a request with a compression codec keeps kafkajs's `encode`. The fix replaces
  * kafkajs's produce request module before kafkajs loads it (lazily, with the first produce request;
- * versions 4 to 7 reuse version 3's), and only when that module and the record batch module are
- * byte for byte the ones kafkajs 2.2.4 ships and a sample request comes out as kafkajs writes it;
- * `produce-request-fix.spec.ts` compares the two on generated requests.
+ * versions 4 to 7 reuse version 3's), and only when that module, the record batch's and the
+ * `Encoder`'s files have the SHA-256 digests of kafkajs 2.2.4's (KAFKAJS_MODULE_DIGESTS) and an
+ * `Encoder` made here gives back its bytes; `produce-request-fix.spec.ts` compares the bytes with
+ * kafkajs's on generated requests.
  */
 
 /** kafkajs's 64-bit integer class (a BigInt inside), the part this module uses. */
@@ -229,7 +230,8 @@ function encoderHolding(Encoder: EncoderClass, bytes: Buffer): KafkaEncoder {
 export function singleBufferProduceRequest(shipped: ProduceRequestFactory, encoding: ProduceEncoding): ProduceRequestFactory {
   return (input) => {
     const request = shipped(input);
-    if ((input.compression ?? NO_COMPRESSION) !== NO_COMPRESSION) return request;
+    // Any codec, and anything kafkajs itself would refuse (null), stays with kafkajs's encode.
+    if (input.compression !== undefined && input.compression !== NO_COMPRESSION) return request;
     return { ...request, encode: async () => encoderHolding(encoding.Encoder, encodeProduceRequest(input, encoding)) };
   };
 }

@@ -1021,6 +1021,42 @@ describe('brain on PostgreSQL', () => {
       }
     });
 
+    it('does not end a loading gathering while a document of the tenant is under way, however long it takes', async () => {
+      const tenant = randomUUID();
+      const gatherMs = 3_000;
+      const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
+      const ingest = (title: string): Promise<IngestedDocumentView> =>
+        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a travelling-wave tube amplifies.` }));
+      const { firstTaken, release, restore } = holdingFirstMerge(repository);
+      // The last document's transaction is held for 1.5 s: far past the fast load's quiet time.
+      let slowDone = 0;
+      const insert = repository.insertDocument.bind(repository);
+      const slow = jest.spyOn(repository, 'insertDocument').mockImplementation(async (manager, document, ...rest) => {
+        if (document.title === 'Slow') await new Promise((resolve) => setTimeout(resolve, 1_500));
+        const stored = await insert(manager, document, ...rest);
+        if (document.title === 'Slow') slowDone = Date.now();
+        return stored;
+      });
+      try {
+        await ingest('First');
+        await firstTaken;
+        for (let n = 0; n < 8; n++) {
+          if (n === 4) release();
+          await new Promise((resolve) => setTimeout(resolve, 10));
+          await ingest(`Fast ${n}`);
+        }
+        await ingest('Slow');
+        await drained(tenant);
+        expect(repository.merges.reduce<number>((sum, { merged }) => sum + (merged ?? 0), 0)).toBe(10);
+        // The fast documents did not merge on their own while the slow one was under way: it joined them.
+        expect(repository.merges.map(({ merged }) => merged)).toEqual([1, 9]);
+        expect(repository.merges[1]?.at).toBeGreaterThanOrEqual(slowDone);
+      } finally {
+        slow.mockRestore();
+        restore();
+      }
+    });
+
     it('keeps gathering while a tenant keeps loading, until four times the gathering time', async () => {
       const tenant = randomUUID();
       const gatherMs = 1_500;
@@ -1034,12 +1070,17 @@ describe('brain on PostgreSQL', () => {
         await ingest('Second');
         const freed = Date.now();
         release();
-        // A document every 50 ms until well past the loading gather: the gathering ends at its deadline, not for a quiet time.
+        // Two loaders, each a document every 50 ms, until well past the loading gather: the gathering
+        // ends at its deadline, not for a quiet time (one of them nearly always has a document under
+        // way, so a stall of the machine's cannot end the gathering early either).
         let sent = 0;
-        while (Date.now() < freed + LOADING_GATHER_FACTOR * gatherMs + 2_000) {
-          await new Promise((resolve) => setTimeout(resolve, 50));
-          await ingest(`Loading ${sent++}`);
-        }
+        const loader = async (): Promise<void> => {
+          while (Date.now() < freed + LOADING_GATHER_FACTOR * gatherMs + 2_000) {
+            await new Promise((resolve) => setTimeout(resolve, 50));
+            await ingest(`Loading ${sent++}`);
+          }
+        };
+        await Promise.all([loader(), loader()]);
         await drained(tenant);
         const merges = repository.merges.map(({ merged }) => merged);
         expect(merges.reduce<number>((sum, merged) => sum + (merged ?? 0), 0)).toBe(2 + sent);

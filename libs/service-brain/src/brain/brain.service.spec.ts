@@ -6,7 +6,7 @@ import { DerivedTenantIndexKeys } from '../index/blind-index';
 import { BrainRepository } from './brain.repository';
 import { KeyEncryptionKey, LocalKeyProvider } from '@mission/crypto';
 import { RecordCipher } from '@mission/persistence';
-import { BrainService, MIN_QUIET_MS, QUIET_GAPS, quietTime } from './brain.service';
+import { BrainService, MIN_QUIET_MS, nextGap, QUIET_GAPS, quietTime } from './brain.service';
 
 /** Only the paths that end before the database: a data source that fails loudly if touched. */
 const untouchable = new Proxy({} as DataSource, {
@@ -92,5 +92,15 @@ describe('quietTime', () => {
     expect(quietTime(400, 1_000)).toBe(1_000);
     // A gathering time below the least quiet time wins.
     expect(quietTime(5, 50)).toBe(50);
+  });
+});
+
+describe('nextGap', () => {
+  it('averages the gaps between documents, the newest a quarter, and leaves out a whole gathering time without one', () => {
+    expect(nextGap(undefined, 20, 1_000)).toBe(20);
+    expect(nextGap(20, 60, 1_000)).toBe(30);
+    // A document after a gathering time or more starts another load.
+    expect(nextGap(20, 1_000, 1_000)).toBe(20);
+    expect(nextGap(undefined, 5_000, 1_000)).toBeUndefined();
   });
 });

@@ -100,6 +100,8 @@ interface MergeState {
   lastArrival: number;
   /** The time between the tenant's documents lately (ms, a moving average), once two have come within a gathering time. */
   gap?: number;
+  /** While a loading gather waits: looks again at once (a document arrived, and with it perhaps a shorter quiet time). */
+  rewait?: () => void;
 }
 
 /** Tenants looked at per sweep for chunks left waiting for a merge (a crash between an ingestion and its merge). */
@@ -144,8 +146,10 @@ export const MIN_QUIET_MS = 100;
 
 /**
  * How long without a document ends a loading gather: QUIET_GAPS times the tenant's usual gap
- * between documents, at least MIN_QUIET_MS, at most the gathering time (`gatherMs`). A bulk load
- * of a document every 20 ms has stopped after 160 ms without one; its last chunks waited the whole
+ * between documents, at least MIN_QUIET_MS, at most the gathering time (`gatherMs`), counted
+ * while none of the tenant's documents is being ingested in this process (a document under way is
+ * a load that has not stopped, however long an event-loop stall or a burst's pause). A bulk load of
+ * a document every 20 ms has stopped 160 ms after its last one; its last chunks waited the whole
  * gathering time (a second) before, for nothing. A loader that sends a document every half second
  * still waits the gathering time, as before, so its documents still merge together.
  */
@@ -153,8 +157,13 @@ export function quietTime(gap: number | undefined, gatherMs: number): number {
   return gap === undefined ? gatherMs : Math.min(gatherMs, Math.max(MIN_QUIET_MS, QUIET_GAPS * gap));
 }
 
-/** The tenant's usual gap between documents after one more `interval` (ms): a moving average, the newest a quarter of it. */
-function nextGap(gap: number | undefined, interval: number): number {
+/**
+ * The tenant's usual gap between documents after one more arrived `interval` ms after the one
+ * before: a moving average, the newest a quarter of it. An interval of a whole gathering time or
+ * more starts another load: not a gap of this one, and left out.
+ */
+export function nextGap(gap: number | undefined, interval: number, gatherMs: number): number | undefined {
+  if (interval >= gatherMs) return gap;
   return gap === undefined ? interval : 0.75 * gap + 0.25 * interval;
 }
 
@@ -181,6 +190,8 @@ export class BrainService {
   private readonly hashers = new Map<string, { readonly key: Buffer; readonly hasher: TermHasher }>();
   /** Tenants with a merge gathering, queued or running in this process (MergeState). */
   private readonly merges = new Map<string, MergeState>();
+  /** Ingestions under way in this process, by tenant: a loading gather does not end while one is (quietTime). */
+  private readonly ingesting = new Map<string, number>();
   private readonly mergeQueue: string[] = [];
   /** Batch sizes cut down for tenants whose merges ran into the statement timeout. */
   private readonly mergeBatchSizes = new Map<string, number>();
@@ -226,12 +237,11 @@ export class BrainService {
       known.gathered += chunks;
       if (chunks !== Infinity) {
         const now = performance.now();
-        // A document after a whole gathering time without one starts another load: not a gap of this one.
-        const interval = now - known.lastArrival;
-        if (interval < (this.settings.mergeGatherMs ?? MERGE_GATHER_MS)) known.gap = nextGap(known.gap, interval);
+        known.gap = nextGap(known.gap, now - known.lastArrival, this.settings.mergeGatherMs ?? MERGE_GATHER_MS);
         known.lastArrival = now;
       }
       if (known.gathering && known.gathered >= this.mergeBatchChunks) this.queueMerge(tenantId, known);
+      else known.rewait?.();
       return;
     }
     const state: MergeState = { again: false, gathered: chunks, lastArrival: performance.now() };
@@ -257,16 +267,21 @@ export class BrainService {
     } else {
       const deadline = performance.now() + gatherMs;
       const wait = (): void => {
-        const start = loadingMergeStart(state.lastArrival, deadline, quietTime(state.gap, baseMs));
+        clearTimeout(state.gathering);
+        state.gathering = undefined;
+        const quietMs = quietTime(state.gap, baseMs);
         const now = performance.now();
+        // A document of the tenant under way: the load goes on; looked at again a quiet time from now (or at its arrival).
+        const underWay = (this.ingesting.get(tenantId) ?? 0) > 0;
+        const start = underWay ? Math.min(deadline, now + quietMs) : loadingMergeStart(state.lastArrival, deadline, quietMs);
         if (now >= start) {
           this.queueMerge(tenantId, state);
           return;
         }
-        // Arrivals only move the start later: looked at again when the quiet time seen now would end.
         state.gathering = setTimeout(wait, Math.ceil(start - now));
         state.gathering.unref();
       };
+      state.rewait = wait;
       wait();
       if (!state.gathering) return;
     }
@@ -277,6 +292,7 @@ export class BrainService {
   private queueMerge(tenantId: string, state: MergeState): void {
     clearTimeout(state.gathering);
     state.gathering = undefined;
+    state.rewait = undefined;
     if (this.stopping) return;
     this.mergeQueue.push(tenantId);
     this.startQueuedMerges();
@@ -381,24 +397,39 @@ export class BrainService {
         : { document: payload, quota: TIER_STORAGE.starter };
     const request = parseIngestDocument(command.document);
     const { tenantId } = currentTenant();
-    const { key, hasher } = await this.indexKeyOf(tenantId);
-    const analysed = await this.analysis.analyse(tenantId, key, hasher, request.content, request.title, this.settings.chunking);
-    const chunks: IndexedChunk[] = analysed.map((chunk, ordinal) => ({ id: randomUUID(), ordinal, ...chunk }));
-    const document: DocumentRow = {
-      id: randomUUID(),
-      tenantId,
-      title: request.title,
-      source: request.source ?? null,
-      metadata: request.metadata ?? {},
-      contentBytes: Buffer.byteLength(request.content, 'utf8'),
-      chunkCount: chunks.length,
-      createdAt: new Date(),
-    };
-    const stored = await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, document, chunks, hasher.keyCheck(), command.quota));
+    const { document, chunks, stored } = await this.underWay(tenantId, async () => {
+      const { key, hasher } = await this.indexKeyOf(tenantId);
+      const analysed = await this.analysis.analyse(tenantId, key, hasher, request.content, request.title, this.settings.chunking);
+      const indexed: IndexedChunk[] = analysed.map((chunk, ordinal) => ({ id: randomUUID(), ordinal, ...chunk }));
+      const row: DocumentRow = {
+        id: randomUUID(),
+        tenantId,
+        title: request.title,
+        source: request.source ?? null,
+        metadata: request.metadata ?? {},
+        contentBytes: Buffer.byteLength(request.content, 'utf8'),
+        chunkCount: indexed.length,
+        createdAt: new Date(),
+      };
+      const written = await tenantTransaction(this.dataSource, (manager) => this.repository.insertDocument(manager, row, indexed, hasher.keyCheck(), command.quota));
+      return { document: row, chunks: indexed, stored: written };
+    });
     // Committed: the merge may take the chunks' terms from here instead of reading them back.
     if (!this.stopping) this.waitingTerms.add(tenantId, stored);
     this.scheduleMerge(tenantId, chunks.length);
     return { id: document.id, title: document.title, chunkCount: document.chunkCount, createdAt: document.createdAt.toISOString() };
+  }
+
+  /** Runs an ingestion of the tenant's, counted as under way meanwhile (a loading gather waits for it: quietTime). */
+  private async underWay<T>(tenantId: string, ingestion: () => Promise<T>): Promise<T> {
+    this.ingesting.set(tenantId, (this.ingesting.get(tenantId) ?? 0) + 1);
+    try {
+      return await ingestion();
+    } finally {
+      const left = (this.ingesting.get(tenantId) ?? 1) - 1;
+      if (left > 0) this.ingesting.set(tenantId, left);
+      else this.ingesting.delete(tenantId);
+    }
   }
 
   /** What the current tenant stores: documents and bytes of content. */
