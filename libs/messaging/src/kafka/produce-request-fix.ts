@@ -16,9 +16,10 @@ import type { KafkaEncoder } from './record-encoder-fix';
  *
  * The request below writes the same bytes into one buffer sized for the whole request: the
  * records as kafkajs's record module encodes them (our single-buffer one, `record-encoder-fix.ts`),
- * the batch header around them and its CRC-32C computed over the bytes in place (`castagnoli`). Everything else about the request (its API key and version, whether it expects a
- * response, compressed batches) is kafkajs's: the shipped request is built and only its `encode`
- * replaced, and a request with a compression codec keeps kafkajs's `encode`. The fix replaces
+ * the batch header around them and its CRC-32C computed over the bytes in place (`castagnoli`).
+ * Everything else about the request (its API key and version, whether it expects a response,
+ * compressed batches) is kafkajs's: the shipped request is built and only its `encode` replaced,
+ * and a request with a compression codec keeps kafkajs's `encode`. The fix replaces
  * kafkajs's produce request module before kafkajs loads it (lazily, with the first produce request;
  * versions 4 to 7 reuse version 3's), and only when that module, the record batch's and the
  * `Encoder`'s files have the SHA-256 digests of kafkajs 2.2.4's (KAFKAJS_MODULE_DIGESTS) and an
