@@ -863,6 +863,21 @@ describe('brain on PostgreSQL', () => {
       }
     }
 
+    /** Stores, as `tenant`, a one-sentence document titled `title` about `about`. */
+    const ingesterFor =
+      (brain: BrainService, tenant: string, about: string) =>
+      (title: string): Promise<IngestedDocumentView> =>
+        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: ${about}.` }));
+
+    /** `count` documents about 10 ms apart (each ingestion's own time on top), the held first merge released halfway. */
+    async function fastLoad(ingest: (title: string) => Promise<IngestedDocumentView>, count: number, release: () => void): Promise<void> {
+      for (let n = 0; n < count; n++) {
+        if (n === count / 2) release();
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        await ingest(`Fast ${n}`);
+      }
+    }
+
     it('merges the documents stored within the gathering time together, and a lone document once that time has passed', async () => {
       const tenant = randomUUID();
       const { brain, repository } = serviceWith({ mergeGatherMs: 1_500 });
@@ -960,8 +975,7 @@ describe('brain on PostgreSQL', () => {
       const tenant = randomUUID();
       const gatherMs = 2_000;
       const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
-      const ingest = (title: string): Promise<IngestedDocumentView> =>
-        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a klystron amplifies microwaves.` }));
+      const ingest = ingesterFor(brain, tenant, 'a klystron amplifies microwaves');
       // The first merge, its batch taken, is held until a second document has arrived: the tenant is loading.
       const { firstTaken, release, restore } = holdingFirstMerge(repository);
       try {
@@ -996,18 +1010,13 @@ describe('brain on PostgreSQL', () => {
       const tenant = randomUUID();
       const gatherMs = 3_000;
       const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
-      const ingest = (title: string): Promise<IngestedDocumentView> =>
-        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a gyrotron heats plasma.` }));
+      const ingest = ingesterFor(brain, tenant, 'a gyrotron heats plasma');
       const { firstTaken, release, restore } = holdingFirstMerge(repository);
       try {
         await ingest('First');
         await firstTaken;
-        // A document every 10 ms or so (each ingestion's own time on top), during the first merge and after it.
-        for (let n = 0; n < 12; n++) {
-          if (n === 6) release();
-          await new Promise((resolve) => setTimeout(resolve, 10));
-          await ingest(`Fast ${n}`);
-        }
+        // During the first merge and after it.
+        await fastLoad(ingest, 12, release);
         const last = Date.now();
         await drained(tenant);
         // (A slow machine may end the gathering early once or twice: every chunk is merged all the same.)
@@ -1025,8 +1034,7 @@ describe('brain on PostgreSQL', () => {
       const tenant = randomUUID();
       const gatherMs = 3_000;
       const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
-      const ingest = (title: string): Promise<IngestedDocumentView> =>
-        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a travelling-wave tube amplifies.` }));
+      const ingest = ingesterFor(brain, tenant, 'a travelling-wave tube amplifies');
       const { firstTaken, release, restore } = holdingFirstMerge(repository);
       // The last document's transaction is held for 1.5 s: far past the fast load's quiet time.
       let slowDone = 0;
@@ -1040,11 +1048,7 @@ describe('brain on PostgreSQL', () => {
       try {
         await ingest('First');
         await firstTaken;
-        for (let n = 0; n < 8; n++) {
-          if (n === 4) release();
-          await new Promise((resolve) => setTimeout(resolve, 10));
-          await ingest(`Fast ${n}`);
-        }
+        await fastLoad(ingest, 8, release);
         await ingest('Slow');
         await drained(tenant);
         expect(repository.merges.reduce<number>((sum, { merged }) => sum + (merged ?? 0), 0)).toBe(10);
@@ -1061,8 +1065,7 @@ describe('brain on PostgreSQL', () => {
       const tenant = randomUUID();
       const gatherMs = 1_500;
       const { brain, repository } = serviceWith({ mergeGatherMs: gatherMs });
-      const ingest = (title: string): Promise<IngestedDocumentView> =>
-        runWithTenant({ tenantId: tenant }, () => brain.ingest({ title, content: `${title}: a magnetron oscillates.` }));
+      const ingest = ingesterFor(brain, tenant, 'a magnetron oscillates');
       const { firstTaken, release, restore } = holdingFirstMerge(repository);
       try {
         await ingest('First');
