@@ -24,6 +24,7 @@ import {
   perUnitText,
   TargetResult,
 } from './support/report';
+import { DISTRIBUTED_READ_STAGES, scrapeAll, stageLines, stageResults } from './support/stages';
 import { PreparedTarget, startTarget, TargetContext } from './support/targets';
 
 const harness = new Harness('bench');
@@ -46,9 +47,11 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   const warmup = await runLoad({ ...settings, durationSeconds: Math.max(1, Math.ceil(options.warmupSeconds)) });
   harness.checkInterrupted();
   log(`${label}: warm-up ${warmup.requestsPerSecond.mean} req/s; measuring for ${options.durationSeconds} s`);
+  const metricsBefore = target.metricsUrls ? await scrapeAll(target.metricsUrls) : undefined;
   const before = cpuSnapshot();
   const measured = await runLoad({ ...settings, durationSeconds: options.durationSeconds });
   const cpu = cpuBetween(before, cpuSnapshot(), target.servers, cores, target.databaseName);
+  const stages = target.metricsUrls && metricsBefore ? stageResults(DISTRIBUTED_READ_STAGES, metricsBefore, await scrapeAll(target.metricsUrls)) : undefined;
   // Read at the end of the measured run, while the servers still hold what the load made them allocate.
   const rssMiB = residentMiB(target.servers);
   harness.checkInterrupted();
@@ -73,9 +76,10 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
     log(`${label}: CPU ms per request: ${perUnitText(cpuMsPerRequest)}`);
   }
   if (rssMiB) log(`${label}: resident memory MiB (each process itself): ${perUnitText(rssMiB)}`);
+  for (const line of stageLines(stages ?? [])) log(`${label}: ${line}`);
   const warnings = noiseWarnings(cpu, infrastructureOf(target));
   for (const warning of warnings) log(`${label}: warning: ${warning}`);
-  return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
+  return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
 }
 
 async function measure(
@@ -87,7 +91,7 @@ async function measure(
   brokerSettle: BrokerSettle | null,
 ): Promise<TargetResult> {
   const run = await quietestOf(harness, `${target.name} (${connections} conn.)`, options.waitQuietSeconds, () => measureOnce(target, options, connections, cores));
-  const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, flags, warnings } = run;
+  const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, flags, warnings } = run;
   const { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond } = warmup;
   return {
     name: target.name,
@@ -106,6 +110,7 @@ async function measure(
     idleCpu,
     cpuMsPerRequest,
     rssMiB,
+    ...(stages ? { stages } : {}),
     uncleanExits: [],
     flags,
     warnings,

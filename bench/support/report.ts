@@ -1,3 +1,4 @@
+import type { StageResult } from './stages';
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { CpuReport, KERNEL_THREADS } from './cpu';
@@ -86,6 +87,8 @@ export interface TargetResult {
   readonly cpuMsPerRequest: Record<string, number> | null;
   /** Resident memory (MiB) of each server process itself at the end of the measured run. */
   readonly rssMiB: Record<string, number> | null;
+  /** Where a read's time went during the measured run, stage by stage, from the servers' own histograms (support/stages.ts); targets that serve none have none. */
+  readonly stages?: readonly StageResult[];
   /** Processes that did not exit cleanly when the target was stopped. */
   readonly uncleanExits: string[];
   /** Problems that make the numbers suspect: non-2xx, errors, timeouts, mismatched bodies. */

@@ -29,6 +29,8 @@ export interface PreparedTarget {
   readonly databaseName?: string;
   readonly startupSeconds: number;
   readonly details: Record<string, unknown>;
+  /** Where each of its processes serves Prometheus metrics, for the stages of a read (support/stages.ts); none for targets without. */
+  readonly metricsUrls?: Readonly<Record<string, string>>;
   /** Stops the target and removes what it created; resolves with the processes that did not exit cleanly. */
   stop(): Promise<string[]>;
 }
@@ -273,6 +275,7 @@ export async function startDistributed(context: TargetContext): Promise<Prepared
     databaseName,
     startupSeconds: (performance.now() - started) / 1000,
     details: { ...missions.details, kafka, database: databaseName },
+    metricsUrls: { gateway: `${stack.opsUrl('gateway')}/metrics`, 'mission-service': `${stack.opsUrl('mission-service')}/metrics` },
     stop: async () => {
       await stopStack();
       await stopKafka();

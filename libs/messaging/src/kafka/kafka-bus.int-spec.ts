@@ -313,17 +313,22 @@ describe('KafkaBus on a real broker', () => {
     expect(new Set(answers)).toEqual(new Set(['one', 'two']));
   }, 60_000);
 
-  it('records how long after its send each request, reply and event reached its handler', async () => {
+  it('records how long after its send each request, reply and event reached its handler, and how long each send took', async () => {
     const topics = topicsFor('delivery');
     const seen: Array<{ topic: string; group: string; seconds: number }> = [];
+    const sends: Array<{ bus: string; topic: string; seconds: number; ok: boolean }> = [];
     const metrics = { ...NO_BUS_METRICS, delivered: (topic: string, group: string, seconds: number) => void seen.push({ topic, group, seconds }) };
-    const server = newBus(topics.specs, { metrics });
+    const sendsOf = (bus: string) => ({ sent: (topic: string, seconds: number, ok: boolean) => void sends.push({ bus, topic, seconds, ok }) });
+    const server = newBus(topics.specs, { metrics: { ...metrics, ...sendsOf('server') } });
     server.serve(topics.requests, group('delivery-serve'), { echo: async (message) => message.payload });
     server.subscribe(topics.events, group('delivery-events'), async () => undefined);
     await server.start();
-    const client = newBus(topics.specs, { metrics });
+    const client = newBus(topics.specs, { metrics: { ...metrics, ...sendsOf('client') } });
     await client.start();
     await expect(asTenant(() => client.request(topics.requests, 'echo', { n: 1 }, { timeoutMs: 10_000 }))).resolves.toEqual({ n: 1 });
+    // The request's send by the requester, the reply's by the server: a reply to a requester's own topic under one label, whatever the topic.
+    expect(sends.filter((entry) => entry.bus === 'client').map(({ topic, ok }) => ({ topic, ok }))).toEqual([{ topic: topics.requests, ok: true }]);
+    expect(sends.filter((entry) => entry.bus === 'server').map(({ topic, ok }) => ({ topic, ok }))).toEqual([{ topic: 'replies', ok: true }]);
     await asTenant(() => client.publish(topics.events, { type: 'noted', key: `${TENANT}:a`, payload: {} }));
     await until(() => seen.some((entry) => entry.topic === topics.events), 'the event delivered');
     const of = (topic: string, groupName: string) => seen.filter((entry) => entry.topic === topic && entry.group === groupName);
@@ -331,7 +336,7 @@ describe('KafkaBus on a real broker', () => {
     expect(of('replies', 'replies')).toHaveLength(1);
     expect(of(topics.events, group('delivery-events'))).toHaveLength(1);
     // The producer's clock and this one are the same here: a delay, never negative, never absurd.
-    for (const entry of seen) {
+    for (const entry of [...seen, ...sends]) {
       expect(entry.seconds).toBeGreaterThanOrEqual(0);
       expect(entry.seconds).toBeLessThan(10);
     }

@@ -650,11 +650,19 @@ export class KafkaBus implements MessageBus {
       const body = await this.codec.encode(reply, headers);
       const record: Message = { key, value: body.value, headers: { ...headers, ...body.headers } };
       if (isReplyTopic(replyTo)) {
-        await withTimeout(
-          this.replySender.send(replyTo, [record]),
-          this.sendTimeoutMs,
-          () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
-        );
+        // Timed under one label for every requester's topic (one per gateway instance: as labels, a series per instance ever seen).
+        const started = performance.now();
+        let ok = false;
+        try {
+          await withTimeout(
+            this.replySender.send(replyTo, [record]),
+            this.sendTimeoutMs,
+            () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
+          );
+          ok = true;
+        } finally {
+          this.metrics.sent(REPLIES_LABEL, (performance.now() - started) / 1000, ok);
+        }
       } else {
         await this.send(replyTo, [record]);
       }

@@ -1,0 +1,177 @@
+/**
+ * Where a distributed read's time goes, stage by stage: the servers' own latency histograms
+ * (Prometheus, on their operations ports) read before and after a measured run, and the quantiles
+ * of what the run added, estimated from the buckets as Prometheus's `histogram_quantile` does
+ * (linear within a bucket). A bucket's width bounds what a quantile can say: below 50 ms the bus's
+ * histograms have edges at 0.5, 1, 1.5, 2, 3, 5, 7.5, 10, 15 and 25 ms, the HTTP server's at 1,
+ * 2.5, 5, 7.5, 10, 15 and 25 ms (libs/runtime/src/metrics.ts).
+ */
+
+/** A histogram series: its name, its labels but `le`, and the cumulative count at each upper edge (seconds, ascending, +Inf last). */
+export interface HistogramSeries {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly buckets: ReadonlyArray<readonly [upper: number, cumulative: number]>;
+}
+
+/** What the stage report reads, by process: histogram names and the labels a series must have. */
+export interface StageSpec {
+  readonly process: string;
+  /** What the stage is, for the report. */
+  readonly stage: string;
+  readonly metric: string;
+  /** Labels a series must have: this value, or a value this pattern matches. */
+  readonly labels: Readonly<Record<string, string | RegExp>>;
+}
+
+export interface StageResult {
+  readonly process: string;
+  readonly stage: string;
+  /** Observations the measured run added. */
+  readonly count: number;
+  /** Milliseconds, estimated from the buckets; null without observations. */
+  readonly p50: number | null;
+  readonly p90: number | null;
+  readonly p99: number | null;
+}
+
+const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)_bucket\{(.*)\}\s+(\S+)(?:\s+\d+)?$/;
+const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+
+/** The `_bucket` series of Prometheus's text format, one per name and label set (`le` apart). */
+export function parseHistograms(text: string): HistogramSeries[] {
+  const series = new Map<string, { name: string; labels: Record<string, string>; buckets: Array<[number, number]> }>();
+  for (const line of text.split('\n')) {
+    const match = SAMPLE.exec(line.trim());
+    if (!match) continue;
+    const [, name = '', labelText = '', value = ''] = match;
+    const labels: Record<string, string> = {};
+    let upper: number | undefined;
+    for (const [, key = '', raw = ''] of labelText.matchAll(LABEL)) {
+      const unescaped = raw.replace(/\\(.)/g, (_, char: string) => (char === 'n' ? '\n' : char));
+      if (key === 'le') upper = unescaped === '+Inf' ? Infinity : Number(unescaped);
+      else labels[key] = unescaped;
+    }
+    const count = Number(value);
+    if (upper === undefined || Number.isNaN(upper) || !Number.isFinite(count)) continue;
+    const key = `${name}\u0000${JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))}`;
+    let entry = series.get(key);
+    if (!entry) {
+      entry = { name, labels, buckets: [] };
+      series.set(key, entry);
+    }
+    entry.buckets.push([upper, count]);
+  }
+  return [...series.values()].map((entry) => ({ ...entry, buckets: entry.buckets.sort((a, b) => a[0] - b[0]) }));
+}
+
+/** The counts `after` added to `before` (a series `before` lacks started at zero), per upper edge. */
+export function bucketDelta(before: HistogramSeries | undefined, after: HistogramSeries): Array<[number, number]> {
+  const earlier = new Map(before?.buckets ?? []);
+  return after.buckets.map(([upper, count]) => [upper, Math.max(0, count - (earlier.get(upper) ?? 0))]);
+}
+
+/**
+ * The `q` quantile (0 < q < 1) of cumulative buckets, in the buckets' unit: linear within the
+ * bucket that holds it (from 0 for the first); the highest finite edge when it falls in +Inf;
+ * null when empty.
+ */
+export function quantileOf(buckets: ReadonlyArray<readonly [number, number]>, q: number): number | null {
+  const total = buckets[buckets.length - 1]?.[1] ?? 0;
+  if (total <= 0) return null;
+  const rank = q * total;
+  let lowerEdge = 0;
+  let lowerCount = 0;
+  for (const [upper, cumulative] of buckets) {
+    if (cumulative >= rank) {
+      if (!Number.isFinite(upper)) return lowerEdge;
+      const inBucket = cumulative - lowerCount;
+      return inBucket <= 0 ? upper : lowerEdge + ((upper - lowerEdge) * (rank - lowerCount)) / inBucket;
+    }
+    lowerEdge = upper;
+    lowerCount = cumulative;
+  }
+  return lowerEdge;
+}
+
+function matches(series: HistogramSeries, spec: StageSpec): boolean {
+  return (
+    series.name === spec.metric &&
+    Object.entries(spec.labels).every(([key, wanted]) => {
+      const value = series.labels[key];
+      return value !== undefined && (typeof wanted === 'string' ? value === wanted : wanted.test(value));
+    })
+  );
+}
+
+const roundMs = (seconds: number | null): number | null => (seconds === null ? null : Math.round(seconds * 100_000) / 100);
+
+/**
+ * Each stage's quantiles over what happened between the two scrapes (by process: the text each
+ * served). The series a spec matches are summed (several partitions' or outcomes', say).
+ */
+export function stageResults(specs: readonly StageSpec[], before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): StageResult[] {
+  const parsed = (texts: Readonly<Record<string, string>>) => new Map(Object.entries(texts).map(([process, text]) => [process, parseHistograms(text)]));
+  const earlier = parsed(before);
+  const later = parsed(after);
+  return specs.map((spec) => {
+    const summed = new Map<number, number>();
+    for (const series of (later.get(spec.process) ?? []).filter((candidate) => matches(candidate, spec))) {
+      const previous = (earlier.get(spec.process) ?? []).find((candidate) => candidate.name === series.name && sameLabels(candidate.labels, series.labels));
+      for (const [upper, count] of bucketDelta(previous, series)) summed.set(upper, (summed.get(upper) ?? 0) + count);
+    }
+    const buckets = [...summed.entries()].sort((a, b) => a[0] - b[0]);
+    return {
+      process: spec.process,
+      stage: spec.stage,
+      count: buckets[buckets.length - 1]?.[1] ?? 0,
+      p50: roundMs(quantileOf(buckets, 0.5)),
+      p90: roundMs(quantileOf(buckets, 0.9)),
+      p99: roundMs(quantileOf(buckets, 0.99)),
+    };
+  });
+}
+
+function sameLabels(a: Readonly<Record<string, string>>, b: Readonly<Record<string, string>>): boolean {
+  const keys = Object.keys(a);
+  return keys.length === Object.keys(b).length && keys.every((key) => a[key] === b[key]);
+}
+
+/** Each process's metrics text, read at once (in parallel); a process that does not answer is left out. */
+export async function scrapeAll(urls: Readonly<Record<string, string>>): Promise<Record<string, string>> {
+  const entries = await Promise.all(
+    Object.entries(urls).map(async ([process, url]) => {
+      try {
+        const response = await fetch(url, { signal: AbortSignal.timeout(5_000) });
+        return response.ok ? ([process, await response.text()] as const) : undefined;
+      } catch {
+        return undefined;
+      }
+    }),
+  );
+  return Object.fromEntries(entries.filter((entry): entry is readonly [string, string] => entry !== undefined));
+}
+
+/** `stage p50 / p90 / p99 ms (count)`, one line per stage. */
+export function stageLines(results: readonly StageResult[]): string[] {
+  return results.map(
+    (result) => `${result.process}: ${result.stage}: ${result.count === 0 ? 'no observations' : `p50 ${result.p50} / p90 ${result.p90} / p99 ${result.p99} ms (${result.count})`}`,
+  );
+}
+
+/**
+ * A distributed mission read, in the order its time passes: the gateway's whole request (HTTP
+ * in to HTTP out), and within it the request's produce (until the broker acknowledged it), the
+ * request's way to mission-service's handler (the producer's batching, the broker, the fetch, the
+ * wait for a handler slot), the handler (decryption, the database read, encryption), the reply's
+ * produce, and the reply's way back to the gateway's waiting request. Deliveries are timed from
+ * the record's timestamp (the sender's clock, to the millisecond).
+ */
+export const DISTRIBUTED_READ_STAGES: readonly StageSpec[] = [
+  { process: 'gateway', stage: 'request, HTTP in to out', metric: 'http_server_request_duration_seconds', labels: { method: 'GET', route: /\/missions\/:[A-Za-z]+$/ } },
+  { process: 'gateway', stage: 'request produced', metric: 'bus_send_duration_seconds', labels: { topic: 'mission.requests.v1', result: 'ok' } },
+  { process: 'mission-service', stage: 'request sent → handler', metric: 'bus_delivery_delay_seconds', labels: { topic: 'mission.requests.v1' } },
+  { process: 'mission-service', stage: 'request handled', metric: 'bus_handle_duration_seconds', labels: { topic: 'mission.requests.v1' } },
+  { process: 'mission-service', stage: 'reply produced', metric: 'bus_send_duration_seconds', labels: { topic: 'replies', result: 'ok' } },
+  { process: 'gateway', stage: 'reply sent → requester', metric: 'bus_delivery_delay_seconds', labels: { topic: 'replies' } },
+];
