@@ -24,7 +24,7 @@ import {
   perUnitText,
   TargetResult,
 } from './support/report';
-import { DISTRIBUTED_READ_STAGES, scrapeAll, stageLines, stageResults } from './support/stages';
+import { DISTRIBUTED_READ_STAGES, pauseLines, pausesOf, scrapeAll, stageLines, stageResults } from './support/stages';
 import { PreparedTarget, startTarget, TargetContext } from './support/targets';
 
 const harness = new Harness('bench');
@@ -51,7 +51,9 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   const before = cpuSnapshot();
   const measured = await runLoad({ ...settings, durationSeconds: options.durationSeconds });
   const cpu = cpuBetween(before, cpuSnapshot(), target.servers, cores, target.databaseName);
-  const stages = target.metricsUrls && metricsBefore ? stageResults(DISTRIBUTED_READ_STAGES, metricsBefore, await scrapeAll(target.metricsUrls)) : undefined;
+  const metricsAfter = target.metricsUrls && metricsBefore ? await scrapeAll(target.metricsUrls) : undefined;
+  const stages = metricsBefore && metricsAfter ? stageResults(DISTRIBUTED_READ_STAGES, metricsBefore, metricsAfter) : undefined;
+  const pauses = metricsBefore && metricsAfter ? pausesOf(metricsBefore, metricsAfter) : undefined;
   // Read at the end of the measured run, while the servers still hold what the load made them allocate.
   const rssMiB = residentMiB(target.servers);
   harness.checkInterrupted();
@@ -76,10 +78,10 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
     log(`${label}: CPU ms per request: ${perUnitText(cpuMsPerRequest)}`);
   }
   if (rssMiB) log(`${label}: resident memory MiB (each process itself): ${perUnitText(rssMiB)}`);
-  for (const line of stageLines(stages ?? [])) log(`${label}: ${line}`);
+  for (const line of [...stageLines(stages ?? []), ...pauseLines(pauses ?? [])]) log(`${label}: ${line}`);
   const warnings = noiseWarnings(cpu, infrastructureOf(target));
   for (const warning of warnings) log(`${label}: warning: ${warning}`);
-  return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
+  return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, pauses, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };
 }
 
 async function measure(
@@ -91,7 +93,7 @@ async function measure(
   brokerSettle: BrokerSettle | null,
 ): Promise<TargetResult> {
   const run = await quietestOf(harness, `${target.name} (${connections} conn.)`, options.waitQuietSeconds, () => measureOnce(target, options, connections, cores));
-  const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, flags, warnings } = run;
+  const { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, pauses, flags, warnings } = run;
   const { durationSeconds, responses, non2xx, errors, mismatches, requestsPerSecond } = warmup;
   return {
     name: target.name,
@@ -111,6 +113,7 @@ async function measure(
     cpuMsPerRequest,
     rssMiB,
     ...(stages ? { stages } : {}),
+    ...(pauses ? { pauses } : {}),
     uncleanExits: [],
     flags,
     warnings,

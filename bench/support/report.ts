@@ -1,4 +1,4 @@
-import type { StageResult } from './stages';
+import type { ProcessPauses, StageResult } from './stages';
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 import { CpuReport, KERNEL_THREADS } from './cpu';
@@ -89,6 +89,8 @@ export interface TargetResult {
   readonly rssMiB: Record<string, number> | null;
   /** Where a read's time went during the measured run, stage by stage, from the servers' own histograms (support/stages.ts); targets that serve none have none. */
   readonly stages?: readonly StageResult[];
+  /** Over the same run, each of those servers' event-loop delay and garbage collections. */
+  readonly pauses?: readonly ProcessPauses[];
   /** Processes that did not exit cleanly when the target was stopped. */
   readonly uncleanExits: string[];
   /** Problems that make the numbers suspect: non-2xx, errors, timeouts, mismatched bodies. */

@@ -1,5 +1,5 @@
 import { Histogram, Registry } from 'prom-client';
-import { DISTRIBUTED_READ_STAGES, parseHistograms, quantileOf, stageLines, stageResults } from './stages';
+import { DISTRIBUTED_READ_STAGES, parseHistograms, pauseLines, pausesOf, quantileOf, stageLines, stageResults } from './stages';
 
 const EDGES = [0.001, 0.002, 0.005, 0.01, 0.025];
 
@@ -131,5 +131,36 @@ describe('stageResults', () => {
     expect(results).toHaveLength(DISTRIBUTED_READ_STAGES.length);
     expect(results.every((result) => result.count === 0 && result.p99 === null)).toBe(true);
     expect(stageLines(results)[0]).toBe('gateway: request, HTTP in to out: no observations');
+  });
+});
+
+describe('pausesOf', () => {
+  const text = (minor: [number, number], major: [number, number] | undefined, lag = true) =>
+    [
+      ...(lag
+        ? [
+            'nodejs_eventloop_lag_p50_seconds{service="gateway"} 0.0101',
+            'nodejs_eventloop_lag_p99_seconds{service="gateway"} 0.0252',
+            'nodejs_eventloop_lag_max_seconds{service="gateway"} 0.04',
+          ]
+        : []),
+      'nodejs_gc_duration_seconds_bucket{le="0.001",kind="minor",service="gateway"} 3',
+      `nodejs_gc_duration_seconds_sum{kind="minor",service="gateway"} ${minor[0]}`,
+      `nodejs_gc_duration_seconds_count{kind="minor",service="gateway"} ${minor[1]}`,
+      ...(major
+        ? [`nodejs_gc_duration_seconds_sum{kind="major",service="gateway"} ${major[0]}`, `nodejs_gc_duration_seconds_count{kind="major",service="gateway"} ${major[1]}`]
+        : []),
+    ].join('\n');
+
+  it("reads the loop's delay after the run and the collections the run added, by kind", () => {
+    const [pauses] = pausesOf({ gateway: text([1, 100], undefined) }, { gateway: text([1.25, 150], [0.03, 2]) });
+    expect(pauses).toEqual({ process: 'gateway', loopDelayMs: { p50: 10.1, p99: 25.2, max: 40 }, gc: { minor: { count: 50, ms: 250 }, major: { count: 2, ms: 30 } } });
+    expect(pauseLines([pauses!])).toEqual(['gateway: event-loop delay p50 10.1 / p99 25.2 / max 40 ms; GC minor 50 (250 ms), major 2 (30 ms)']);
+  });
+
+  it('leaves out kinds the run did not add to, and says when the delay is not served', () => {
+    const [pauses] = pausesOf({ gateway: text([1, 100], [0.03, 2]) }, { gateway: text([1, 100], [0.03, 2], false) });
+    expect(pauses).toEqual({ process: 'gateway', loopDelayMs: null, gc: {} });
+    expect(pauseLines([pauses!])).toEqual(['gateway: event-loop delay not served; GC none']);
   });
 });

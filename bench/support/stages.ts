@@ -175,3 +175,63 @@ export const DISTRIBUTED_READ_STAGES: readonly StageSpec[] = [
   { process: 'mission-service', stage: 'reply produced', metric: 'bus_send_duration_seconds', labels: { topic: 'replies', result: 'ok' } },
   { process: 'gateway', stage: 'reply sent → requester', metric: 'bus_delivery_delay_seconds', labels: { topic: 'replies' } },
 ];
+
+/** What held a process's event loop during a run: its delay (prom-client's monitor, reset at each scrape) and its collections by kind. */
+export interface ProcessPauses {
+  readonly process: string;
+  /** Milliseconds the loop's timer ran late (prom-client's sampled monitor), over the run; null when not served. */
+  readonly loopDelayMs: { readonly p50: number; readonly p99: number; readonly max: number } | null;
+  /** Garbage collections during the run by kind (minor, major, incremental, weakcb): how many and their time in ms. */
+  readonly gc: Readonly<Record<string, { readonly count: number; readonly ms: number }>>;
+}
+
+const PLAIN_SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$/;
+
+/** Samples named `name` (no `le`), with their labels. */
+function samplesOf(text: string, name: string): Array<{ labels: Record<string, string>; value: number }> {
+  const found: Array<{ labels: Record<string, string>; value: number }> = [];
+  for (const line of text.split('\n')) {
+    const match = PLAIN_SAMPLE.exec(line.trim());
+    if (!match || match[1] !== name) continue;
+    const labels: Record<string, string> = {};
+    for (const [, key = '', raw = ''] of (match[2] ?? '').matchAll(LABEL)) labels[key] = raw;
+    const value = Number(match[3]);
+    if (Number.isFinite(value)) found.push({ labels, value });
+  }
+  return found;
+}
+
+/**
+ * Each process's pauses over the run: the event loop's delay as the scrape after it reads it (the
+ * monitor restarts at every scrape, so the one before the run starts it afresh), and the
+ * collections the run added (`nodejs_gc_duration_seconds`, by kind).
+ */
+export function pausesOf(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): ProcessPauses[] {
+  return Object.entries(after).map(([process, text]) => {
+    const gauge = (name: string): number | undefined => samplesOf(text, name)[0]?.value;
+    const [p50, p99, max] = ['nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_eventloop_lag_max_seconds'].map(gauge);
+    const ms = (seconds: number): number => Math.round(seconds * 100_000) / 100;
+    const byKind = (source: string | undefined, suffix: '_sum' | '_count'): Map<string, number> =>
+      new Map(samplesOf(source ?? '', `nodejs_gc_duration_seconds${suffix}`).map(({ labels, value }) => [labels.kind ?? '?', value]));
+    const [sums, counts, sumsBefore, countsBefore] = [byKind(text, '_sum'), byKind(text, '_count'), byKind(before[process], '_sum'), byKind(before[process], '_count')];
+    const gc: Record<string, { count: number; ms: number }> = {};
+    for (const [kind, count] of counts) {
+      const added = count - (countsBefore.get(kind) ?? 0);
+      if (added > 0) gc[kind] = { count: added, ms: ms((sums.get(kind) ?? 0) - (sumsBefore.get(kind) ?? 0)) };
+    }
+    return { process, loopDelayMs: p50 === undefined || p99 === undefined || max === undefined ? null : { p50: ms(p50), p99: ms(p99), max: ms(max) }, gc };
+  });
+}
+
+/** `process: event-loop delay p50 / p99 / max ms; GC kind count (ms), …`, one line per process. */
+export function pauseLines(pauses: readonly ProcessPauses[]): string[] {
+  return pauses.map((entry) => {
+    const loop = entry.loopDelayMs
+      ? `event-loop delay p50 ${entry.loopDelayMs.p50} / p99 ${entry.loopDelayMs.p99} / max ${entry.loopDelayMs.max} ms`
+      : 'event-loop delay not served';
+    const gc = Object.entries(entry.gc)
+      .map(([kind, { count, ms }]) => `${kind} ${count} (${ms} ms)`)
+      .join(', ');
+    return `${entry.process}: ${loop}; GC ${gc || 'none'}`;
+  });
+}
