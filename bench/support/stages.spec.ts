@@ -152,15 +152,15 @@ describe('pausesOf', () => {
         : []),
     ].join('\n');
 
-  it("reads the loop's delay after the run and the collections the run added, by kind", () => {
+  it("reads how late the loop ran (less the monitor's period) after the run and the collections the run added, by kind", () => {
     const [pauses] = pausesOf({ gateway: text([1, 100], undefined) }, { gateway: text([1.25, 150], [0.03, 2]) });
-    expect(pauses).toEqual({ process: 'gateway', loopDelayMs: { p50: 10.1, p99: 25.2, max: 40 }, gc: { minor: { count: 50, ms: 250 }, major: { count: 2, ms: 30 } } });
-    expect(pauseLines([pauses!])).toEqual(['gateway: event-loop delay p50 10.1 / p99 25.2 / max 40 ms; GC minor 50 (250 ms), major 2 (30 ms)']);
+    expect(pauses).toEqual({ process: 'gateway', loopDelayMs: { p50: 0.1, p99: 15.2, max: 30 }, gc: { minor: { count: 50, ms: 250 }, major: { count: 2, ms: 30 } } });
+    expect(pauseLines([pauses!])).toEqual(['gateway: event loop late by p50 0.1 / p99 15.2 / max 30 ms; GC minor 50 (250 ms), major 2 (30 ms)']);
   });
 
   it('leaves out kinds the run did not add to, and says when the delay is not served', () => {
     const [pauses] = pausesOf({ gateway: text([1, 100], [0.03, 2]) }, { gateway: text([1, 100], [0.03, 2], false) });
     expect(pauses).toEqual({ process: 'gateway', loopDelayMs: null, gc: {} });
-    expect(pauseLines([pauses!])).toEqual(['gateway: event-loop delay not served; GC none']);
+    expect(pauseLines([pauses!])).toEqual(["gateway: event loop's delay not served; GC none"]);
   });
 });

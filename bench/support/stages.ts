@@ -179,11 +179,18 @@ export const DISTRIBUTED_READ_STAGES: readonly StageSpec[] = [
 /** What held a process's event loop during a run: its delay (prom-client's monitor, reset at each scrape) and its collections by kind. */
 export interface ProcessPauses {
   readonly process: string;
-  /** Milliseconds the loop's timer ran late (prom-client's sampled monitor), over the run; null when not served. */
+  /** Milliseconds the loop's timer ran late (prom-client's sampled monitor, less its period), over the run; null when not served. */
   readonly loopDelayMs: { readonly p50: number; readonly p99: number; readonly max: number } | null;
   /** Garbage collections during the run by kind (minor, major, incremental, weakcb): how many and their time in ms. */
   readonly gc: Readonly<Record<string, { readonly count: number; readonly ms: number }>>;
 }
+
+/**
+ * The period of prom-client's event-loop monitor (its default, which the services keep), in ms:
+ * what the monitor records is the time between two of its timer's runs, so a loop that is never
+ * late records this.
+ */
+export const LOOP_MONITOR_PERIOD_MS = 10;
 
 const PLAIN_SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+\d+)?$/;
 
@@ -202,8 +209,8 @@ function samplesOf(text: string, name: string): Array<{ labels: Record<string, s
 }
 
 /**
- * Each process's pauses over the run: the event loop's delay as the scrape after it reads it (the
- * monitor restarts at every scrape, so the one before the run starts it afresh), and the
+ * Each process's pauses over the run: how late the event loop's timer ran, as the scrape after it
+ * reads it (the monitor restarts at every scrape, so the one before the run starts it afresh), and the
  * collections the run added (`nodejs_gc_duration_seconds`, by kind).
  */
 export function pausesOf(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): ProcessPauses[] {
@@ -219,16 +226,17 @@ export function pausesOf(before: Readonly<Record<string, string>>, after: Readon
       const added = count - (countsBefore.get(kind) ?? 0);
       if (added > 0) gc[kind] = { count: added, ms: ms((sums.get(kind) ?? 0) - (sumsBefore.get(kind) ?? 0)) };
     }
-    return { process, loopDelayMs: p50 === undefined || p99 === undefined || max === undefined ? null : { p50: ms(p50), p99: ms(p99), max: ms(max) }, gc };
+    const late = (seconds: number): number => Math.max(0, Math.round((seconds * 1000 - LOOP_MONITOR_PERIOD_MS) * 100) / 100);
+    return { process, loopDelayMs: p50 === undefined || p99 === undefined || max === undefined ? null : { p50: late(p50), p99: late(p99), max: late(max) }, gc };
   });
 }
 
-/** `process: event-loop delay p50 / p99 / max ms; GC kind count (ms), …`, one line per process. */
+/** `process: event loop late by p50 / p99 / max ms; GC kind count (ms), …`, one line per process. */
 export function pauseLines(pauses: readonly ProcessPauses[]): string[] {
   return pauses.map((entry) => {
     const loop = entry.loopDelayMs
-      ? `event-loop delay p50 ${entry.loopDelayMs.p50} / p99 ${entry.loopDelayMs.p99} / max ${entry.loopDelayMs.max} ms`
-      : 'event-loop delay not served';
+      ? `event loop late by p50 ${entry.loopDelayMs.p50} / p99 ${entry.loopDelayMs.p99} / max ${entry.loopDelayMs.max} ms`
+      : "event loop's delay not served";
     const gc = Object.entries(entry.gc)
       .map(([kind, { count, ms }]) => `${kind} ${count} (${ms} ms)`)
       .join(', ');
