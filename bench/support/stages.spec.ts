@@ -118,6 +118,7 @@ describe('stageResults', () => {
     );
     expect(counts).toEqual({
       'gateway: request, HTTP in to out': 0,
+      'gateway: request on the bus, sealing to reply': 0,
       'gateway: request produced': 1,
       'mission-service: request sent → handler': 0,
       'mission-service: request handled': 0,

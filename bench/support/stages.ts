@@ -161,7 +161,8 @@ export function stageLines(results: readonly StageResult[]): string[] {
 
 /**
  * A distributed mission read, in the order its time passes: the gateway's whole request (HTTP
- * in to HTTP out), and within it the request's produce (until the broker acknowledged it), the
+ * in to HTTP out), within it the request on the bus as the gateway saw it (from sealing the
+ * request to the reply's arrival: the rest is the gateway's own), and within that the request's produce (until the broker acknowledged it), the
  * request's way to mission-service's handler (the producer's batching, the broker, the fetch, the
  * wait for a handler slot), the handler (decryption, the database read, encryption), the reply's
  * produce, and the reply's way back to the gateway's waiting request. Deliveries are timed from
@@ -169,6 +170,7 @@ export function stageLines(results: readonly StageResult[]): string[] {
  */
 export const DISTRIBUTED_READ_STAGES: readonly StageSpec[] = [
   { process: 'gateway', stage: 'request, HTTP in to out', metric: 'http_server_request_duration_seconds', labels: { method: 'GET', route: /\/missions\/:[A-Za-z]+$/ } },
+  { process: 'gateway', stage: 'request on the bus, sealing to reply', metric: 'bus_request_duration_seconds', labels: { topic: 'mission.requests.v1', result: 'ok' } },
   { process: 'gateway', stage: 'request produced', metric: 'bus_send_duration_seconds', labels: { topic: 'mission.requests.v1', result: 'ok' } },
   { process: 'mission-service', stage: 'request sent → handler', metric: 'bus_delivery_delay_seconds', labels: { topic: 'mission.requests.v1' } },
   { process: 'mission-service', stage: 'request handled', metric: 'bus_handle_duration_seconds', labels: { topic: 'mission.requests.v1' } },

@@ -116,6 +116,12 @@ export interface BusMetrics {
   /** A send to `topic` settled (its records acknowledged, or failed) after `seconds`. */
   sent(topic: string, seconds: number, ok: boolean): void;
   /**
+   * A request to `topic` settled after `seconds`, from the requester's side: from its sealing to
+   * its reply's arrival (`answered`: a reply came and was read, a success or an error), or to its
+   * failure (not sent, timed out, an unreadable reply).
+   */
+  requested(topic: string, seconds: number, answered: boolean): void;
+  /**
    * A delivered message was handled: answered or processed (`ok`, `error`), dead-lettered,
    * refused (no valid tenant), `skipped` (a request its requester stopped waiting for) or
    * `ignored` (an event of a type its handler does not name).
@@ -133,7 +139,14 @@ export interface BusMetrics {
   assigned(group: string): void;
 }
 
-export const NO_BUS_METRICS: BusMetrics = { sent: () => undefined, handled: () => undefined, delivered: () => undefined, lag: () => undefined, assigned: () => undefined };
+export const NO_BUS_METRICS: BusMetrics = {
+  sent: () => undefined,
+  requested: () => undefined,
+  handled: () => undefined,
+  delivered: () => undefined,
+  lag: () => undefined,
+  assigned: () => undefined,
+};
 
 export interface BusHealth {
   readonly up: boolean;

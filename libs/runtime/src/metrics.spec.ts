@@ -18,17 +18,21 @@ describe('metrics', () => {
     expect(sample(text, 'process_cpu_user_seconds_total', { service: 'hit-service' })).toBeGreaterThanOrEqual(0);
   });
 
-  it('records bus sends, handling by outcome, dead letters and consumer lag', async () => {
+  it('records bus sends, requests as their requester saw them, handling by outcome, dead letters and consumer lag', async () => {
     const registry = createMetricsRegistry('mission-service');
     const bus = busMetrics(registry);
     bus.sent('mission.events.v1', 0.004, true);
     bus.sent('mission.events.v1', 30, false);
+    bus.requested('brain.requests.v1', 0.0012, true);
+    bus.requested('brain.requests.v1', 5, false);
     bus.handled('hit.events.v1', 'mission-hit-events', 0.02, 'ok');
     bus.handled('hit.events.v1', 'mission-hit-events', 1.5, 'dead-lettered');
     bus.lag('hit.events.v1', 'mission-hit-events', 3, 42);
     const text = await registry.metrics();
     expect(sample(text, 'bus_send_duration_seconds_count', { service: 'mission-service', topic: 'mission.events.v1', result: 'ok' })).toBe(1);
     expect(sample(text, 'bus_send_duration_seconds_count', { service: 'mission-service', topic: 'mission.events.v1', result: 'error' })).toBe(1);
+    expect(sample(text, 'bus_request_duration_seconds_bucket', { le: '0.0015', service: 'mission-service', topic: 'brain.requests.v1', result: 'ok' })).toBe(1);
+    expect(sample(text, 'bus_request_duration_seconds_count', { service: 'mission-service', topic: 'brain.requests.v1', result: 'error' })).toBe(1);
     expect(
       sample(text, 'bus_handle_duration_seconds_bucket', { le: '0.025', service: 'mission-service', topic: 'hit.events.v1', group: 'mission-hit-events', outcome: 'ok' }),
     ).toBe(1);

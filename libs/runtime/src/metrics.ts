@@ -43,6 +43,13 @@ export function busMetrics(registry: Registry): BusMetrics {
     buckets: LATENCY_BUCKETS,
     registers: [registry],
   });
+  const requested = new Histogram({
+    name: 'bus_request_duration_seconds',
+    help: "Requests as their requester saw them, from the request's sealing to its reply (or its failure), by topic and result (ok: a reply came and was read).",
+    labelNames: ['topic', 'result'],
+    buckets: LATENCY_BUCKETS,
+    registers: [registry],
+  });
   const handled = new Histogram({
     name: 'bus_handle_duration_seconds',
     help: 'Time to handle a delivered message (retries included), by topic, consumer group and outcome.',
@@ -76,6 +83,7 @@ export function busMetrics(registry: Registry): BusMetrics {
   const lagged = new Map<string, Array<{ topic: string; group: string; partition: string }>>();
   return {
     sent: (topic, seconds, ok) => sent.observe({ topic, result: ok ? 'ok' : 'error' }, seconds),
+    requested: (topic, seconds, answered) => requested.observe({ topic, result: answered ? 'ok' : 'error' }, seconds),
     handled: (topic, group, seconds, outcome) => {
       handled.observe({ topic, group, outcome }, seconds);
       if (outcome === 'dead-lettered' || outcome === 'refused') deadLetters.inc({ topic, group });

@@ -24,7 +24,7 @@ function inProcessContract(name: string, codec?: () => PayloadCodec): void {
         unserved: `contract.unserved.${suffix}`,
       },
       retry,
-      createBus: () => new InProcessBus(broker, { retry, logger: silent, ...(codec ? { codec: codec() } : {}) }),
+      createBus: (metrics) => new InProcessBus(broker, { retry, logger: silent, ...(codec ? { codec: codec() } : {}), ...(metrics ? { metrics } : {}) }),
       keysOnOnePartition: (_topic, count) => Array.from({ length: count }, (_, n) => `key-${n}-${suffix}`),
       deadLetters: async (topic) => broker.deadLetters(topic),
       teardown: async () => undefined,

@@ -211,17 +211,23 @@ export class InProcessBus implements MessageBus {
 
   async request<R>(topic: string, type: string, payload: unknown, options: RequestOptions = {}): Promise<R> {
     this.assertRunning();
-    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
-    const id = randomUUID();
-    const headers = outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic, [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs) });
-    let wire: WireMessage;
+    const started = performance.now();
+    let reply: unknown;
     try {
-      wire = await this.wire(topic, type, options.key ?? defaultRequestKey(), payload, headers);
-    } catch (error) {
-      this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
-      throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
+      const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+      const id = randomUUID();
+      const headers = outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic, [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs) });
+      let wire: WireMessage;
+      try {
+        wire = await this.wire(topic, type, options.key ?? defaultRequestKey(), payload, headers);
+      } catch (error) {
+        this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
+        throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
+      }
+      reply = await this.replies.wait(id, headers[TENANT_HEADER], timeoutMs, { topic, type }, async () => this.broker.produce(wire));
+    } finally {
+      this.metrics.requested(topic, (performance.now() - started) / 1000, reply !== undefined);
     }
-    const reply = await this.replies.wait(id, headers[TENANT_HEADER], timeoutMs, { topic, type }, async () => this.broker.produce(wire));
     return unwrapReply<R>(reply);
   }
 

@@ -148,9 +148,18 @@ describeBusContract('kafka', async () => {
     topics,
     retry,
     // As deployed: every payload sealed under its tenant's data key.
-    createBus: () =>
+    createBus: (metrics) =>
       new PerRunGroups(
-        new KafkaBus({ brokers, sasl, clientId: `contract-${run}`, topics: specs, retry, logger, codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))) }),
+        new KafkaBus({
+          brokers,
+          sasl,
+          clientId: `contract-${run}`,
+          topics: specs,
+          retry,
+          logger,
+          codec: sealedJsonCodec(new TransitCipher(new LocalKeyProvider(CONTRACT_KEK))),
+          ...(metrics ? { metrics } : {}),
+        }),
         run,
         groups,
       ),

@@ -278,26 +278,32 @@ export class KafkaBus implements MessageBus {
 
   async request<R>(topic: string, type: string, payload: unknown, options: RequestOptions = {}): Promise<R> {
     this.assertRunning();
-    const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
-    const id = randomUUID();
-    const headers = outgoingHeaders(type, id, {
-      [Headers.replyTo]: this.replyTopic,
-      [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs),
-    });
-    let body: Awaited<ReturnType<PayloadCodec['encode']>>;
+    const started = performance.now();
+    let reply: unknown;
     try {
-      body = await this.codec.encode(payload, headers);
-    } catch (error) {
-      this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
-      throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
-    }
-    const message: Message = { key: options.key ?? defaultRequestKey(), value: body.value, headers: { ...headers, ...body.headers } };
-    const reply = await this.replies.wait(id, headers[TENANT_HEADER], timeoutMs, { topic, type }, () =>
-      this.send(topic, [message]).catch((error: unknown) => {
-        this.logger.error('Request could not be sent', { topic, type, id, error: describe(error) });
+      const timeoutMs = options.timeoutMs ?? this.requestTimeoutMs;
+      const id = randomUUID();
+      const headers = outgoingHeaders(type, id, {
+        [Headers.replyTo]: this.replyTopic,
+        [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs),
+      });
+      let body: Awaited<ReturnType<PayloadCodec['encode']>>;
+      try {
+        body = await this.codec.encode(payload, headers);
+      } catch (error) {
+        this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
         throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
-      }),
-    );
+      }
+      const message: Message = { key: options.key ?? defaultRequestKey(), value: body.value, headers: { ...headers, ...body.headers } };
+      reply = await this.replies.wait(id, headers[TENANT_HEADER], timeoutMs, { topic, type }, () =>
+        this.send(topic, [message]).catch((error: unknown) => {
+          this.logger.error('Request could not be sent', { topic, type, id, error: describe(error) });
+          throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
+        }),
+      );
+    } finally {
+      this.metrics.requested(topic, (performance.now() - started) / 1000, reply !== undefined);
+    }
     return unwrapReply<R>(reply);
   }
 

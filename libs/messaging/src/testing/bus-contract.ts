@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { DomainError, ErrorCode } from '@mission/contracts';
 import { currentTenant, currentTraceparent, optionalTenant, parseTraceparent, runWithTenant, runWithTrace } from '@mission/tenant-context';
 import { z } from 'zod';
-import { IncomingMessage, MessageBus, RetryPolicy } from '../bus';
+import { BusMetrics, IncomingMessage, MessageBus, NO_BUS_METRICS, RetryPolicy } from '../bus';
 import { eventHandlers } from '../event-handlers';
 
 /** Topics a contract run may use; a Kafka run creates them fresh so runs never see each other. */
@@ -20,8 +20,8 @@ export interface BusContractFixture {
   readonly topics: ContractTopics;
   /** Retry policy the buses under test are created with. */
   readonly retry: RetryPolicy;
-  /** A new, unstarted bus connected to the same broker as every other bus of this fixture. */
-  createBus(): MessageBus;
+  /** A new, unstarted bus connected to the same broker as every other bus of this fixture (reporting to `metrics` when given). */
+  createBus(metrics?: BusMetrics): MessageBus;
   /**
    * `count` distinct keys that land on one partition of `topic` (where the adapter has partitions),
    * so a test can show that order is kept per key, not per partition.
@@ -301,6 +301,30 @@ export function describeBusContract(name: string, setup: () => Promise<BusContra
         const failure = asTenantA(() => client.request(fixture.topics.requests, 'databaseDown', {}));
         await expect(failure).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
         await expect(failure).rejects.not.toMatchObject({ message: expect.stringContaining('db-7') });
+      },
+      timeoutMs,
+    );
+
+    it(
+      "times each request from its requester's side: answered, with a success or an error, or not (nobody answered in time)",
+      async () => {
+        const requests: Array<{ topic: string; seconds: number; answered: boolean }> = [];
+        const timed = fixture.createBus({ ...NO_BUS_METRICS, requested: (topic, seconds, answered) => void requests.push({ topic, seconds, answered }) });
+        await timed.start();
+        try {
+          await asTenantA(() => timed.request(fixture.topics.requests, 'echo', { n: 1 }));
+          await expect(asTenantA(() => timed.request(fixture.topics.requests, 'refuse', {}))).rejects.toMatchObject({ code: ErrorCode.Conflict });
+          await expect(asTenantA(() => timed.request(fixture.topics.unserved, 'echo', {}, { timeoutMs: 300 }))).rejects.toMatchObject({ code: ErrorCode.DependencyUnavailable });
+        } finally {
+          await timed.close();
+        }
+        expect(requests.map(({ topic, answered }) => ({ topic, answered }))).toEqual([
+          { topic: fixture.topics.requests, answered: true },
+          { topic: fixture.topics.requests, answered: true },
+          { topic: fixture.topics.unserved, answered: false },
+        ]);
+        expect(requests[2]?.seconds).toBeGreaterThanOrEqual(0.29);
+        for (const { seconds } of requests) expect(seconds).toBeLessThan(10);
       },
       timeoutMs,
     );
