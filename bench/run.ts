@@ -79,6 +79,8 @@ async function measureOnce(target: PreparedTarget, options: BenchOptions, connec
   }
   if (rssMiB) log(`${label}: resident memory MiB (each process itself): ${perUnitText(rssMiB)}`);
   for (const line of [...stageLines(stages ?? []), ...pauseLines(pauses ?? [])]) log(`${label}: ${line}`);
+  const unread = Object.keys(target.metricsUrls ?? {}).filter((process) => metricsBefore?.[process] === undefined || metricsAfter?.[process] === undefined);
+  if (unread.length > 0) log(`${label}: metrics not read before and after the run from ${unread.join(', ')}: their stages and pauses left out`);
   const warnings = noiseWarnings(cpu, infrastructureOf(target));
   for (const warning of warnings) log(`${label}: warning: ${warning}`);
   return { warmup, measured, cpu, cpuMsPerRequest, rssMiB, stages, pauses, flags, warnings, foreign: foreignCpu(cpu, infrastructureOf(target)).total };

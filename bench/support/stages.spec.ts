@@ -98,7 +98,15 @@ describe('stageResults', () => {
     const after = await registry.metrics();
     const spec = { process: 'mission-service', stage: 'replies produced', metric: 'bus_send_duration_seconds', labels: { topic: /^replies\./, result: 'ok' } };
     const [result] = stageResults([spec], { 'mission-service': before }, { 'mission-service': after });
-    expect(result).toEqual({ process: 'mission-service', stage: 'replies produced', count: 100, p50: expect.any(Number), p90: expect.any(Number), p99: expect.any(Number) });
+    expect(result).toEqual({
+      process: 'mission-service',
+      stage: 'replies produced',
+      scraped: true,
+      count: 100,
+      p50: expect.any(Number),
+      p90: expect.any(Number),
+      p99: expect.any(Number),
+    });
     // 90 in (1, 2] ms, 10 in (5, 10] ms: the median inside the first, p99 inside the second.
     expect(result?.p50).toBeGreaterThan(1);
     expect(result?.p50).toBeLessThanOrEqual(2);
@@ -106,32 +114,69 @@ describe('stageResults', () => {
     expect(result?.p99).toBeLessThanOrEqual(10);
   });
 
-  it("finds the distributed read's stages in the series the servers label them with", async () => {
-    const registry = new Registry();
-    const text = await scrape((histogram) => {
-      histogram.observe({ topic: 'replies', result: 'ok' }, 0.001);
-      histogram.observe({ topic: 'mission.requests.v1', result: 'ok' }, 0.001);
-      histogram.observe({ topic: 'mission.requests.v1', result: 'error' }, 0.001);
-    }, registry);
-    const counts = Object.fromEntries(
-      stageResults(DISTRIBUTED_READ_STAGES, {}, { gateway: text, 'mission-service': text }).map((result) => [`${result.process}: ${result.stage}`, result.count]),
-    );
-    expect(counts).toEqual({
-      'gateway: request, HTTP in to out': 0,
-      'gateway: request on the bus, sealing to reply': 0,
-      'gateway: request produced': 1,
-      'mission-service: request sent → handler': 0,
-      'mission-service: request handled': 0,
-      'mission-service: reply produced': 1,
-      'gateway: reply sent → requester': 0,
-    });
+  it("finds each of the distributed read's stages in the series the servers label it with, and nothing else", async () => {
+    // Each server's histograms as libs/runtime/src/metrics.ts names and labels them, one observation per stage, and one beside each that no stage takes.
+    const served = async (observations: ReadonlyArray<readonly [name: string, labels: Record<string, string>]>): Promise<string> => {
+      const registry = new Registry();
+      const histograms = new Map<string, Histogram<string>>();
+      for (const [name, labels] of observations) {
+        let histogram = histograms.get(name);
+        if (!histogram) {
+          histogram = new Histogram({ name, help: 'h', labelNames: Object.keys(labels), buckets: EDGES, registers: [registry] });
+          histograms.set(name, histogram);
+        }
+        histogram.observe(labels, 0.001);
+      }
+      return registry.metrics();
+    };
+    const gateway = await served([
+      ['http_server_request_duration_seconds', { method: 'GET', route: '/api/missions/:id', status_code: '200' }],
+      ['http_server_request_duration_seconds', { method: 'GET', route: '/api/missions', status_code: '200' }],
+      ['bus_request_duration_seconds', { topic: 'mission.requests.v1', result: 'ok' }],
+      ['bus_request_duration_seconds', { topic: 'mission.requests.v1', result: 'error' }],
+      ['bus_send_duration_seconds', { topic: 'mission.requests.v1', result: 'ok' }],
+      ['bus_send_duration_seconds', { topic: 'brain.requests.v1', result: 'ok' }],
+      ['bus_delivery_delay_seconds', { topic: 'replies', group: 'replies' }],
+      ['bus_delivery_delay_seconds', { topic: 'notify.events.v1', group: 'gateway-events' }],
+    ]);
+    const missionService = await served([
+      ['bus_delivery_delay_seconds', { topic: 'mission.requests.v1', group: 'mission-service' }],
+      ['bus_delivery_delay_seconds', { topic: 'hit.events.v1', group: 'mission-service' }],
+      ['bus_handle_duration_seconds', { topic: 'mission.requests.v1', group: 'mission-service', outcome: 'ok' }],
+      ['bus_handle_duration_seconds', { topic: 'mission.requests.v1', group: 'mission-service', outcome: 'skipped' }],
+      ['bus_send_duration_seconds', { topic: 'replies', result: 'ok' }],
+      ['bus_send_duration_seconds', { topic: 'replies', result: 'error' }],
+    ]);
+    const empty = { gateway: '', 'mission-service': '' };
+    const results = stageResults(DISTRIBUTED_READ_STAGES, empty, { gateway, 'mission-service': missionService });
+    expect(results.map((result) => [`${result.process}: ${result.stage}`, result.count])).toEqual(DISTRIBUTED_READ_STAGES.map((spec) => [`${spec.process}: ${spec.stage}`, 1]));
   });
 
-  it('reports a stage without observations, or whose process did not answer, as such', () => {
-    const results = stageResults(DISTRIBUTED_READ_STAGES, {}, {});
-    expect(results).toHaveLength(DISTRIBUTED_READ_STAGES.length);
-    expect(results.every((result) => result.count === 0 && result.p99 === null)).toBe(true);
-    expect(stageLines(results)[0]).toBe('gateway: request, HTTP in to out: no observations');
+  it('counts everything a series holds when its total fell between the scrapes (its process restarted)', async () => {
+    const registry = new Registry();
+    const before = await scrape((histogram) => {
+      for (let index = 0; index < 10; index++) histogram.observe({ topic: 'replies', result: 'ok' }, 0.001);
+    }, registry);
+    const after = await scrape((histogram) => {
+      for (let index = 0; index < 4; index++) histogram.observe({ topic: 'replies', result: 'ok' }, 0.02);
+    });
+    const [result] = stageResults(
+      DISTRIBUTED_READ_STAGES.filter((spec) => spec.stage === 'reply produced'),
+      { 'mission-service': before },
+      { 'mission-service': after },
+    );
+    expect(result).toMatchObject({ scraped: true, count: 4 });
+    expect(result?.p50).toBeGreaterThan(10);
+  });
+
+  it('reports a stage without observations, and one whose process was not read before and after the run, as such', () => {
+    const unread = stageResults(DISTRIBUTED_READ_STAGES, { gateway: '' }, { gateway: '', 'mission-service': '' });
+    expect(unread).toHaveLength(DISTRIBUTED_READ_STAGES.length);
+    expect(unread.every((result) => result.count === 0 && result.p99 === null)).toBe(true);
+    expect(unread.map((result) => [result.process, result.scraped])).toEqual(DISTRIBUTED_READ_STAGES.map((spec) => [spec.process, spec.process === 'gateway']));
+    expect(stageLines(unread)).toContain('gateway: request, HTTP in to out: no observations');
+    expect(stageLines(unread)).toContain('mission-service: request handled: not read before and after the run');
+    expect(pausesOf({ gateway: '' }, { gateway: '', 'mission-service': '' }).map((entry) => entry.process)).toEqual(['gateway']);
   });
 });
 

@@ -27,6 +27,8 @@ export interface StageSpec {
 export interface StageResult {
   readonly process: string;
   readonly stage: string;
+  /** False when the process's metrics were not read both before and after the run: nothing is said of the stage. */
+  readonly scraped: boolean;
   /** Observations the measured run added. */
   readonly count: number;
   /** Milliseconds, estimated from the buckets; null without observations. */
@@ -38,6 +40,11 @@ export interface StageResult {
 const SAMPLE = /^([a-zA-Z_:][a-zA-Z0-9_:]*)_bucket\{(.*)\}\s+(\S+)(?:\s+\d+)?$/;
 const LABEL = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
 
+/** The labels of a sample (the text between its braces), values unescaped. */
+function labelsOf(text: string): Array<[string, string]> {
+  return [...text.matchAll(LABEL)].map(([, key = '', raw = '']) => [key, raw.replace(/\\(.)/g, (_, char: string) => (char === 'n' ? '\n' : char))]);
+}
+
 /** The `_bucket` series of Prometheus's text format, one per name and label set (`le` apart). */
 export function parseHistograms(text: string): HistogramSeries[] {
   const series = new Map<string, { name: string; labels: Record<string, string>; buckets: Array<[number, number]> }>();
@@ -47,10 +54,9 @@ export function parseHistograms(text: string): HistogramSeries[] {
     const [, name = '', labelText = '', value = ''] = match;
     const labels: Record<string, string> = {};
     let upper: number | undefined;
-    for (const [, key = '', raw = ''] of labelText.matchAll(LABEL)) {
-      const unescaped = raw.replace(/\\(.)/g, (_, char: string) => (char === 'n' ? '\n' : char));
-      if (key === 'le') upper = unescaped === '+Inf' ? Infinity : Number(unescaped);
-      else labels[key] = unescaped;
+    for (const [key, value] of labelsOf(labelText)) {
+      if (key === 'le') upper = value === '+Inf' ? Infinity : Number(value);
+      else labels[key] = value;
     }
     const count = Number(value);
     if (upper === undefined || Number.isNaN(upper) || !Number.isFinite(count)) continue;
@@ -65,9 +71,13 @@ export function parseHistograms(text: string): HistogramSeries[] {
   return [...series.values()].map((entry) => ({ ...entry, buckets: entry.buckets.sort((a, b) => a[0] - b[0]) }));
 }
 
-/** The counts `after` added to `before` (a series `before` lacks started at zero), per upper edge. */
+/**
+ * The counts `after` added to `before`, per upper edge: a series `before` lacks started at zero,
+ * and one whose total fell restarted from zero in between (its process did), so all it holds is new.
+ */
 export function bucketDelta(before: HistogramSeries | undefined, after: HistogramSeries): Array<[number, number]> {
-  const earlier = new Map(before?.buckets ?? []);
+  const total = (series: HistogramSeries): number => series.buckets[series.buckets.length - 1]?.[1] ?? 0;
+  const earlier = new Map(before === undefined || total(after) < total(before) ? [] : before.buckets);
   return after.buckets.map(([upper, count]) => [upper, Math.max(0, count - (earlier.get(upper) ?? 0))]);
 }
 
@@ -108,13 +118,15 @@ const roundMs = (seconds: number | null): number | null => (seconds === null ? n
 
 /**
  * Each stage's quantiles over what happened between the two scrapes (by process: the text each
- * served). The series a spec matches are summed (several partitions' or outcomes', say).
+ * served; a process missing from either is not scraped, its stages empty). The series a spec
+ * matches are summed (several partitions' or outcomes', say).
  */
 export function stageResults(specs: readonly StageSpec[], before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): StageResult[] {
   const parsed = (texts: Readonly<Record<string, string>>) => new Map(Object.entries(texts).map(([process, text]) => [process, parseHistograms(text)]));
   const earlier = parsed(before);
   const later = parsed(after);
   return specs.map((spec) => {
+    if (!earlier.has(spec.process) || !later.has(spec.process)) return { process: spec.process, stage: spec.stage, scraped: false, count: 0, p50: null, p90: null, p99: null };
     const summed = new Map<number, number>();
     for (const series of (later.get(spec.process) ?? []).filter((candidate) => matches(candidate, spec))) {
       const previous = (earlier.get(spec.process) ?? []).find((candidate) => candidate.name === series.name && sameLabels(candidate.labels, series.labels));
@@ -124,6 +136,7 @@ export function stageResults(specs: readonly StageSpec[], before: Readonly<Recor
     return {
       process: spec.process,
       stage: spec.stage,
+      scraped: true,
       count: buckets[buckets.length - 1]?.[1] ?? 0,
       p50: roundMs(quantileOf(buckets, 0.5)),
       p90: roundMs(quantileOf(buckets, 0.9)),
@@ -155,25 +168,30 @@ export async function scrapeAll(urls: Readonly<Record<string, string>>): Promise
 /** `stage p50 / p90 / p99 ms (count)`, one line per stage. */
 export function stageLines(results: readonly StageResult[]): string[] {
   return results.map(
-    (result) => `${result.process}: ${result.stage}: ${result.count === 0 ? 'no observations' : `p50 ${result.p50} / p90 ${result.p90} / p99 ${result.p99} ms (${result.count})`}`,
+    (result) =>
+      `${result.process}: ${result.stage}: ${!result.scraped ? 'not read before and after the run' : result.count === 0 ? 'no observations' : `p50 ${result.p50} / p90 ${result.p90} / p99 ${result.p99} ms (${result.count})`}`,
   );
 }
 
 /**
  * A distributed mission read, in the order its time passes: the gateway's whole request (HTTP
- * in to HTTP out), within it the request on the bus as the gateway saw it (from sealing the
- * request to the reply's arrival: the rest is the gateway's own), and within that the request's produce (until the broker acknowledged it), the
- * request's way to mission-service's handler (the producer's batching, the broker, the fetch, the
- * wait for a handler slot), the handler (decryption, the database read, encryption), the reply's
- * produce, and the reply's way back to the gateway's waiting request. Deliveries are timed from
- * the record's timestamp (the sender's clock, to the millisecond).
+ * in to HTTP out); within it the request on the bus as the gateway saw it (from sealing the
+ * request to the reply's arrival: the rest is the gateway's own); within that the request's
+ * produce (the wait in the bus's sender, then the broker's acknowledgement), the request's way to
+ * mission-service's handler (the broker, the fetch, the wait for a handler slot), the handler
+ * (decryption, the database read, encryption; answered requests only), the reply's produce (as
+ * the request's), and the reply's way back to the gateway's waiting request. A way is timed from
+ * the record's timestamp, which kafkajs takes as it encodes the produce request (after the wait in
+ * the bus's sender), on the sender's clock and to the millisecond: its quantiles can read up to
+ * half a millisecond low, the buckets being finer than the clock. The produce and the way overlap
+ * (both hold the broker's append), so stages' medians do not add up to the request's.
  */
 export const DISTRIBUTED_READ_STAGES: readonly StageSpec[] = [
   { process: 'gateway', stage: 'request, HTTP in to out', metric: 'http_server_request_duration_seconds', labels: { method: 'GET', route: /\/missions\/:[A-Za-z]+$/ } },
   { process: 'gateway', stage: 'request on the bus, sealing to reply', metric: 'bus_request_duration_seconds', labels: { topic: 'mission.requests.v1', result: 'ok' } },
   { process: 'gateway', stage: 'request produced', metric: 'bus_send_duration_seconds', labels: { topic: 'mission.requests.v1', result: 'ok' } },
   { process: 'mission-service', stage: 'request sent → handler', metric: 'bus_delivery_delay_seconds', labels: { topic: 'mission.requests.v1' } },
-  { process: 'mission-service', stage: 'request handled', metric: 'bus_handle_duration_seconds', labels: { topic: 'mission.requests.v1' } },
+  { process: 'mission-service', stage: 'request handled', metric: 'bus_handle_duration_seconds', labels: { topic: 'mission.requests.v1', outcome: /^(ok|error)$/ } },
   { process: 'mission-service', stage: 'reply produced', metric: 'bus_send_duration_seconds', labels: { topic: 'replies', result: 'ok' } },
   { process: 'gateway', stage: 'reply sent → requester', metric: 'bus_delivery_delay_seconds', labels: { topic: 'replies' } },
 ];
@@ -203,7 +221,7 @@ function samplesOf(text: string, name: string): Array<{ labels: Record<string, s
     const match = PLAIN_SAMPLE.exec(line.trim());
     if (!match || match[1] !== name) continue;
     const labels: Record<string, string> = {};
-    for (const [, key = '', raw = ''] of (match[2] ?? '').matchAll(LABEL)) labels[key] = raw;
+    for (const [key, value] of labelsOf(match[2] ?? '')) labels[key] = value;
     const value = Number(match[3]);
     if (Number.isFinite(value)) found.push({ labels, value });
   }
@@ -212,25 +230,28 @@ function samplesOf(text: string, name: string): Array<{ labels: Record<string, s
 
 /**
  * Each process's pauses over the run: how late the event loop's timer ran, as the scrape after it
- * reads it (the monitor restarts at every scrape, so the one before the run starts it afresh), and the
+ * reads it (the monitor restarts at every scrape, so the one before the run starts it afresh: a
+ * third party scraping during the run would cut it short; an idle loop reads up to 1–2 ms at p99), and the
  * collections the run added (`nodejs_gc_duration_seconds`, by kind).
  */
 export function pausesOf(before: Readonly<Record<string, string>>, after: Readonly<Record<string, string>>): ProcessPauses[] {
-  return Object.entries(after).map(([process, text]) => {
-    const gauge = (name: string): number | undefined => samplesOf(text, name)[0]?.value;
-    const [p50, p99, max] = ['nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_eventloop_lag_max_seconds'].map(gauge);
-    const ms = (seconds: number): number => Math.round(seconds * 100_000) / 100;
-    const byKind = (source: string | undefined, suffix: '_sum' | '_count'): Map<string, number> =>
-      new Map(samplesOf(source ?? '', `nodejs_gc_duration_seconds${suffix}`).map(({ labels, value }) => [labels.kind ?? '?', value]));
-    const [sums, counts, sumsBefore, countsBefore] = [byKind(text, '_sum'), byKind(text, '_count'), byKind(before[process], '_sum'), byKind(before[process], '_count')];
-    const gc: Record<string, { count: number; ms: number }> = {};
-    for (const [kind, count] of counts) {
-      const added = count - (countsBefore.get(kind) ?? 0);
-      if (added > 0) gc[kind] = { count: added, ms: ms((sums.get(kind) ?? 0) - (sumsBefore.get(kind) ?? 0)) };
-    }
-    const late = (seconds: number): number => Math.max(0, Math.round((seconds * 1000 - LOOP_MONITOR_PERIOD_MS) * 100) / 100);
-    return { process, loopDelayMs: p50 === undefined || p99 === undefined || max === undefined ? null : { p50: late(p50), p99: late(p99), max: late(max) }, gc };
-  });
+  return Object.entries(after)
+    .filter(([process]) => before[process] !== undefined)
+    .map(([process, text]) => {
+      const gauge = (name: string): number | undefined => samplesOf(text, name)[0]?.value;
+      const [p50, p99, max] = ['nodejs_eventloop_lag_p50_seconds', 'nodejs_eventloop_lag_p99_seconds', 'nodejs_eventloop_lag_max_seconds'].map(gauge);
+      const ms = (seconds: number): number => Math.round(seconds * 100_000) / 100;
+      const byKind = (source: string | undefined, suffix: '_sum' | '_count'): Map<string, number> =>
+        new Map(samplesOf(source ?? '', `nodejs_gc_duration_seconds${suffix}`).map(({ labels, value }) => [labels.kind ?? '?', value]));
+      const [sums, counts, sumsBefore, countsBefore] = [byKind(text, '_sum'), byKind(text, '_count'), byKind(before[process], '_sum'), byKind(before[process], '_count')];
+      const gc: Record<string, { count: number; ms: number }> = {};
+      for (const [kind, count] of counts) {
+        const added = count - (countsBefore.get(kind) ?? 0);
+        if (added > 0) gc[kind] = { count: added, ms: ms((sums.get(kind) ?? 0) - (sumsBefore.get(kind) ?? 0)) };
+      }
+      const late = (seconds: number): number => Math.max(0, Math.round((seconds * 1000 - LOOP_MONITOR_PERIOD_MS) * 100) / 100);
+      return { process, loopDelayMs: p50 === undefined || p99 === undefined || max === undefined ? null : { p50: late(p50), p99: late(p99), max: late(max) }, gc };
+    });
 }
 
 /** `process: event loop late by p50 / p99 / max ms; GC kind count (ms), …`, one line per process. */
