@@ -657,18 +657,13 @@ export class KafkaBus implements MessageBus {
       const record: Message = { key, value: body.value, headers: { ...headers, ...body.headers } };
       if (isReplyTopic(replyTo)) {
         // Timed under one label for every requester's topic (one per gateway instance: as labels, a series per instance ever seen).
-        const started = performance.now();
-        let ok = false;
-        try {
-          await withTimeout(
+        await this.timedSend(REPLIES_LABEL, () =>
+          withTimeout(
             this.replySender.send(replyTo, [record]),
             this.sendTimeoutMs,
             () => new Error(`Kafka did not acknowledge a reply to ${replyTo} within ${this.sendTimeoutMs} ms`),
-          );
-          ok = true;
-        } finally {
-          this.metrics.sent(REPLIES_LABEL, (performance.now() - started) / 1000, ok);
-        }
+          ),
+        );
       } else {
         await this.send(replyTo, [record]);
       }
@@ -694,15 +689,22 @@ export class KafkaBus implements MessageBus {
   }
 
   private send(topic: string, messages: Message[]): Promise<unknown> {
-    const started = performance.now();
     // The idempotent producer retries without end while the broker is away: bound the wait.
-    return withTimeout(this.sender.send(topic, messages), this.sendTimeoutMs, () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`)).then(
+    return this.timedSend(topic, () =>
+      withTimeout(this.sender.send(topic, messages), this.sendTimeoutMs, () => new Error(`Kafka did not acknowledge a send to ${topic} within ${this.sendTimeoutMs} ms`)),
+    );
+  }
+
+  /** `sending`, its time until the broker acknowledged (or refused) it recorded under `label`. */
+  private timedSend<T>(label: string, sending: () => Promise<T>): Promise<T> {
+    const started = performance.now();
+    return sending().then(
       (result) => {
-        this.metrics.sent(topic, (performance.now() - started) / 1000, true);
+        this.metrics.sent(label, (performance.now() - started) / 1000, true);
         return result;
       },
       (error: unknown) => {
-        this.metrics.sent(topic, (performance.now() - started) / 1000, false);
+        this.metrics.sent(label, (performance.now() - started) / 1000, false);
         throw error;
       },
     );
