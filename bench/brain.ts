@@ -28,6 +28,7 @@ import { call } from '../test/support/api-client';
 import { startEmbeddedBrainStack } from '../test/support/embedded-brain-stack';
 import { seededRandom } from '../test/support/seeded-random';
 import { cpuBetween, cpuSnapshot, postgresStartedHere } from './support/cpu';
+import { postgresWriteSnapshot, postgresWritesBetween } from './support/postgres-writes';
 import { gitInfo } from './support/report';
 import { percentiles, Percentiles } from './support/stats';
 
@@ -155,6 +156,10 @@ async function main(): Promise<void> {
     let chunks = 0;
     let bytes = 0;
     let documents = 0;
+    const statistics = new Client({ connectionString: stack.postgresUrl });
+    statistics.on('error', () => undefined); // the stack's PostgreSQL stops under it should ingestion fail
+    await statistics.connect();
+    const writesBefore = await postgresWriteSnapshot(statistics);
     const cpuBefore = cpuSnapshot();
     const started = performance.now();
     let lastReport = started;
@@ -193,6 +198,13 @@ async function main(): Promise<void> {
     }
     const ingestSeconds = (performance.now() - started) / 1000;
     const ingestionCpu = ingestionCpuPerMegabyte(cpuBefore, stack, bytes);
+    // Backends report their statistics at most once a second: wait for the last merge's.
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    const writes = postgresWritesBetween(writesBefore, await postgresWriteSnapshot(statistics));
+    await statistics.end();
+    log(
+      `PostgreSQL wrote ${writes.walMegabytes} MB of WAL (${writes.walFullPageImages} full-page images, up to ${Math.round(writes.fullPageImageShare * 100)} %), ${writes.checkpoints} checkpoints; MB by process/object/context: ${JSON.stringify(writes.io)}`,
+    );
     const peakResidentMiB = peakResidentMemoryMiB(stack.pid);
     if (peakResidentMiB !== null) log(`the all-in-one process's resident memory at most, since it started: ${peakResidentMiB} MiB`);
     log(`merged into the index ${(ingestSeconds - storedSeconds).toFixed(1)} s later`);
@@ -261,6 +273,7 @@ async function main(): Promise<void> {
         concurrency,
         cpuMsPerMegabyte: ingestionCpu,
         peakResidentMiB,
+        postgresWrites: writes,
       },
       queryLatencyMs: { queries: queryCount, k: 10, http: percentiles(httpSamples), ranking: percentiles(rankingSamples), target: { p50: 10, p99: 25 } },
       ingestionTarget: { megabytesPerSecond: 10 },

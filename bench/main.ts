@@ -15,6 +15,7 @@
  *               (bench/idp-throttle.ts)
  *   events      a state change's way to an open event stream and to a webhook, deliveries/s,
  *               memory per 1,000 streams (bench/events.ts)
+ *   startup     `npm start` to ready on a fresh data directory and on a restart (bench/startup.ts)
  *
  * Without a suite every one runs with its defaults; with one, the options go to that suite.
  */
@@ -29,6 +30,7 @@ const SUITES: Readonly<Record<string, string>> = {
   encryption: 'encryption.ts',
   'idp-throttle': 'idp-throttle.ts',
   events: 'events.ts',
+  startup: 'startup.ts',
 };
 
 function runSuite(name: string, args: readonly string[]): number {
