@@ -121,6 +121,39 @@ describe('RecordCipher on PostgreSQL', () => {
     expect(await keysOf(tenant)).toBe(2);
   });
 
+  it('joins sealed texts by commas into one buffer that PostgreSQL splits into texts that open, each for its own record only', async () => {
+    const tenant = randomUUID();
+    const values = ['first passage', 'ünïcödé, with a comma', '', 'x'.repeat(5_000), 'a "quoted"\nline'];
+    const records = values.map((_, index) => ({ table: 'chunks', id: `c-${index}` }));
+    const texts = await runWithTenant({ tenantId: tenant }, () =>
+      tenantTransaction(dataSource, async (manager) => {
+        const joined = await cipher.sealAllJoined(
+          manager,
+          values.map((value, index) => ({ record: records[index] as { table: string; id: string }, value })),
+        );
+        expect(Buffer.isBuffer(joined)).toBe(true);
+        // As the Brain's insert takes them: one text parameter (sent as bytes), split in SQL.
+        const rows: Array<{ text: string }> = await manager.query(`SELECT unnest(string_to_array($1::text, ',')) AS text`, [joined]);
+        return rows.map((row) => row.text);
+      }),
+    );
+    expect(texts).toHaveLength(values.length);
+    for (const [index, text] of texts.entries()) {
+      expect(isSealed(text)).toBe(true);
+      await expect(open(tenant, text, records[index])).resolves.toBe(values[index]);
+      await expect(open(tenant, text, records[(index + 1) % values.length])).rejects.toBeInstanceOf(DecryptionError);
+    }
+    // The same form as seal's, under the same key.
+    const single = await runWithTenant({ tenantId: tenant }, () =>
+      tenantTransaction(dataSource, (manager) => cipher.seal(manager, records[0] as { table: string; id: string }, 'first passage')),
+    );
+    expect(single.split('.')[1]).toBe(texts[0]?.split('.')[1]);
+    expect(single.length).toBe(texts[0]?.length);
+    // Nothing to seal: an empty buffer, which splits into no text.
+    const none = await runWithTenant({ tenantId: tenant }, () => tenantTransaction(dataSource, (manager) => cipher.sealAllJoined(manager, [])));
+    expect(none.length).toBe(0);
+  });
+
   it('leaves no key behind when the transaction that made it rolls back', async () => {
     const tenant = randomUUID();
     const failed = await seal(tenant, { lost: true }, true).catch((error: { sealed: string }) => error.sealed);
