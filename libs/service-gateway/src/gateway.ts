@@ -178,10 +178,12 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
     if (Number.isNaN(declared) || declared <= DRAINED_BODY_BYTES) reply.removeHeader('connection');
     return payload;
   });
-  fastify.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (body === '') return done(null, undefined);
+  // Read as bytes and decoded once, whole: as a string it would be decoded chunk by chunk and
+  // joined, then copied flat again to parse (a Brain document's content is up to megabytes).
+  fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    if ((body as Buffer).length === 0) return done(null, undefined);
     // Fastify's own parser answers through the callback (its type allows a promise; it returns none).
-    void parseJson(request, body as string, (error, value) => {
+    void parseJson(request, (body as Buffer).toString('utf8'), (error, value) => {
       if (error) return done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined);
       // Too deep to walk safely, or text PostgreSQL cannot store: refused here, before anything recurses into it.
       const refusal = jsonBodyRefusal(value);
