@@ -20,6 +20,7 @@
  *   check, bus, SQL) and, interleaved, for the ranking alone on the same database (no HTTP, no bus).
  */
 import { readFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import { Client } from 'pg';
 import { openBrainReader } from '@mission/service-brain';
@@ -151,7 +152,15 @@ async function main(): Promise<void> {
     // otherwise take from the stack under test); a few more just in time should the estimate fall
     // short. The count follows the chunks the service reports.
     const estimatedDocuments = Math.ceil(targetChunks / Math.floor(documentBytes / 1_200));
-    const prepared = Array.from({ length: Math.ceil(estimatedDocuments * 1.05) }, () => corpus.document(documentBytes));
+    // Each request's body is made before the clock starts too (a client uploading files has them),
+    // and sent over kept-alive connections of node:http: fetch's streams cost the client, on the
+    // same two cores, about as much CPU per MB as the body's JSON (bench/README.md).
+    const body = (index: number, content: string): Buffer => Buffer.from(JSON.stringify({ title: `Synthetic document ${index}`, content }), 'utf8');
+    const prepared = Array.from({ length: Math.ceil(estimatedDocuments * 1.05) }, (_, index) => {
+      const content = corpus.document(documentBytes);
+      return { content, body: body(index, content) };
+    });
+    const uploads = new http.Agent({ keepAlive: true, maxSockets: concurrency });
     log(`ingesting about ${estimatedDocuments} documents of ~${documentBytes / 1000} KB until ${targetChunks} chunks, ${concurrency} at a time`);
     let chunks = 0;
     let bytes = 0;
@@ -167,11 +176,11 @@ async function main(): Promise<void> {
       concurrency,
       () => chunks >= targetChunks,
       async (index) => {
-        const content = prepared[index] ?? corpus.document(documentBytes);
-        const response = await call(gatewayUrl, 'POST', '/api/brain/documents', { token, body: { title: `Synthetic document ${index}`, content } });
+        const document = prepared[index] ?? ((content) => ({ content, body: body(index, content) }))(corpus.document(documentBytes));
+        const response = await postJson(uploads, `${gatewayUrl}/api/brain/documents`, token, document.body);
         if (response.status !== 201) throw new Error(`Ingestion answered ${response.status}: ${JSON.stringify(response.body)}`);
-        chunks += response.body.chunkCount;
-        bytes += Buffer.byteLength(content);
+        chunks += (response.body as { chunkCount: number }).chunkCount;
+        bytes += Buffer.byteLength(document.content);
         documents += 1;
         if (performance.now() - lastReport > 15_000) {
           lastReport = performance.now();
@@ -180,6 +189,7 @@ async function main(): Promise<void> {
       },
     );
     const storedSeconds = (performance.now() - started) / 1000;
+    uploads.destroy();
     log(`stored ${documents} documents, ${chunks} chunks, ${(bytes / 1e6).toFixed(1)} MB in ${storedSeconds.toFixed(1)} s`);
     // A stored document is found at once, but its chunks wait for a background merge into the
     // posting blocks: ingestion counts until the last of them is merged.
@@ -305,6 +315,33 @@ async function main(): Promise<void> {
   } finally {
     await stack.stop();
   }
+}
+
+/** POSTs a JSON body already made, over `agent`'s connections; the status and the parsed answer. */
+function postJson(agent: http.Agent, url: string, token: string, body: Buffer): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(
+      url,
+      { method: 'POST', agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json', 'content-length': body.length } },
+      (response) => {
+        const parts: Buffer[] = [];
+        response.on('data', (part: Buffer) => parts.push(part));
+        response.once('error', reject);
+        response.once('end', () => {
+          const text = Buffer.concat(parts).toString('utf8');
+          let parsed: unknown = text;
+          try {
+            parsed = JSON.parse(text);
+          } catch {
+            // not JSON: kept as text for the error message
+          }
+          resolve({ status: response.statusCode ?? 0, body: parsed });
+        });
+      },
+    );
+    request.once('error', reject);
+    request.end(body);
+  });
 }
 
 /** The process's resident memory at its highest so far (VmHWM), in MiB; null where /proc cannot tell. */
