@@ -233,6 +233,31 @@ describe('TokenDictionary', () => {
     expect(dictionary.add('other', 12345, 'other')).toBeGreaterThanOrEqual(0);
   });
 
+  it('finds every token it kept after its table has grown, with its own term, and tokens it never kept not at all', () => {
+    const dictionary = new TokenDictionary();
+    // Past a quarter of a million slots' worth of growth, with hashes that collide in their low bits.
+    const tokens = Array.from({ length: 70_000 }, (_, n) => `tok${n.toString(36)}`);
+    const hashOf = (n: number): number => Math.imul(n, 0x9e3779b1) ^ (n % 7);
+    const kept = tokens.map((token, n) => dictionary.add(token, hashOf(n), n % 5 === 0 ? null : `term-${n}`) !== -1);
+    expect(kept.filter(Boolean).length).toBeGreaterThan(69_000);
+    expect(dictionary.size).toBe(kept.filter(Boolean).length);
+    for (const [n, token] of tokens.entries()) {
+      const text = `  ${token}, `;
+      const handle = dictionary.find(text, 2, 2 + token.length, hashOf(n));
+      if (!kept[n]) {
+        expect(handle).toBe(-1);
+        continue;
+      }
+      expect(handle).toBeGreaterThanOrEqual(0);
+      const term = dictionary.termOf(handle);
+      if (n % 5 === 0) expect(term).toBe(-1);
+      else expect(dictionary.term(term)).toBe(`term-${n}`);
+      // The same hash with other characters, or fewer of them, is another token.
+      expect(dictionary.find(`${token}x`, 0, token.length + 1, hashOf(n))).toBe(-1);
+      expect(dictionary.find(token, 0, token.length - 1, hashOf(n))).toBe(-1);
+    }
+  });
+
   it('starts again empty once it holds its limit, and not before', () => {
     const dictionary = new TokenDictionary(3);
     dictionary.add('a', 1, 'a');

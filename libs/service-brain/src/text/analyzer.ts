@@ -111,6 +111,13 @@ function hashOf(text: string, start: number, end: number): number {
   return hash;
 }
 
+/** Int32s per slot of TokenDictionary's table: the token's hash, its term's number, where its characters start, and how many. */
+const SLOT_WIDTH = 4;
+const SLOT_TERM = 1;
+const SLOT_FROM = 2;
+/** A slot whose token length is 0 is empty (no token is). */
+const SLOT_LENGTH = 3;
+
 /**
  * The tokens of the default analysis seen so far, each with its term (or none), and the terms by
  * number. Text is Zipfian: most tokens were seen before, and one lookup replaces the stop word
@@ -118,13 +125,18 @@ function hashOf(text: string, start: number, end: number): number {
  * in the text, in an open-addressing table of numbers: no string is made or hashed for it (a Map
  * keyed by freshly matched strings cost about 0.3 µs a token here, most of the analysis). Only
  * tokens that give at most one term (no unspaced script) and are not too long are kept.
+ * A slot holds everything a lookup reads (the hash, the term, where the token's characters lie in
+ * one array of them, and their number), so a lookup touches its slot and those characters and
+ * nothing else: with the hashes, terms and tokens (as strings) in arrays of their own, a lookup
+ * was three or four cache misses, most of the analysis's time.
  */
 export class TokenDictionary {
-  private slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
+  private slots = new Int32Array(SLOT_WIDTH * INITIAL_SLOTS);
   private mask = INITIAL_SLOTS - 1;
-  private hashes = new Int32Array(INITIAL_SLOTS / 2);
-  private tokenTerms = new Int32Array(INITIAL_SLOTS / 2);
-  private readonly tokens: string[] = [];
+  /** The kept tokens' characters, one after the other. */
+  private chars = new Uint16Array(INITIAL_SLOTS * 8);
+  private charsUsed = 0;
+  private tokenCount = 0;
   private readonly terms: string[] = [];
   private readonly termNumbers = new Map<string, number>();
 
@@ -136,16 +148,18 @@ export class TokenDictionary {
 
   /** Tokens kept. */
   get size(): number {
-    return this.tokens.length;
+    return this.tokenCount;
   }
 
   /** Called before an analysis: empties the dictionary when it is full. Term numbers given before are void afterwards. */
   startAnalysis(): void {
-    if (this.tokens.length < this.limit && this.terms.length < this.limit) return;
+    if (this.tokenCount < this.limit && this.terms.length < this.limit) return;
     this.generation++;
-    this.slots = new Int32Array(INITIAL_SLOTS).fill(NOT_FOUND);
+    this.slots = new Int32Array(SLOT_WIDTH * INITIAL_SLOTS);
     this.mask = INITIAL_SLOTS - 1;
-    this.tokens.length = 0;
+    this.chars = new Uint16Array(INITIAL_SLOTS * 8);
+    this.charsUsed = 0;
+    this.tokenCount = 0;
     this.terms.length = 0;
     this.termNumbers.clear();
   }
@@ -154,46 +168,56 @@ export class TokenDictionary {
     return this.terms[number] as string;
   }
 
-  /** The kept token `text[start, end)` (its hash: `hash`), or NOT_FOUND. */
+  /** The kept token `text[start, end)` (its hash: `hash`), as a handle for termOf (valid until the next add), or NOT_FOUND. */
   find(text: string, start: number, end: number, hash: number): number {
     const length = end - start;
+    const slots = this.slots;
     for (let probe = 0, slot = mix(hash) & this.mask; probe < MAX_PROBES; probe++, slot = (slot + 1) & this.mask) {
-      const entry = this.slots[slot] as number;
-      if (entry === NOT_FOUND) return NOT_FOUND;
-      if (this.hashes[entry] !== hash) continue;
-      const token = this.tokens[entry] as string;
-      if (token.length !== length) continue;
-      let at = 0;
-      while (at < length && token.charCodeAt(at) === text.charCodeAt(start + at)) at++;
-      if (at === length) return entry;
+      const at = SLOT_WIDTH * slot;
+      const kept = slots[at + SLOT_LENGTH] as number;
+      if (kept === 0) return NOT_FOUND;
+      if (slots[at] !== hash || kept !== length) continue;
+      const chars = this.chars;
+      const from = slots[at + SLOT_FROM] as number;
+      let index = 0;
+      while (index < length && chars[from + index] === text.charCodeAt(start + index)) index++;
+      if (index === length) return slot;
     }
     return NOT_FOUND;
   }
 
-  /** The term a kept token gives, as a number, or NO_TERM. */
-  termOf(entry: number): number {
-    return this.tokenTerms[entry] as number;
+  /** The term a kept token (find's or add's handle) gives, as a number, or NO_TERM. */
+  termOf(handle: number): number {
+    return this.slots[SLOT_WIDTH * handle + SLOT_TERM] as number;
   }
 
   /**
    * Keeps `token` (its hash: `hash`; not kept yet) with the term it gives, or null; returns its
-   * entry, or NOT_FOUND when its slot would lie more than MAX_PROBES from its own (not kept).
+   * handle (valid until the next add), or NOT_FOUND when its slot would lie more than MAX_PROBES
+   * from its own (not kept).
    */
   add(token: string, hash: number, term: string | null): number {
-    const entry = this.tokens.length;
     // At most half the slots taken: probes stay short.
-    if (2 * (entry + 1) > this.slots.length) this.rehash(this.slots.length * 2);
+    if (2 * (this.tokenCount + 1) > this.mask + 1) this.rehash(2 * (this.mask + 1));
     let slot = mix(hash) & this.mask;
-    for (let probe = 0; this.slots[slot] !== NOT_FOUND; probe++, slot = (slot + 1) & this.mask) if (probe + 1 >= MAX_PROBES) return NOT_FOUND;
-    if (entry >= this.hashes.length) {
-      this.hashes = grown(this.hashes, entry + 1);
-      this.tokenTerms = grown(this.tokenTerms, entry + 1);
+    for (let probe = 0; (this.slots[SLOT_WIDTH * slot + SLOT_LENGTH] as number) !== 0; probe++, slot = (slot + 1) & this.mask) if (probe + 1 >= MAX_PROBES) return NOT_FOUND;
+    if (this.charsUsed + token.length > this.chars.length) {
+      let size = this.chars.length * 2;
+      while (size < this.charsUsed + token.length) size *= 2;
+      const larger = new Uint16Array(size);
+      larger.set(this.chars.subarray(0, this.charsUsed));
+      this.chars = larger;
     }
-    this.tokens.push(detached(token));
-    this.hashes[entry] = hash;
-    this.tokenTerms[entry] = term === null ? NO_TERM : this.numberOf(term);
-    this.slots[slot] = entry;
-    return entry;
+    const from = this.charsUsed;
+    for (let index = 0; index < token.length; index++) this.chars[from + index] = token.charCodeAt(index);
+    this.charsUsed += token.length;
+    const at = SLOT_WIDTH * slot;
+    this.slots[at] = hash;
+    this.slots[at + SLOT_TERM] = term === null ? NO_TERM : this.numberOf(term);
+    this.slots[at + SLOT_FROM] = from;
+    this.slots[at + SLOT_LENGTH] = token.length;
+    this.tokenCount++;
+    return slot;
   }
 
   /** The term's number, given it if it has none yet. */
@@ -209,12 +233,14 @@ export class TokenDictionary {
   }
 
   private rehash(size: number): void {
-    this.slots = new Int32Array(size).fill(NOT_FOUND);
+    const old = this.slots;
+    this.slots = new Int32Array(SLOT_WIDTH * size);
     this.mask = size - 1;
-    for (let entry = 0; entry < this.tokens.length; entry++) {
-      let slot = mix(this.hashes[entry] as number) & this.mask;
-      while (this.slots[slot] !== NOT_FOUND) slot = (slot + 1) & this.mask;
-      this.slots[slot] = entry;
+    for (let at = 0; at < old.length; at += SLOT_WIDTH) {
+      if ((old[at + SLOT_LENGTH] as number) === 0) continue;
+      let slot = mix(old[at] as number) & this.mask;
+      while ((this.slots[SLOT_WIDTH * slot + SLOT_LENGTH] as number) !== 0) slot = (slot + 1) & this.mask;
+      this.slots.set(old.subarray(at, at + SLOT_WIDTH), SLOT_WIDTH * slot);
     }
   }
 }
