@@ -551,6 +551,25 @@ describe('brain on PostgreSQL', () => {
       expect((await query(tenant, 'klystrons radar')).results.map((result) => result.text)).toEqual(['Klystrons amplify microwave signals in radar transmitters.']);
     });
 
+    it('writes the blocks of a bulk merge of many thousand terms in several statements, each block as its chunks hold it', async () => {
+      const tenant = randomUUID();
+      // About 48,000 distinct words in some 300 passages: one merge of the bulk kind, ten statements of new blocks.
+      const words = Array.from({ length: 48_000 }, (_, n) => `q${n.toString(36)}7`);
+      const paragraphs: string[] = [];
+      for (let at = 0; at < words.length; at += 20) paragraphs.push(`${words.slice(at, at + 20).join(' ')}.`);
+      const document = await ingest(tenant, { title: 'Many words', content: paragraphs.join('\n\n') });
+      expect(document.chunkCount).toBeGreaterThan(256);
+      await merged(tenant);
+      const { rows } = await inspector.query(`SELECT count(*)::int AS blocks FROM brain.posting_blocks WHERE tenant_id = $1`, [tenant]);
+      expect(rows[0].blocks).toBeGreaterThan(45_000);
+      const { stored, derived } = await statisticsOf(tenant);
+      expect(stored.postings.length).toBeGreaterThan(45_000);
+      expect(stored).toEqual(derived);
+      const last = await query(tenant, words[words.length - 1] as string, 3);
+      expect(last.results).toHaveLength(1);
+      expect(last.results[0]?.text).toContain(words[words.length - 1]);
+    }, 60_000);
+
     it('appends documents merged one at a time to the newest small block of each term', async () => {
       const tenant = randomUUID();
       const notes: IngestedDocumentView[] = [];

@@ -2,9 +2,20 @@ import { setImmediate } from 'node:timers/promises';
 import { EntityManager } from 'typeorm';
 import { CursorPosition, DomainError, ErrorCode, isUuid, type PassageView, type StorageQuota } from '@mission/contracts';
 import { isSealed, queryAndCommit, RecordCipher } from '@mission/persistence';
-import { type ChunkTerms, contribution, decodePostings, encodePostings, encodeSegment, groupByTerm, type Normalisation, ScoreTable, wholeNumbers } from '../ranking/postings';
+import {
+  type ChunkTerms,
+  contribution,
+  decodePostings,
+  type EncodedSegments,
+  encodePostings,
+  encodeSegmentsByTerm,
+  type Normalisation,
+  ScoreTable,
+  selectSegments,
+  wholeNumbers,
+} from '../ranking/postings';
 import { DEFAULT_PRUNING, planPruning, prunedRankingIsExact, type PruningOptions, type WeightedTerm } from '../ranking/pruning';
-import { binaryBigintArray, binaryIntArray, readBinaryBigintArray, readBinaryIntArray } from '../index/term-hashes';
+import { binaryBigintArray, binaryBigintValues, binaryIntArray, readBinaryBigintArray, readBinaryIntArray } from '../index/term-hashes';
 import type { AnalysedChunk } from '../text/document-analysis';
 import type { MergeInputs, StoredChunkTerms } from './waiting-chunk-terms';
 
@@ -548,27 +559,28 @@ export class BrainRepository {
     }
     if (batch.length === 0) return 0;
     batch.sort((a, b) => a.seq - b.seq);
-    // The batch's postings per term, in chunk order.
-    const segments = groupByTerm(batch).map((list) => ({
-      high: list.high,
-      low: list.low,
-      first: list.seqs[0] as number,
-      last: list.seqs[list.seqs.length - 1] as number,
-      size: list.seqs.length,
-      bytes: encodeSegment(list.seqs, list.frequencies, list.lengths),
-    }));
+    // The batch's postings per term, in chunk order, each term's segment in one buffer.
+    let encoded = encodeSegmentsByTerm(batch);
     // A small batch (documents arriving one at a time): each term's newest block takes the batch's
     // segment of the term (appended: the blocks are sequences of segments) while it has room. A
     // large batch (a bulk load) makes blocks of its own: appending would rewrite a small block for
     // nearly every rare word of the batch.
-    let fresh = segments;
     if (batch.length <= APPEND_BATCH_CHUNKS) {
+      const segments = Array.from({ length: encoded.count }, (_, index) => ({
+        index,
+        high: encoded.pairs[2 * index] as number,
+        low: encoded.pairs[2 * index + 1] as number,
+        first: encoded.firsts[index] as number,
+        last: encoded.lasts[index] as number,
+        size: encoded.sizes[index] as number,
+        bytes: encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]),
+      }));
       // Each term's newest block, by the term's place in `segments` (1-based).
       const newest: Array<{ position: string; block: string; size: number }> = await manager.query(
         `SELECT t.position::text AS position, b.block::text AS block, b.size
          FROM unnest($2::bigint[]) WITH ORDINALITY AS t(term_hash, position)
          CROSS JOIN LATERAL (SELECT block, size FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = t.term_hash ORDER BY block DESC LIMIT 1) b`,
-        [tenantId, binaryBigintArray(termPairs(segments))],
+        [tenantId, binaryBigintArray(encoded.pairs)],
       );
       const into = new Map(newest.map((row) => [segments[Number(row.position) - 1], row]));
       const appended = segments.filter((segment) => (into.get(segment)?.size ?? Infinity) + segment.size <= SMALL_BLOCK);
@@ -590,17 +602,22 @@ export class BrainRepository {
         );
       }
       const done = new Set(appended);
-      fresh = segments.filter((segment) => !done.has(segment));
+      encoded = selectSegments(
+        encoded,
+        segments.filter((segment) => !done.has(segment)).map((segment) => segment.index),
+      );
     }
-    for (const part of slices(fresh, (segment) => segment.bytes.length)) {
-      // The blocks' postings as one binary parameter, each block's cut from it by offset: an array
-      // of bytea would travel as hex text, escaped element by element (about 5 % of the process's
-      // work under a bulk load), and be parsed back from hex by PostgreSQL.
-      const starts: number[] = [];
-      let offset = 1;
-      for (const segment of part) {
-        starts.push(offset);
-        offset += segment.bytes.length;
+    // The new blocks, a few thousand per statement: their postings as one binary parameter (a
+    // slice of the merge's one buffer, not a copy), each block's cut from it by offset; an array of
+    // bytea would travel as hex text, escaped element by element (about 5 % of the process's work
+    // under a bulk load), and be parsed back from hex by PostgreSQL.
+    for (const [from, to] of writeRanges(encoded)) {
+      const base = encoded.offsets[from] as number;
+      const starts = new Int32Array(to - from);
+      const lengths = new Int32Array(to - from);
+      for (let index = from; index < to; index++) {
+        starts[index - from] = (encoded.offsets[index] as number) - base + 1;
+        lengths[index - from] = (encoded.offsets[index + 1] as number) - (encoded.offsets[index] as number);
       }
       await manager.query(
         `INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
@@ -608,13 +625,13 @@ export class BrainRepository {
          FROM unnest($2::bigint[], $3::bigint[], $4::bigint[], $5::int[], $7::int[], $8::int[]) AS u(term_hash, first, last, size, start, bytes)`,
         [
           tenantId,
-          binaryBigintArray(termPairs(part)),
-          integerArrayLiteral(part.map((segment) => segment.first)),
-          integerArrayLiteral(part.map((segment) => segment.last)),
-          binaryIntArray(part.map((segment) => segment.size)),
-          Buffer.concat(part.map((segment) => segment.bytes)),
+          binaryBigintArray(encoded.pairs.subarray(2 * from, 2 * to)),
+          binaryBigintValues(encoded.firsts.subarray(from, to)),
+          binaryBigintValues(encoded.lasts.subarray(from, to)),
+          binaryIntArray(encoded.sizes.subarray(from, to)),
+          encoded.bytes.subarray(base, encoded.offsets[to]),
           binaryIntArray(starts),
-          binaryIntArray(part.map((segment) => segment.bytes.length)),
+          binaryIntArray(lengths),
         ],
       );
     }
@@ -911,6 +928,19 @@ function assertWithinQuota(used: { readonly documents: number; readonly bytes: n
 }
 
 /** `items` in consecutive slices of at most WRITE_BATCH_BLOCKS items and WRITE_BATCH_BYTES bytes (`bytesOf`; an item larger than that alone). */
+/** The segments of `encoded` in runs [from, to) as slices() cuts items: at most WRITE_BATCH_BLOCKS and (past the first) WRITE_BATCH_BYTES each. */
+function* writeRanges(encoded: EncodedSegments): Generator<[number, number]> {
+  let from = 0;
+  for (let index = 0; index < encoded.count; index++) {
+    const bytes = (encoded.offsets[index + 1] as number) - (encoded.offsets[from] as number);
+    if (index > from && (index - from >= WRITE_BATCH_BLOCKS || bytes > WRITE_BATCH_BYTES)) {
+      yield [from, index];
+      from = index;
+    }
+  }
+  if (from < encoded.count) yield [from, encoded.count];
+}
+
 function* slices<T>(items: readonly T[], bytesOf: (item: T) => number): Generator<T[]> {
   let slice: T[] = [];
   let bytes = 0;

@@ -1,5 +1,5 @@
 import fc from 'fast-check';
-import { binaryBigintArray, binaryIntArray, hashPair, hashText, hashTexts, readBinaryBigintArray, readBinaryIntArray } from './term-hashes';
+import { binaryBigintArray, binaryBigintValues, binaryIntArray, hashPair, hashText, hashTexts, readBinaryBigintArray, readBinaryIntArray } from './term-hashes';
 
 const bigint64 = fc.bigInt({ min: -(2n ** 63n), max: 2n ** 63n - 1n });
 
@@ -41,6 +41,19 @@ describe('PostgreSQL binary arrays', () => {
         expect([...readBinaryBigintArray(binaryBigintArray(pairs))]).toEqual([...pairs]);
       }),
     );
+  });
+
+  it('write safe whole numbers as the bigint[] array_send gives, each as its 64 bits', () => {
+    expect(binaryBigintValues([1, 4_294_967_296, Number.MAX_SAFE_INTEGER]).toString('hex')).toBe(
+      '00000001' + '00000000' + '00000014' + '00000003' + '00000001' + '00000008' + '0000000000000001' + '00000008' + '0000000100000000' + '00000008' + '001fffffffffffff',
+    );
+    fc.assert(
+      fc.property(fc.array(fc.maxSafeInteger(), { maxLength: 40 }), (values) => {
+        const pairs = readBinaryBigintArray(binaryBigintValues(values));
+        expect(hashTexts(pairs)).toEqual(values.map(String));
+      }),
+    );
+    for (const bad of [1.5, 2 ** 53, Number.NaN]) expect(() => binaryBigintValues([1, bad])).toThrow(TypeError);
   });
 
   it('refuse to write what the column cannot hold, or an odd number of halves', () => {

@@ -49,6 +49,20 @@ export function binaryBigintArray(pairs: Int32Array): Buffer {
   return buffer;
 }
 
+/** Safe whole numbers (chunk sequence numbers, say) as a binary `bigint[]`; refuses anything else rather than send it. */
+export function binaryBigintValues(values: ArrayLike<number>): Buffer {
+  const { buffer, data, at } = arrayHeader(values.length, INT8_OID, 8);
+  for (let index = 0, offset = at; index < values.length; index++, offset += 12) {
+    const value = values[index] as number;
+    if (!Number.isSafeInteger(value)) throw new TypeError(`Not a safe whole number: ${String(value).slice(0, 32)}`);
+    const high = Math.floor(value / 2 ** 32);
+    data.setInt32(offset, 8);
+    data.setInt32(offset + 4, high);
+    data.setUint32(offset + 8, value - high * 2 ** 32);
+  }
+  return buffer;
+}
+
 /** Whole numbers of 32 bits as a binary `int[]`; refuses anything else rather than send it. */
 export function binaryIntArray(values: ArrayLike<number>): Buffer {
   const { buffer, data, at } = arrayHeader(values.length, INT4_OID, 4);

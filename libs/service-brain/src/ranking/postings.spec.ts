@@ -1,6 +1,17 @@
 import fc from 'fast-check';
 import { hashPair, hashText } from '../index/term-hashes';
-import { contribution, decodePostings, encodePostings, encodeSegment, forEachPosting, groupByTerm, ScoreTable, wholeNumbers } from './postings';
+import {
+  contribution,
+  decodePostings,
+  encodePostings,
+  encodeSegment,
+  encodeSegmentsByTerm,
+  forEachPosting,
+  groupByTerm,
+  ScoreTable,
+  selectSegments,
+  wholeNumbers,
+} from './postings';
 
 /** Postings of distinct chunks, in any order: chunk numbers up to 2^53 − 1, frequencies and lengths of any size the columns hold. */
 const postingsArbitrary = fc
@@ -168,6 +179,81 @@ describe('groupByTerm', () => {
       }),
       { numRuns: 300 },
     );
+  });
+
+  it("encodes every term as encodeSegment does its postings, all in one buffer, with each term's halves, first and last chunk, size and offset", () => {
+    fc.assert(
+      fc.property(chunksArbitrary, (chunks) => {
+        const input = chunks.map((chunk) => ({
+          seq: chunk.seq,
+          length: chunk.length,
+          hashes: Int32Array.from(chunk.terms.flatMap(([term]) => hashPair(term))),
+          frequencies: Int32Array.from(chunk.terms.map(([, tf]) => tf)),
+        }));
+        const grouped = groupByTerm(input);
+        const encoded = encodeSegmentsByTerm(input);
+        expect(encoded.count).toBe(grouped.length);
+        expect([...encoded.pairs]).toEqual(grouped.flatMap((list) => [list.high, list.low]));
+        expect([...encoded.firsts]).toEqual(grouped.map((list) => list.seqs[0]));
+        expect([...encoded.lasts]).toEqual(grouped.map((list) => list.seqs[list.seqs.length - 1]));
+        expect([...encoded.sizes]).toEqual(grouped.map((list) => list.seqs.length));
+        const segments = grouped.map((list) => encodeSegment(list.seqs, list.frequencies, list.lengths));
+        expect(encoded.offsets).toHaveLength(grouped.length + 1);
+        for (const [index, segment] of segments.entries()) {
+          expect(encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]).equals(segment)).toBe(true);
+        }
+        expect(encoded.bytes.equals(Buffer.concat(segments))).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('encodes chunk numbers and lengths of every size a varint takes, and refuses what encodeSegment refuses', () => {
+    const big = [1, 127, 128, 16_383, 16_384, 2 ** 21, 2 ** 35, Number.MAX_SAFE_INTEGER - 1];
+    const chunkLengths = [2 ** 30, 2 ** 21, 16_384, 16_383, 128, 127, 1, 0];
+    const input = big.map((seq, index) => ({ seq, length: chunkLengths[index]!, hashes: Int32Array.from([0, 7]), frequencies: Int32Array.from([1 + index * 1_000]) }));
+    const encoded = encodeSegmentsByTerm(input);
+    expect(
+      encoded.bytes.equals(
+        encodeSegment(
+          big,
+          input.map((chunk) => chunk.frequencies[0]!),
+          input.map((chunk) => chunk.length),
+        ),
+      ),
+    ).toBe(true);
+    expect(decodePostings(encoded.bytes).seqs).toEqual(big);
+    const bad = (seq: number, tf: number, length: number) => [{ seq, length, hashes: Int32Array.from([0, 7]), frequencies: Int32Array.from([tf]) }];
+    expect(() => encodeSegmentsByTerm(bad(0, 1, 9))).toThrow(/chunk/);
+    expect(() => encodeSegmentsByTerm(bad(5, 0, 9))).toThrow(/frequency/);
+    expect(() => encodeSegmentsByTerm(bad(5, 1, -1))).toThrow(/length/);
+    expect(() => encodeSegmentsByTerm(bad(1.5, 1, 9))).toThrow(/chunk/);
+    expect(encodeSegmentsByTerm([]).count).toBe(0);
+    expect(encodeSegmentsByTerm([]).bytes.length).toBe(0);
+  });
+
+  it('selects segments into a set of their own, as encoded, and refuses indices out of range or order', () => {
+    const chunk = (seq: number, terms: number[]) => ({
+      seq,
+      length: 10 + seq,
+      hashes: Int32Array.from(terms.flatMap((term) => [term, -term])),
+      frequencies: Int32Array.from(terms.map(() => 2)),
+    });
+    const encoded = encodeSegmentsByTerm([chunk(1, [5, 6, 7]), chunk(2, [6, 8]), chunk(300, [5, 8, 9])]);
+    expect(encoded.count).toBe(5);
+    const picked = selectSegments(encoded, [0, 3, 4]);
+    expect(picked.count).toBe(3);
+    expect([...picked.pairs]).toEqual([5, -5, 8, -8, 9, -9]);
+    expect([...picked.firsts]).toEqual([1, 2, 300]);
+    expect([...picked.lasts]).toEqual([300, 300, 300]);
+    expect([...picked.sizes]).toEqual([2, 2, 1]);
+    for (const [at, index] of [0, 3, 4].entries()) {
+      expect(picked.bytes.subarray(picked.offsets[at], picked.offsets[at + 1]).equals(encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]))).toBe(true);
+    }
+    expect(picked.offsets[3]).toBe(picked.bytes.length);
+    expect(decodePostings(picked.bytes.subarray(0, picked.offsets[1])).seqs).toEqual([1, 300]);
+    expect(selectSegments(encoded, []).bytes.length).toBe(0);
+    for (const bad of [[5], [-1], [2, 1], [1, 1], [0.5]]) expect(() => selectSegments(encoded, bad)).toThrow(RangeError);
   });
 
   it('refuses a chunk whose hashes and frequencies do not match; reads PostgreSQL integer-array text exactly', () => {

@@ -306,23 +306,33 @@ export interface TermPostings {
   readonly lengths: Int32Array;
 }
 
+/** A merge batch's postings grouped by term, as groupPostings gives them: term by term, in arrays shared by all. */
+interface GroupedPostings {
+  readonly terms: number;
+  /** Per term, its hash's halves, side by side (`[high₀, low₀, high₁, low₁, …]`). */
+  readonly pairs: Int32Array;
+  /** Per term, where its postings start in the arrays below, and where they end. */
+  readonly starts: Int32Array;
+  readonly ends: Int32Array;
+  readonly seqs: Float64Array;
+  readonly frequencies: Int32Array;
+  readonly lengths: Int32Array;
+}
+
 /**
  * A merge batch's postings grouped by term, from its chunks (given in ascending `seq`), in an
  * open-addressing table keyed by the hashes' halves, in typed arrays: a JavaScript Map keyed by
- * decimal strings took about a microsecond a posting. A term a chunk lists twice (two words whose
- * hashes collide, in chunks stored before ingestion summed them) counts once, with both
- * frequencies.
+ * decimal strings took about a microsecond a posting. A slot holds the halves and the term's id
+ * side by side (one cache line per lookup). A term a chunk lists twice (two words whose hashes
+ * collide, in chunks stored before ingestion summed them) counts once, with both frequencies.
  */
-export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
+function groupPostings(chunks: readonly ChunkTerms[]): GroupedPostings {
   let capacity = 1024;
-  let used = new Uint8Array(capacity);
-  let keysHigh = new Int32Array(capacity);
-  let keysLow = new Int32Array(capacity);
-  let ids = new Int32Array(capacity);
+  // Per slot: high, low, the term's id + 1 (0: empty).
+  let table = new Int32Array(3 * capacity);
   let shift = 32 - Math.log2(capacity);
   // Per term id, its halves.
-  let termHighs = new Int32Array(1024);
-  let termLows = new Int32Array(1024);
+  let pairs = new Int32Array(2048);
   let terms = 0;
   // Per posting, in chunk order: its term's id, chunk and frequency (the chunk's length by chunk).
   let postingTerms = new Int32Array(4096);
@@ -332,42 +342,35 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
 
   const slotOf = (high: number, low: number): number => Math.imul(high ^ Math.imul(low, 0x85ebca6b), 0x9e3779b1) >>> shift;
   const grow = (): void => {
-    const [oldUsed, oldHigh, oldLow, oldIds] = [used, keysHigh, keysLow, ids];
+    const old = table;
     capacity *= 2;
-    used = new Uint8Array(capacity);
-    keysHigh = new Int32Array(capacity);
-    keysLow = new Int32Array(capacity);
-    ids = new Int32Array(capacity);
+    table = new Int32Array(3 * capacity);
     shift = 32 - Math.log2(capacity);
-    for (let slot = 0; slot < oldUsed.length; slot++) {
-      if (oldUsed[slot] === 0) continue;
-      const high = oldHigh[slot] as number;
-      const low = oldLow[slot] as number;
-      let at = slotOf(high, low);
-      while (used[at] !== 0) at = (at + 1) & (capacity - 1);
-      used[at] = 1;
-      keysHigh[at] = high;
-      keysLow[at] = low;
-      ids[at] = oldIds[slot] as number;
+    for (let at = 0; at < old.length; at += 3) {
+      if (old[at + 2] === 0) continue;
+      let slot = slotOf(old[at] as number, old[at + 1] as number);
+      while (table[3 * slot + 2] !== 0) slot = (slot + 1) & (capacity - 1);
+      table[3 * slot] = old[at] as number;
+      table[3 * slot + 1] = old[at + 1] as number;
+      table[3 * slot + 2] = old[at + 2] as number;
     }
   };
   const idOf = (high: number, low: number): number => {
-    let at = slotOf(high, low);
-    while (used[at] !== 0) {
-      if (keysHigh[at] === high && keysLow[at] === low) return ids[at] as number;
-      at = (at + 1) & (capacity - 1);
+    let slot = slotOf(high, low);
+    for (;;) {
+      const at = 3 * slot;
+      const id = table[at + 2] as number;
+      if (id === 0) break;
+      if (table[at] === high && table[at + 1] === low) return id - 1;
+      slot = (slot + 1) & (capacity - 1);
     }
     const id = terms++;
-    if (id === termHighs.length) {
-      termHighs = grown(termHighs);
-      termLows = grown(termLows);
-    }
-    termHighs[id] = high;
-    termLows[id] = low;
-    used[at] = 1;
-    keysHigh[at] = high;
-    keysLow[at] = low;
-    ids[at] = id;
+    if (2 * id === pairs.length) pairs = grown(pairs);
+    pairs[2 * id] = high;
+    pairs[2 * id + 1] = low;
+    table[3 * slot] = high;
+    table[3 * slot + 1] = low;
+    table[3 * slot + 2] = id + 1;
     if (terms * 4 > capacity * 3) grow();
     return id;
   };
@@ -404,11 +407,11 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
     tfs[at] = postingFrequencies[index] as number;
     lengths[at] = chunk.length;
   }
-  const grouped: TermPostings[] = [];
+  // A chunk listing a term twice: its postings are adjacent; fold them into the first.
+  const ends = new Int32Array(terms);
   for (let term = 0; term < terms; term++) {
-    let end = starts[term + 1] as number;
     const start = starts[term] as number;
-    // A chunk listing the term twice: its postings are adjacent; fold them into the first.
+    const end = starts[term + 1] as number;
     let write = start;
     for (let read = start + 1; read < end; read++) {
       if (seqs[read] === seqs[write]) tfs[write] = (tfs[write] as number) + (tfs[read] as number);
@@ -419,16 +422,129 @@ export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
         lengths[write] = lengths[read] as number;
       }
     }
-    end = write + 1;
-    grouped.push({
-      high: termHighs[term] as number,
-      low: termLows[term] as number,
-      seqs: seqs.subarray(start, end),
-      frequencies: tfs.subarray(start, end),
-      lengths: lengths.subarray(start, end),
+    ends[term] = write + 1;
+  }
+  return { terms, pairs: pairs.subarray(0, 2 * terms), starts, ends, seqs, frequencies: tfs, lengths };
+}
+
+/** A merge batch's postings grouped by term, each term's ascending by chunk (see groupPostings). */
+export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
+  const grouped = groupPostings(chunks);
+  const list: TermPostings[] = [];
+  for (let term = 0; term < grouped.terms; term++) {
+    const start = grouped.starts[term] as number;
+    const end = grouped.ends[term] as number;
+    list.push({
+      high: grouped.pairs[2 * term] as number,
+      low: grouped.pairs[2 * term + 1] as number,
+      seqs: grouped.seqs.subarray(start, end),
+      frequencies: grouped.frequencies.subarray(start, end),
+      lengths: grouped.lengths.subarray(start, end),
     });
   }
-  return grouped;
+  return list;
+}
+
+/**
+ * A merge batch's segments, one per term, written one after the other into one buffer: what the
+ * merge's insert sends (each block's postings cut from it by offset), without an object, three
+ * views and two buffers per term.
+ */
+export interface EncodedSegments {
+  /** Terms, and so segments. */
+  readonly count: number;
+  /** Per term, its hash's halves side by side, as binaryBigintArray takes them. */
+  readonly pairs: Int32Array;
+  /** Per term, its first and last chunk, and its postings. */
+  readonly firsts: Float64Array;
+  readonly lasts: Float64Array;
+  readonly sizes: Int32Array;
+  /** Where each term's segment starts in `bytes` (`count + 1` of them: the last is the end). */
+  readonly offsets: Int32Array;
+  readonly bytes: Buffer;
+}
+
+function varintLength(value: number): number {
+  let bytes = 1;
+  for (let rest = value; rest >= 0x80; rest = Math.floor(rest / 0x80)) bytes++;
+  return bytes;
+}
+
+/** encodeSegment of every term of groupByTerm(chunks), in one buffer (see EncodedSegments). */
+export function encodeSegmentsByTerm(chunks: readonly ChunkTerms[]): EncodedSegments {
+  const { terms, pairs, starts, ends, seqs, frequencies, lengths } = groupPostings(chunks);
+  const offsets = new Int32Array(terms + 1);
+  const firsts = new Float64Array(terms);
+  const lasts = new Float64Array(terms);
+  const sizes = new Int32Array(terms);
+  // The exact size first (checking every posting as encodeSegment does), then one buffer written once.
+  let total = 0;
+  for (let term = 0; term < terms; term++) {
+    const start = starts[term] as number;
+    const end = ends[term] as number;
+    let bytes = varintLength(end - start);
+    let previous = 0;
+    for (let index = start; index < end; index++) {
+      const seq = seqs[index] as number;
+      assertWhole(seq, 'chunk', previous + 1);
+      assertWhole(frequencies[index] as number, 'frequency', 1);
+      assertWhole(lengths[index] as number, 'length', 0);
+      bytes += varintLength(seq - previous) + varintLength(frequencies[index] as number) + varintLength(lengths[index] as number);
+      previous = seq;
+    }
+    offsets[term] = total;
+    firsts[term] = seqs[start] as number;
+    lasts[term] = seqs[end - 1] as number;
+    sizes[term] = end - start;
+    total += bytes;
+  }
+  offsets[terms] = total;
+  const out = Buffer.allocUnsafe(total);
+  let at = 0;
+  for (let term = 0; term < terms; term++) {
+    const start = starts[term] as number;
+    const end = ends[term] as number;
+    at = writeVarint(out, at, end - start);
+    let previous = 0;
+    for (let index = start; index < end; index++) {
+      const seq = seqs[index] as number;
+      at = writeVarint(out, at, seq - previous);
+      at = writeVarint(out, at, frequencies[index] as number);
+      at = writeVarint(out, at, lengths[index] as number);
+      previous = seq;
+    }
+  }
+  if (at !== total) throw new Error(`Segments took ${at} bytes, not the ${total} counted`);
+  return { count: terms, pairs, firsts, lasts, sizes, offsets, bytes: out };
+}
+
+/** The segments `indices` (ascending) of `encoded`, in a set of their own. */
+export function selectSegments(encoded: EncodedSegments, indices: readonly number[]): EncodedSegments {
+  const count = indices.length;
+  const selected = {
+    pairs: new Int32Array(2 * count),
+    firsts: new Float64Array(count),
+    lasts: new Float64Array(count),
+    sizes: new Int32Array(count),
+    offsets: new Int32Array(count + 1),
+  };
+  const parts: Buffer[] = [];
+  let total = 0;
+  for (const [at, index] of indices.entries()) {
+    if (!Number.isInteger(index) || index < 0 || index >= encoded.count || (at > 0 && index <= (indices[at - 1] as number)))
+      throw new RangeError(`No segment ${index} to select there`);
+    selected.pairs[2 * at] = encoded.pairs[2 * index] as number;
+    selected.pairs[2 * at + 1] = encoded.pairs[2 * index + 1] as number;
+    selected.firsts[at] = encoded.firsts[index] as number;
+    selected.lasts[at] = encoded.lasts[index] as number;
+    selected.sizes[at] = encoded.sizes[index] as number;
+    selected.offsets[at] = total;
+    const bytes = encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]);
+    parts.push(bytes);
+    total += bytes.length;
+  }
+  selected.offsets[count] = total;
+  return { count, ...selected, bytes: Buffer.concat(parts, total) };
 }
 
 function grown(array: Int32Array<ArrayBuffer>): Int32Array<ArrayBuffer> {
