@@ -79,6 +79,9 @@ const NO_TERM = -1;
 export const MAX_PROBES = 32;
 
 const INITIAL_SLOTS = 1 << 16;
+/** TokenDictionary's table and characters to start with (256 KiB and 128 KiB): a process that analyses little keeps little. */
+const INITIAL_TOKEN_SLOTS = 1 << 14;
+const INITIAL_TOKEN_CHARS = 1 << 16;
 
 function grown(array: Int32Array, least: number): Int32Array<ArrayBuffer> {
   let size = array.length * 2;
@@ -131,10 +134,10 @@ const SLOT_LENGTH = 3;
  * was three or four cache misses, most of the analysis's time.
  */
 export class TokenDictionary {
-  private slots = new Int32Array(SLOT_WIDTH * INITIAL_SLOTS);
-  private mask = INITIAL_SLOTS - 1;
+  private slots = new Int32Array(SLOT_WIDTH * INITIAL_TOKEN_SLOTS);
+  private mask = INITIAL_TOKEN_SLOTS - 1;
   /** The kept tokens' characters, one after the other. */
-  private chars = new Uint16Array(INITIAL_SLOTS * 8);
+  private chars = new Uint16Array(INITIAL_TOKEN_CHARS);
   private charsUsed = 0;
   private tokenCount = 0;
   private readonly terms: string[] = [];
@@ -155,9 +158,9 @@ export class TokenDictionary {
   startAnalysis(): void {
     if (this.tokenCount < this.limit && this.terms.length < this.limit) return;
     this.generation++;
-    this.slots = new Int32Array(SLOT_WIDTH * INITIAL_SLOTS);
-    this.mask = INITIAL_SLOTS - 1;
-    this.chars = new Uint16Array(INITIAL_SLOTS * 8);
+    this.slots = new Int32Array(SLOT_WIDTH * INITIAL_TOKEN_SLOTS);
+    this.mask = INITIAL_TOKEN_SLOTS - 1;
+    this.chars = new Uint16Array(INITIAL_TOKEN_CHARS);
     this.charsUsed = 0;
     this.tokenCount = 0;
     this.terms.length = 0;
