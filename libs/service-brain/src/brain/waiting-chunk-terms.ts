@@ -41,7 +41,11 @@ interface Entry {
  * Bounded by `maxBytes`: merges take the oldest chunks first, so when full this keeps what it
  * holds and lets new chunks go (their merge reads them back), except that entries older than
  * WAITING_TERMS_STALE_MS make room (a chunk merged by another replica, or deleted, is never taken
- * here). An entry is used only for the chunk id it was stored under.
+ * here). An entry is used only for the chunk id it was stored under. A chunk's arrays may be views
+ * of its document's (as the analysis threads hand them over): counted by their own bytes, they
+ * keep the document's arrays until its last chunk is taken or let go; merges and letting go both
+ * take the oldest first, so a document's chunks leave together, but for the one a merge's batch
+ * ends in (held until the next merge).
  */
 export class WaitingChunkTerms implements MergeInputs {
   private readonly entries = new Map<number, Entry>();
@@ -63,7 +67,7 @@ export class WaitingChunkTerms implements MergeInputs {
   /** Keeps the committed chunks of one of `tenantId`'s documents, as far as the bound allows (see the class). */
   add(tenantId: string, chunks: readonly StoredChunkTerms[], now = Date.now()): void {
     for (const chunk of chunks) {
-      const bytes = chunk.hashes.buffer.byteLength + chunk.frequencies.buffer.byteLength + ENTRY_OVERHEAD_BYTES;
+      const bytes = chunk.hashes.byteLength + chunk.frequencies.byteLength + ENTRY_OVERHEAD_BYTES;
       this.remove(chunk.seq);
       if (this.heldBytes + bytes > this.maxBytes) this.letStaleGo(now, this.heldBytes + bytes - this.maxBytes);
       if (this.heldBytes + bytes > this.maxBytes) continue;

@@ -335,9 +335,11 @@ function groupPostings(chunks: readonly ChunkTerms[]): GroupedPostings {
   let pairs = new Int32Array(2048);
   let terms = 0;
   // Per posting, in chunk order: its term's id, chunk and frequency (the chunk's length by chunk).
-  let postingTerms = new Int32Array(4096);
-  let postingChunks = new Int32Array(4096);
-  let postingFrequencies = new Int32Array(4096);
+  let postings = 0;
+  for (const chunk of chunks) postings += chunk.frequencies.length;
+  const postingTerms = new Int32Array(postings);
+  const postingChunks = new Int32Array(postings);
+  const postingFrequencies = new Int32Array(postings);
   let count = 0;
 
   const slotOf = (high: number, low: number): number => Math.imul(high ^ Math.imul(low, 0x85ebca6b), 0x9e3779b1) >>> shift;
@@ -379,11 +381,6 @@ function groupPostings(chunks: readonly ChunkTerms[]): GroupedPostings {
     const { hashes, frequencies } = chunk;
     if (hashes.length !== 2 * frequencies.length) throw new RangeError(`Chunk ${chunk.seq} has ${hashes.length / 2} terms and ${frequencies.length} frequencies`);
     for (let position = 0; position < frequencies.length; position++) {
-      if (count === postingTerms.length) {
-        postingTerms = grown(postingTerms);
-        postingChunks = grown(postingChunks);
-        postingFrequencies = grown(postingFrequencies);
-      }
       postingTerms[count] = idOf(hashes[2 * position] as number, hashes[2 * position + 1] as number);
       postingChunks[count] = chunkIndex;
       postingFrequencies[count] = frequencies[position] as number;

@@ -61,7 +61,11 @@ export function packAnalysis(chunks: readonly AnalysedChunk[]): PackedAnalysis {
   return packed;
 }
 
-/** The chunks of a packed analysis, each with arrays of its own; refuses one whose arrays do not add up. */
+/**
+ * The chunks of a packed analysis, their arrays views of the packed ones (copying each chunk's
+ * two arrays out cost the service's thread about half a millisecond a document); refuses one whose
+ * arrays do not add up.
+ */
 export function unpackAnalysis(packed: PackedAnalysis): AnalysedChunk[] {
   const { texts, lengths, counts, hashes, frequencies } = packed;
   if (lengths.length !== texts.length || counts.length !== texts.length)
@@ -77,7 +81,7 @@ export function unpackAnalysis(packed: PackedAnalysis): AnalysedChunk[] {
   let at = 0;
   for (const [index, text] of texts.entries()) {
     const count = counts[index] as number;
-    chunks.push({ text, length: lengths[index] as number, hashes: hashes.slice(2 * at, 2 * (at + count)), frequencies: frequencies.slice(at, at + count) });
+    chunks.push({ text, length: lengths[index] as number, hashes: hashes.subarray(2 * at, 2 * (at + count)), frequencies: frequencies.subarray(at, at + count) });
     at += count;
   }
   return chunks;
