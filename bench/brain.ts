@@ -145,6 +145,7 @@ async function main(): Promise<void> {
   const corpus = new Corpus();
 
   const stack = await startEmbeddedBrainStack({ label: 'bench-brain', tenantName: 'Brain benchmark', env: { NODE_ENV: 'production' }, log });
+  let statistics: Client | undefined;
   const { gatewayUrl, token } = stack;
   try {
     // Ingestion: the documents are made before the clock starts, as a client would have its files
@@ -165,7 +166,7 @@ async function main(): Promise<void> {
     let chunks = 0;
     let bytes = 0;
     let documents = 0;
-    const statistics = new Client({ connectionString: stack.postgresUrl });
+    statistics = new Client({ connectionString: stack.postgresUrl });
     statistics.on('error', () => undefined); // the stack's PostgreSQL stops under it should ingestion fail
     await statistics.connect();
     const writesBefore = await postgresWriteSnapshot(statistics);
@@ -212,6 +213,7 @@ async function main(): Promise<void> {
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     const writes = postgresWritesBetween(writesBefore, await postgresWriteSnapshot(statistics));
     await statistics.end();
+    statistics = undefined;
     log(
       `PostgreSQL wrote ${writes.walMegabytes} MB of WAL (${writes.walFullPageImages} full-page images, up to ${Math.round(writes.fullPageImageShare * 100)} %), ${writes.checkpoints} checkpoints; MB by process/object/context: ${JSON.stringify(writes.io)}`,
     );
@@ -313,6 +315,7 @@ async function main(): Promise<void> {
       );
     }
   } finally {
+    await statistics?.end().catch(() => undefined);
     await stack.stop();
   }
 }
@@ -340,6 +343,8 @@ function postJson(agent: http.Agent, url: string, token: string, body: Buffer): 
       },
     );
     request.once('error', reject);
+    // A document takes tens of milliseconds; a gateway that has not answered in two minutes has stalled.
+    request.setTimeout(120_000, () => request.destroy(new Error('No answer to a document within 120 s')));
     request.end(body);
   });
 }

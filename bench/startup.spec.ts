@@ -17,6 +17,9 @@ describe('the startup suite', () => {
     expect(() => startCommands('node main.js | tee log')).toThrow(/not a plain node command/);
     expect(() => startCommands('node "a b.js"')).toThrow(/not a plain node command/);
     expect(() => startCommands('node')).toThrow(/not a plain node command/);
+    expect(() => startCommands('node a.js & node b.js')).toThrow(/not a plain node command/);
+    expect(() => startCommands('node (a.js)')).toThrow(/not a plain node command/);
+    expect(() => startCommands('node a\\ b.js')).toThrow(/not a plain node command/);
     expect(startCommands('node a.js --x && node --flag b.js')).toEqual([
       ['a.js', '--x'],
       ['--flag', 'b.js'],

@@ -54,7 +54,7 @@ export function parseStartupOptions(argv: readonly string[]): StartupOptions {
 export function startCommands(script: string): string[][] {
   return script.split('&&').map((part) => {
     const words = part.trim().split(/\s+/);
-    if (words[0] !== 'node' || words.length < 2 || words.some((word) => /["'$`|;<>]/.test(word)))
+    if (words[0] !== 'node' || words.length < 2 || words.some((word) => /["'$`|;<>&()\\]/.test(word)))
       throw new Error(`The start script's command "${part.trim()}" is not a plain node command`);
     return words.slice(1);
   });

@@ -69,6 +69,42 @@ export function postDeclaringLength(baseUrl: string, path: string, token: string
   });
 }
 
+/** A POST of `bytes` exactly as given, as JSON: declared by Content-Length, or, with `splitAt`, sent chunked in two writes cut at that byte. */
+export function postBytes(baseUrl: string, path: string, token: string | undefined, bytes: Buffer, splitAt?: number): Promise<ApiResponse> {
+  return new Promise((resolve, reject) => {
+    const request = httpRequest(`${baseUrl}${path}`, {
+      method: 'POST',
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        'content-type': 'application/json',
+        ...(splitAt === undefined ? { 'content-length': String(bytes.length) } : {}),
+      },
+    });
+    request.on('response', (response) => {
+      const parts: Buffer[] = [];
+      response.on('data', (part: Buffer) => parts.push(part));
+      response.on('end', () => {
+        const text = Buffer.concat(parts).toString('utf8');
+        const headers = new Headers();
+        for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(name, value);
+        let body: unknown = text;
+        try {
+          body = text ? JSON.parse(text) : undefined;
+        } catch {
+          // not JSON; keep the text
+        }
+        resolve({ status: response.statusCode ?? 0, headers, body });
+      });
+    });
+    request.on('error', reject);
+    if (splitAt === undefined) request.end(bytes);
+    else {
+      request.write(bytes.subarray(0, splitAt));
+      request.end(bytes.subarray(splitAt));
+    }
+  });
+}
+
 /** The claims of a JWT, unverified (what a test inspects of a token it was just given). */
 export function jwtClaims(jwt: string): Record<string, any> {
   return JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8'));

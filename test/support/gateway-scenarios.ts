@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
-import { call, clientCredentialsToken, postDeclaringLength, rawExchange, waitForMission, politeCall } from './api-client';
+import { call, clientCredentialsToken, postBytes, postDeclaringLength, rawExchange, waitForMission, politeCall } from './api-client';
 import { sample } from './metrics-text';
 import { describeApprovalScenarios } from './scenarios/approvals';
 import { describeDeadlineAndAssigneeScenarios } from './scenarios/deadlines';
@@ -442,6 +442,24 @@ export function describeGatewayScenarios(name: string, deploy: () => Promise<Dep
         const text = await call(deployment.gatewayUrl, 'POST', '/api/missions', { token: tenantA.token, rawBody: 'title=T', contentType: 'text/plain' });
         expectProblem(text, 415, 'unsupported_media_type');
         expectProblem(await postDeclaringLength(deployment.gatewayUrl, '/api/missions', tenantA.token, 1024 * 1024 + 1), 413, 'payload_too_large');
+      });
+
+      it('refuses a body that is not UTF-8, declared by length or sent chunked, and takes the same text when it is', async () => {
+        const prefix = Buffer.from('{"title":"T');
+        const body = (middle: Buffer): Buffer => Buffer.concat([prefix, middle, Buffer.from('","objective":"O"}')]);
+        // A byte no UTF-8 sequence starts with, and a lone surrogate encoded as if it were a character.
+        for (const bad of [Buffer.from([0xff, 0xfe]), Buffer.from([0xed, 0xa0, 0x80])]) {
+          for (const splitAt of [undefined, prefix.length + 1]) {
+            const refused = await postBytes(deployment.gatewayUrl, '/api/missions', tenantA.token, body(bad), splitAt);
+            expectProblem(refused, 400, 'malformed_json');
+          }
+        }
+        // Multi-byte characters cut between the two chunks are one text again.
+        const accepted = await postBytes(deployment.gatewayUrl, '/api/missions', tenantA.token, body(Buffer.from('é✓😀', 'utf8')), prefix.length + 1);
+        expect(accepted.status).toBe(202);
+        const read = await call(deployment.gatewayUrl, 'GET', `/api/missions/${accepted.body.id}`, { token: tenantA.token });
+        expect(read.body.title).toBe('Té✓😀');
+        expect((await call(deployment.gatewayUrl, 'POST', `/api/missions/${accepted.body.id}/cancel`, { token: tenantA.token })).status).toBe(200);
       });
 
       it('echoes a sane X-Request-Id and replaces an unsafe one', async () => {

@@ -115,7 +115,8 @@ export class RecordCipher {
    */
   async sealAllJoined(manager: EntityManager, items: ReadonlyArray<{ readonly record: SealedRecord; readonly value: unknown }>): Promise<Buffer> {
     const { prefix, sealed } = await this.sealEach(manager, items);
-    if (prefix.includes(',')) throw new Error('A data key id with a comma');
+    // Written as latin1 below, and split at commas by the statement: a key id is a UUID, nothing else.
+    if (!/^[0-9a-f-]{36}\.$/.test(prefix.slice(SEALED_PREFIX.length))) throw new Error('A data key id that is not a UUID');
     let size = Math.max(0, sealed.length - 1);
     for (const bytes of sealed) size += prefix.length + Math.ceil((bytes.length * 4) / 3);
     const joined = Buffer.allocUnsafe(size);

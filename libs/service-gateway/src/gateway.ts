@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { randomUUID } from 'node:crypto';
 import { LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -180,8 +181,10 @@ export async function createGateway(options: GatewayOptions): Promise<NestFastif
   });
   // Read as bytes and decoded once, whole: as a string it would be decoded chunk by chunk and
   // joined, then copied flat again to parse (a Brain document's content is up to megabytes).
+  // Bytes that are not UTF-8 are refused, never decoded into replacement characters and stored.
   fastify.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
     if ((body as Buffer).length === 0) return done(null, undefined);
+    if (!isUtf8(body as Buffer)) return done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid UTF-8'), undefined);
     // Fastify's own parser answers through the callback (its type allows a promise; it returns none).
     void parseJson(request, (body as Buffer).toString('utf8'), (error, value) => {
       if (error) return done(new DomainError(ErrorCode.MalformedJson, 'The body is not valid JSON'), undefined);

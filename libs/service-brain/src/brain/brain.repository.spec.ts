@@ -1,7 +1,7 @@
 import { EntityManager } from 'typeorm';
 import { RecordCipher } from '@mission/persistence';
 import { encodeSegment } from '../ranking/postings';
-import { assertIndexable, BrainRepository, integerArrayLiteral } from './brain.repository';
+import { assertIndexable, BrainRepository, integerArrayLiteral, writeRanges } from './brain.repository';
 
 describe('integerArrayLiteral', () => {
   it('writes whole numbers as a PostgreSQL array literal, signed 64-bit hashes included', () => {
@@ -96,5 +96,42 @@ describe('BrainRepository.rank', () => {
     const whole = transaction(0);
     expect((await rank(whole.manager)).map((result) => result.chunkId)).toEqual(['c10', 'c20', 'c30']);
     expect(whole.winnerReads()).toBe(1);
+  });
+});
+
+describe('writeRanges', () => {
+  /** Segments of the given sizes in bytes, as offsets. */
+  const segments = (sizes: readonly number[]) => {
+    const offsets = new Int32Array(sizes.length + 1);
+    sizes.forEach((size, index) => (offsets[index + 1] = (offsets[index] as number) + size));
+    return { count: sizes.length, offsets };
+  };
+
+  it('cuts at 5,000 segments, and at 2 MiB, a larger segment alone, covering every segment once in order', () => {
+    expect([...writeRanges(segments(Array.from({ length: 5_000 }, () => 10)))]).toEqual([[0, 5_000]]);
+    expect([...writeRanges(segments(Array.from({ length: 5_001 }, () => 10)))]).toEqual([
+      [0, 5_000],
+      [5_000, 5_001],
+    ]);
+    const mebibyte = 1024 * 1024;
+    expect([...writeRanges(segments([mebibyte, mebibyte, 1]))]).toEqual([
+      [0, 2],
+      [2, 3],
+    ]);
+    expect([...writeRanges(segments([10, 3 * mebibyte, 10]))]).toEqual([
+      [0, 1],
+      [1, 2],
+      [2, 3],
+    ]);
+    expect([...writeRanges(segments([]))]).toEqual([]);
+    const sizes = Array.from({ length: 12_345 }, (_, index) => 1 + ((index * 7919) % 900));
+    const ranges = [...writeRanges(segments(sizes))];
+    expect(ranges[0]?.[0]).toBe(0);
+    expect(ranges[ranges.length - 1]?.[1]).toBe(sizes.length);
+    for (const [index, [from, to]] of ranges.entries()) {
+      if (index > 0) expect(from).toBe(ranges[index - 1]?.[1]);
+      expect(to - from).toBeLessThanOrEqual(5_000);
+      expect(sizes.slice(from, to).reduce((sum, size) => sum + size, 0)).toBeLessThanOrEqual(2 * mebibyte);
+    }
   });
 });

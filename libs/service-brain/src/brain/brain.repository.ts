@@ -927,9 +927,8 @@ function assertWithinQuota(used: { readonly documents: number; readonly bytes: n
   }
 }
 
-/** `items` in consecutive slices of at most WRITE_BATCH_BLOCKS items and WRITE_BATCH_BYTES bytes (`bytesOf`; an item larger than that alone). */
-/** The segments of `encoded` in runs [from, to) as slices() cuts items: at most WRITE_BATCH_BLOCKS and (past the first) WRITE_BATCH_BYTES each. */
-function* writeRanges(encoded: EncodedSegments): Generator<[number, number]> {
+/** The segments of `encoded` in runs [from, to) as slices() cuts items: at most WRITE_BATCH_BLOCKS segments and WRITE_BATCH_BYTES bytes each (a larger segment alone). */
+export function* writeRanges(encoded: Pick<EncodedSegments, 'count' | 'offsets'>): Generator<[number, number]> {
   let from = 0;
   for (let index = 0; index < encoded.count; index++) {
     const bytes = (encoded.offsets[index + 1] as number) - (encoded.offsets[from] as number);
@@ -941,6 +940,7 @@ function* writeRanges(encoded: EncodedSegments): Generator<[number, number]> {
   if (from < encoded.count) yield [from, encoded.count];
 }
 
+/** `items` in consecutive slices of at most WRITE_BATCH_BLOCKS items and WRITE_BATCH_BYTES bytes (`bytesOf`; an item larger than that alone). */
 function* slices<T>(items: readonly T[], bytesOf: (item: T) => number): Generator<T[]> {
   let slice: T[] = [];
   let bytes = 0;

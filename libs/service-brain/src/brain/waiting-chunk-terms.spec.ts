@@ -70,6 +70,57 @@ describe('WaitingChunkTerms', () => {
     expect([...(waiting.take(TENANT, 1, 'chunk-1')?.hashes ?? [])]).toEqual([0, 4]);
   });
 
+  it("counts the arrays a document's chunks share once, from the first chunk kept to the last one taken or let go", () => {
+    // Three chunks whose arrays are views of one document's, as the analysis threads hand them over.
+    const hashes = new Int32Array(3_000);
+    const frequencies = new Int32Array(1_500);
+    const view = (seq: number): StoredChunkTerms => ({
+      seq,
+      id: `chunk-${seq}`,
+      length: 4,
+      hashes: hashes.subarray(1_000 * (seq - 1), 1_000 * seq),
+      frequencies: frequencies.subarray(500 * (seq - 1), 500 * seq),
+    });
+    const waiting = new WaitingChunkTerms();
+    waiting.add(TENANT, [view(1)]);
+    const first = waiting.bytes;
+    expect(first).toBeGreaterThan(hashes.byteLength + frequencies.byteLength);
+    waiting.add(TENANT, [view(2), view(3)]);
+    const perChunk = (waiting.bytes - first) / 2;
+    expect(perChunk).toBeLessThan(1_000);
+    expect(waiting.take(TENANT, 1, 'chunk-1')).toBeDefined();
+    expect(waiting.take(TENANT, 2, 'chunk-2')).toBeDefined();
+    // The document's arrays are held while any of its chunks is.
+    expect(waiting.bytes).toBe(first);
+    expect(waiting.take(TENANT, 3, 'chunk-3')).toBeDefined();
+    expect(waiting.bytes).toBe(0);
+
+    // Not kept when the document's arrays do not fit, however small each chunk's share of them.
+    const small = new WaitingChunkTerms(first - 1);
+    small.add(TENANT, [view(1), view(2)]);
+    expect(small.size).toBe(0);
+    expect(small.bytes).toBe(0);
+    // Letting stale chunks go gives their document's arrays back once the last of them has gone.
+    const bounded = new WaitingChunkTerms(first + perChunk);
+    bounded.add(TENANT, [view(1), view(2)], 0);
+    expect(bounded.size).toBe(2);
+    bounded.add(
+      OTHER,
+      [
+        chunk(
+          9,
+          Array.from({ length: 1_000 }, (_, n) => n),
+          Array.from({ length: 500 }, () => 1),
+        ),
+      ],
+      WAITING_TERMS_STALE_MS,
+    );
+    expect(bounded.take(TENANT, 1, 'chunk-1')).toBeUndefined();
+    expect(bounded.take(TENANT, 2, 'chunk-2')).toBeUndefined();
+    expect(bounded.take(OTHER, 9, 'chunk-9')).toBeDefined();
+    expect(bounded.bytes).toBe(0);
+  });
+
   it('refuses a bound that is not a whole number of bytes', () => {
     expect(() => new WaitingChunkTerms(-1)).toThrow(RangeError);
     expect(() => new WaitingChunkTerms(1.5)).toThrow(RangeError);

@@ -25,7 +25,6 @@ export interface MergeInputs {
 interface Entry {
   readonly tenantId: string;
   readonly chunk: StoredChunkTerms;
-  readonly bytes: number;
   readonly at: number;
 }
 
@@ -42,13 +41,14 @@ interface Entry {
  * holds and lets new chunks go (their merge reads them back), except that entries older than
  * WAITING_TERMS_STALE_MS make room (a chunk merged by another replica, or deleted, is never taken
  * here). An entry is used only for the chunk id it was stored under. A chunk's arrays may be views
- * of its document's (as the analysis threads hand them over): counted by their own bytes, they
- * keep the document's arrays until its last chunk is taken or let go; merges and letting go both
- * take the oldest first, so a document's chunks leave together, but for the one a merge's batch
- * ends in (held until the next merge).
+ * of its document's (as the analysis threads hand them over): what is counted is the memory held,
+ * each array buffer once, from the first chunk kept that uses it until the last one is taken or let
+ * go (a document's chunks cut by a merge's batch, or by the bound, keep the whole document's).
  */
 export class WaitingChunkTerms implements MergeInputs {
   private readonly entries = new Map<number, Entry>();
+  /** The array buffers the kept chunks use, each with how many of those arrays use it. */
+  private readonly buffers = new Map<ArrayBufferLike, number>();
   private heldBytes = 0;
 
   constructor(private readonly maxBytes = WAITING_TERMS_MAX_BYTES) {
@@ -67,12 +67,14 @@ export class WaitingChunkTerms implements MergeInputs {
   /** Keeps the committed chunks of one of `tenantId`'s documents, as far as the bound allows (see the class). */
   add(tenantId: string, chunks: readonly StoredChunkTerms[], now = Date.now()): void {
     for (const chunk of chunks) {
-      const bytes = chunk.hashes.byteLength + chunk.frequencies.byteLength + ENTRY_OVERHEAD_BYTES;
       this.remove(chunk.seq);
-      if (this.heldBytes + bytes > this.maxBytes) this.letStaleGo(now, this.heldBytes + bytes - this.maxBytes);
+      if (this.heldBytes + this.costOf(chunk) > this.maxBytes) this.letStaleGo(now, this.heldBytes + this.costOf(chunk) - this.maxBytes);
+      // Counted again: letting go may have given back a buffer this chunk shares.
+      const bytes = this.costOf(chunk);
       if (this.heldBytes + bytes > this.maxBytes) continue;
-      this.entries.set(chunk.seq, { tenantId, chunk, bytes, at: now });
+      this.entries.set(chunk.seq, { tenantId, chunk, at: now });
       this.heldBytes += bytes;
+      for (const array of [chunk.hashes, chunk.frequencies]) this.buffers.set(array.buffer, (this.buffers.get(array.buffer) ?? 0) + 1);
     }
   }
 
@@ -84,26 +86,40 @@ export class WaitingChunkTerms implements MergeInputs {
     return entry.tenantId === tenantId && entry.chunk.id === id ? entry.chunk : undefined;
   }
 
-  /** Lets entries older than WAITING_TERMS_STALE_MS go, oldest first, until `bytes` are free or none is left that old. */
-  private letStaleGo(now: number, bytes: number): void {
-    let freed = 0;
-    for (const [seq, entry] of this.entries) {
-      if (freed >= bytes || now - entry.at < WAITING_TERMS_STALE_MS) break;
-      freed += entry.bytes;
-      this.remove(seq);
-    }
-  }
-
   /** Lets go of everything (the service stopping). */
   clear(): void {
     this.entries.clear();
+    this.buffers.clear();
     this.heldBytes = 0;
+  }
+
+  /** What keeping `chunk` would add: its entry, and each buffer of its arrays not held yet. */
+  private costOf(chunk: StoredChunkTerms): number {
+    let bytes = ENTRY_OVERHEAD_BYTES;
+    const { hashes, frequencies } = chunk;
+    if (!this.buffers.has(hashes.buffer)) bytes += hashes.buffer.byteLength;
+    if (frequencies.buffer !== hashes.buffer && !this.buffers.has(frequencies.buffer)) bytes += frequencies.buffer.byteLength;
+    return bytes;
+  }
+
+  /** Lets entries older than WAITING_TERMS_STALE_MS go, oldest first, until `bytes` are free or none is left that old. */
+  private letStaleGo(now: number, bytes: number): void {
+    const before = this.heldBytes;
+    for (const [seq, entry] of this.entries) {
+      if (before - this.heldBytes >= bytes || now - entry.at < WAITING_TERMS_STALE_MS) break;
+      this.remove(seq);
+    }
   }
 
   private remove(seq: number): void {
     const entry = this.entries.get(seq);
     if (!entry) return;
     this.entries.delete(seq);
-    this.heldBytes -= entry.bytes;
+    this.heldBytes -= ENTRY_OVERHEAD_BYTES;
+    for (const array of [entry.chunk.hashes, entry.chunk.frequencies]) {
+      const users = (this.buffers.get(array.buffer) ?? 1) - 1;
+      if (users > 0) this.buffers.set(array.buffer, users);
+      else if (this.buffers.delete(array.buffer)) this.heldBytes -= array.buffer.byteLength;
+    }
   }
 }

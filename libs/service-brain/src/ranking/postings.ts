@@ -495,6 +495,8 @@ export function encodeSegmentsByTerm(chunks: readonly ChunkTerms[]): EncodedSegm
     sizes[term] = end - start;
     total += bytes;
   }
+  // Offsets are 32-bit, as PostgreSQL's substring takes them: a batch's postings stay far below.
+  if (total > 0x7fffffff) throw new RangeError(`A merge batch's segments take ${total} bytes, more than one statement's parameter can hold`);
   offsets[terms] = total;
   const out = Buffer.allocUnsafe(total);
   let at = 0;
