@@ -1165,7 +1165,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedTenant"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1252,7 +1252,7 @@ export interface operations {
                     "application/json": components["schemas"]["Tenant"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1339,7 +1339,7 @@ export interface operations {
                     "application/json": components["schemas"]["Tenant"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1448,7 +1448,7 @@ export interface operations {
                     "application/json": components["schemas"]["ClientCredentials"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1545,7 +1545,7 @@ export interface operations {
                     "application/json": components["schemas"]["TenantUsage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1636,7 +1636,7 @@ export interface operations {
                     "application/json": components["schemas"]["User"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     "X-Request-Id": components["headers"]["X-Request-Id"];
@@ -1747,7 +1747,7 @@ export interface operations {
                     "application/json": components["schemas"]["BrainDocumentPage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -1846,7 +1846,7 @@ export interface operations {
                     "application/json": components["schemas"]["IngestedDocument"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -1960,7 +1960,7 @@ export interface operations {
                     "application/json": components["schemas"]["BrainDocument"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2060,7 +2060,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2167,7 +2167,7 @@ export interface operations {
                     "application/json": components["schemas"]["PassagePage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2271,7 +2271,7 @@ export interface operations {
                     "application/json": components["schemas"]["BrainQueryResult"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2368,7 +2368,7 @@ export interface operations {
                     "application/json": components["schemas"]["BrainQueryResult"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2487,7 +2487,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2580,7 +2580,7 @@ export interface operations {
                     "application/json": components["schemas"]["HitItemPage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2670,7 +2670,7 @@ export interface operations {
                     "application/json": components["schemas"]["HitItem"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2781,7 +2781,7 @@ export interface operations {
                     "application/json": components["schemas"]["HitItem"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -2928,7 +2928,7 @@ export interface operations {
                     "application/json": components["schemas"]["HitItem"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3070,7 +3070,7 @@ export interface operations {
                     "application/json": components["schemas"]["MissionPage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3185,7 +3185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Mission"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3323,7 +3323,7 @@ export interface operations {
                     "application/json": components["schemas"]["Mission"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3425,7 +3425,7 @@ export interface operations {
                     "application/json": components["schemas"]["Mission"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3541,7 +3541,7 @@ export interface operations {
                     "application/json": components["schemas"]["Mission"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3645,7 +3645,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookPage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3745,7 +3745,7 @@ export interface operations {
                     "application/json": components["schemas"]["CreatedWebhook"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3871,7 +3871,7 @@ export interface operations {
                     "application/json": components["schemas"]["Webhook"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -3971,7 +3971,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -4078,7 +4078,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDeliveryPage"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -4180,7 +4180,7 @@ export interface operations {
                     "application/json": components["schemas"]["WebhookDelivery"];
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];
@@ -4362,7 +4362,7 @@ export interface operations {
                     "text/event-stream": string;
                 };
             };
-            /** @description Malformed JSON or a validation failure: `errors` lists each field */
+            /** @description Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field */
             400: {
                 headers: {
                     RateLimit: components["headers"]["RateLimit"];

@@ -25,7 +25,7 @@ export interface OpenApiOptions {
 const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
 
 const PROBLEM_DESCRIPTIONS: Readonly<Record<ProblemStatus, string>> = {
-  400: 'Malformed JSON or a validation failure: `errors` lists each field',
+  400: 'Malformed JSON (or a body that is not UTF-8) or a validation failure: `errors` lists each field',
   401: 'Missing, malformed, expired or wrongly signed token, or the wrong issuer or audience',
   403: 'The token lacks the scope the operation needs (`WWW-Authenticate` names it), or the browser origin is not allowed',
   404: 'No such resource, or one of another tenant (indistinguishable)',
