@@ -1,5 +1,5 @@
 /** A thin HTTP client for driving the public API in tests, the way a client would. */
-import { request as httpRequest } from 'node:http';
+import { type IncomingMessage, request as httpRequest } from 'node:http';
 import net from 'node:net';
 
 export interface ApiResponse<T = any> {
@@ -35,6 +35,27 @@ export async function call<T = any>(
   return { status: response.status, headers: response.headers, body: parsed as T };
 }
 
+/** A node:http response read whole: its status, headers, and body parsed as JSON (the text when it is not JSON). */
+function apiResponseOf(response: IncomingMessage): Promise<ApiResponse> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    response.on('data', (part: Buffer) => parts.push(part));
+    response.once('error', reject);
+    response.once('end', () => {
+      const text = Buffer.concat(parts).toString('utf8');
+      const headers = new Headers();
+      for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(name, value);
+      let body: unknown = text;
+      try {
+        body = text ? JSON.parse(text) : undefined;
+      } catch {
+        // not JSON; keep the text
+      }
+      resolve({ status: response.statusCode ?? 0, headers, body });
+    });
+  });
+}
+
 /**
  * A POST whose Content-Length announces `declaredBytes` but that sends only its first bytes: the
  * gateway must refuse it from the header alone. This is how oversized bodies are tested: sending the
@@ -48,21 +69,10 @@ export function postDeclaringLength(baseUrl: string, path: string, token: string
       headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), 'content-type': 'application/json', 'content-length': String(declaredBytes) },
     });
     request.on('response', (response) => {
-      let text = '';
-      response.setEncoding('utf8');
-      response.on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => {
+      apiResponseOf(response).then((answer) => {
         request.destroy();
-        const headers = new Headers();
-        for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(name, value);
-        let body: unknown = text;
-        try {
-          body = text ? JSON.parse(text) : undefined;
-        } catch {
-          // not JSON; keep the text
-        }
-        resolve({ status: response.statusCode ?? 0, headers, body });
-      });
+        resolve(answer);
+      }, reject);
     });
     request.on('error', reject);
     request.write('{"title":"T","content":"');
@@ -80,22 +90,7 @@ export function postBytes(baseUrl: string, path: string, token: string | undefin
         ...(splitAt === undefined ? { 'content-length': String(bytes.length) } : {}),
       },
     });
-    request.on('response', (response) => {
-      const parts: Buffer[] = [];
-      response.on('data', (part: Buffer) => parts.push(part));
-      response.on('end', () => {
-        const text = Buffer.concat(parts).toString('utf8');
-        const headers = new Headers();
-        for (const [name, value] of Object.entries(response.headers)) if (typeof value === 'string') headers.set(name, value);
-        let body: unknown = text;
-        try {
-          body = text ? JSON.parse(text) : undefined;
-        } catch {
-          // not JSON; keep the text
-        }
-        resolve({ status: response.statusCode ?? 0, headers, body });
-      });
-    });
+    request.on('response', (response) => void apiResponseOf(response).then(resolve, reject));
     request.on('error', reject);
     if (splitAt === undefined) request.end(bytes);
     else {

@@ -3,11 +3,11 @@ import { hashPair, hashText } from '../index/term-hashes';
 import {
   contribution,
   decodePostings,
+  type EncodedSegments,
   encodePostings,
   encodeSegment,
   encodeSegmentsByTerm,
   forEachPosting,
-  groupByTerm,
   ScoreTable,
   selectSegments,
   wholeNumbers,
@@ -136,7 +136,7 @@ describe('posting blocks', () => {
   });
 });
 
-describe('groupByTerm', () => {
+describe('encodeSegmentsByTerm', () => {
   /** Term hashes as PostgreSQL writes bigints: the extremes, small ones, and any 64-bit value. */
   const termArbitrary = fc.oneof(
     fc.constantFrom('0', '-1', '1', '999999999', '1000000000', '-1000000000', '9223372036854775807', '-9223372036854775808'),
@@ -147,7 +147,19 @@ describe('groupByTerm', () => {
     .array(fc.record({ length: fc.integer({ min: 0, max: 400 }), terms: fc.array(fc.tuple(termArbitrary, fc.integer({ min: 1, max: 9 })), { maxLength: 30 }) }), { maxLength: 40 })
     .map((chunks) => chunks.map((chunk, index) => ({ ...chunk, seq: 1_000 + 7 * index })));
 
-  it("gives every term its postings in chunk order, as grouping by the hashes' decimal strings does, a term listed twice in a chunk summed", () => {
+  /** Each term's postings as its segment holds them, by the term's decimal hash. */
+  const decodedByTerm = (encoded: EncodedSegments): Map<string, Array<[number, number, number]>> =>
+    new Map(
+      Array.from({ length: encoded.count }, (_, index) => {
+        const decoded = decodePostings(encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]));
+        return [
+          hashText(encoded.pairs[2 * index]!, encoded.pairs[2 * index + 1]!),
+          decoded.seqs.map((seq, at): [number, number, number] => [seq, decoded.frequencies[at]!, decoded.lengths[at]!]),
+        ];
+      }),
+    );
+
+  it("gives every term its postings in chunk order, as grouping by the hashes' decimal strings does, a term listed twice in a chunk summed; each segment as encodeSegment writes it, one after the other, with the term's halves, first and last chunk and size", () => {
     fc.assert(
       fc.property(chunksArbitrary, (chunks) => {
         const expected = new Map<string, Array<[number, number, number]>>();
@@ -160,7 +172,7 @@ describe('groupByTerm', () => {
             expected.set(term, list);
           }
         }
-        const grouped = groupByTerm(
+        const encoded = encodeSegmentsByTerm(
           chunks.map((chunk) => ({
             seq: chunk.seq,
             length: chunk.length,
@@ -168,41 +180,21 @@ describe('groupByTerm', () => {
             frequencies: Int32Array.from(chunk.terms.map(([, tf]) => tf)),
           })),
         );
-        const actual = new Map(
-          grouped.map((list) => [
-            hashText(list.high, list.low),
-            [...list.seqs].map((seq, index): [number, number, number] => [seq, list.frequencies[index]!, list.lengths[index]!]),
-          ]),
-        );
-        expect(actual).toEqual(expected);
-        expect(grouped).toHaveLength(expected.size);
-      }),
-      { numRuns: 300 },
-    );
-  });
-
-  it("encodes every term as encodeSegment does its postings, all in one buffer, with each term's halves, first and last chunk, size and offset", () => {
-    fc.assert(
-      fc.property(chunksArbitrary, (chunks) => {
-        const input = chunks.map((chunk) => ({
-          seq: chunk.seq,
-          length: chunk.length,
-          hashes: Int32Array.from(chunk.terms.flatMap(([term]) => hashPair(term))),
-          frequencies: Int32Array.from(chunk.terms.map(([, tf]) => tf)),
-        }));
-        const grouped = groupByTerm(input);
-        const encoded = encodeSegmentsByTerm(input);
-        expect(encoded.count).toBe(grouped.length);
-        expect([...encoded.pairs]).toEqual(grouped.flatMap((list) => [list.high, list.low]));
-        expect([...encoded.firsts]).toEqual(grouped.map((list) => list.seqs[0]));
-        expect([...encoded.lasts]).toEqual(grouped.map((list) => list.seqs[list.seqs.length - 1]));
-        expect([...encoded.sizes]).toEqual(grouped.map((list) => list.seqs.length));
-        const segments = grouped.map((list) => encodeSegment(list.seqs, list.frequencies, list.lengths));
-        expect(encoded.offsets).toHaveLength(grouped.length + 1);
-        for (const [index, segment] of segments.entries()) {
+        expect(decodedByTerm(encoded)).toEqual(expected);
+        expect(encoded.count).toBe(expected.size);
+        expect(encoded.offsets).toHaveLength(encoded.count + 1);
+        expect(encoded.offsets[0]).toBe(0);
+        expect(encoded.offsets[encoded.count]).toBe(encoded.bytes.length);
+        for (let index = 0; index < encoded.count; index++) {
+          const list = expected.get(hashText(encoded.pairs[2 * index]!, encoded.pairs[2 * index + 1]!))!;
+          const segment = encodeSegment(
+            list.map(([seq]) => seq),
+            list.map(([, tf]) => tf),
+            list.map(([, , length]) => length),
+          );
           expect(encoded.bytes.subarray(encoded.offsets[index], encoded.offsets[index + 1]).equals(segment)).toBe(true);
+          expect([encoded.firsts[index], encoded.lasts[index], encoded.sizes[index]]).toEqual([list[0]![0], list[list.length - 1]![0], list.length]);
         }
-        expect(encoded.bytes.equals(Buffer.concat(segments))).toBe(true);
       }),
       { numRuns: 300 },
     );
@@ -258,10 +250,10 @@ describe('groupByTerm', () => {
 
   it('refuses a chunk whose hashes and frequencies do not match; reads PostgreSQL integer-array text exactly', () => {
     const chunk = (hashes: number[], frequencies: number[]) => [{ seq: 1, length: 3, hashes: Int32Array.from(hashes), frequencies: Int32Array.from(frequencies) }];
-    expect(groupByTerm(chunk([], []))).toEqual([]);
-    expect(() => groupByTerm(chunk([0, 1, 0, 2], [1]))).toThrow(/2 terms and 1 frequencies/);
-    expect(() => groupByTerm(chunk([0, 1], [1, 2]))).toThrow(/1 terms and 2 frequencies/);
-    expect(() => groupByTerm(chunk([0, 1, 0], [1]))).toThrow(/1.5 terms and 1 frequencies/);
+    expect(encodeSegmentsByTerm(chunk([], [])).count).toBe(0);
+    expect(() => encodeSegmentsByTerm(chunk([0, 1, 0, 2], [1]))).toThrow(/2 terms and 1 frequencies/);
+    expect(() => encodeSegmentsByTerm(chunk([0, 1], [1, 2]))).toThrow(/1 terms and 2 frequencies/);
+    expect(() => encodeSegmentsByTerm(chunk([0, 1, 0], [1]))).toThrow(/1.5 terms and 1 frequencies/);
     expect(wholeNumbers('{-9007199254740991,0,7}')).toEqual([-9007199254740991, 0, 7]);
     expect(() => wholeNumbers('{9007199254740993}')).toThrow(/whole number/);
     expect(() => wholeNumbers('{1}}')).toThrow(/whole number/);
@@ -274,10 +266,11 @@ describe('groupByTerm', () => {
       const terms = Array.from({ length: 300 }, (_, n) => String(-3_000_000_000_000_000_000n + BigInt(((index * 7 + n * 13) % 6_000) * 1_000_003)));
       return { seq: 10 + index, length: 300, hashes: Int32Array.from(terms.flatMap(hashPair)), frequencies: Int32Array.from(terms, (_, n) => 1 + (n % 4)) };
     });
-    const grouped = groupByTerm(chunks);
-    expect(grouped.reduce((sum, list) => sum + list.seqs.length, 0)).toBe(50 * 300);
-    expect(new Set(grouped.map((list) => hashText(list.high, list.low))).size).toBe(grouped.length);
-    expect(grouped.length).toBeGreaterThan(4_000);
-    for (const list of grouped) expect([...list.seqs]).toEqual([...list.seqs].sort((a, b) => a - b));
+    const encoded = encodeSegmentsByTerm(chunks);
+    const grouped = decodedByTerm(encoded);
+    expect(grouped.size).toBe(encoded.count);
+    expect(encoded.count).toBeGreaterThan(4_000);
+    expect([...grouped.values()].reduce((sum, list) => sum + list.length, 0)).toBe(50 * 300);
+    for (const list of grouped.values()) expect(list.map(([seq]) => seq)).toEqual(list.map(([seq]) => seq).sort((a, b) => a - b));
   });
 });

@@ -296,16 +296,6 @@ export interface ChunkTerms {
   readonly frequencies: Int32Array;
 }
 
-/** One term's postings in a merge batch, ascending by chunk. */
-export interface TermPostings {
-  /** The term hash's halves. */
-  readonly high: number;
-  readonly low: number;
-  readonly seqs: Float64Array;
-  readonly frequencies: Int32Array;
-  readonly lengths: Int32Array;
-}
-
 /** A merge batch's postings grouped by term, as groupPostings gives them: term by term, in arrays shared by all. */
 interface GroupedPostings {
   readonly terms: number;
@@ -424,24 +414,6 @@ function groupPostings(chunks: readonly ChunkTerms[]): GroupedPostings {
   return { terms, pairs: pairs.subarray(0, 2 * terms), starts, ends, seqs, frequencies: tfs, lengths };
 }
 
-/** A merge batch's postings grouped by term, each term's ascending by chunk (see groupPostings). */
-export function groupByTerm(chunks: readonly ChunkTerms[]): TermPostings[] {
-  const grouped = groupPostings(chunks);
-  const list: TermPostings[] = [];
-  for (let term = 0; term < grouped.terms; term++) {
-    const start = grouped.starts[term] as number;
-    const end = grouped.ends[term] as number;
-    list.push({
-      high: grouped.pairs[2 * term] as number,
-      low: grouped.pairs[2 * term + 1] as number,
-      seqs: grouped.seqs.subarray(start, end),
-      frequencies: grouped.frequencies.subarray(start, end),
-      lengths: grouped.lengths.subarray(start, end),
-    });
-  }
-  return list;
-}
-
 /**
  * A merge batch's segments, one per term, written one after the other into one buffer: what the
  * merge's insert sends (each block's postings cut from it by offset), without an object, three
@@ -467,7 +439,7 @@ function varintLength(value: number): number {
   return bytes;
 }
 
-/** encodeSegment of every term of groupByTerm(chunks), in one buffer (see EncodedSegments). */
+/** encodeSegment of every term of the batch `chunks` (given in ascending `seq`; see groupPostings), in one buffer (see EncodedSegments). */
 export function encodeSegmentsByTerm(chunks: readonly ChunkTerms[]): EncodedSegments {
   const { terms, pairs, starts, ends, seqs, frequencies, lengths } = groupPostings(chunks);
   const offsets = new Int32Array(terms + 1);
