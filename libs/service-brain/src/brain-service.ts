@@ -23,6 +23,7 @@ import { PostingBlocks1766880000000 } from './migrations/1766880000000-posting-b
 import { CompactPostingBlocks1766966400000 } from './migrations/1766966400000-compact-posting-blocks';
 import { DocumentFrequenciesFromBlocks1767052800000 } from './migrations/1767052800000-document-frequencies-from-blocks';
 import { OpaqueColumns1767139200000 } from './migrations/1767139200000-opaque-columns';
+import { KeyColumnStatistics1767225600000 } from './migrations/1767225600000-key-column-statistics';
 
 export const BRAIN_SERVICE_GROUP = ConsumerGroups.brainService;
 
@@ -91,6 +92,7 @@ export const BRAIN_MIGRATIONS = [
   CompactPostingBlocks1766966400000,
   DocumentFrequenciesFromBlocks1767052800000,
   OpaqueColumns1767139200000,
+  KeyColumnStatistics1767225600000,
 ];
 
 /**

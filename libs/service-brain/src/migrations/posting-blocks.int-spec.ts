@@ -14,6 +14,7 @@ import { PostingBlocks1766880000000 } from './1766880000000-posting-blocks';
 import { CompactPostingBlocks1766966400000 } from './1766966400000-compact-posting-blocks';
 import { DocumentFrequenciesFromBlocks1767052800000 } from './1767052800000-document-frequencies-from-blocks';
 import { OpaqueColumns1767139200000 } from './1767139200000-opaque-columns';
+import { KEY_COLUMNS, KeyColumnStatistics1767225600000 } from './1767225600000-key-column-statistics';
 
 /** Rows in the order PostgreSQL sorts (tenant_id, term_hash, chunk_seq) as uuid and bigints. */
 const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq: string }, b: { tenant_id: string; term_hash: string; chunk_seq: string }): number =>
@@ -26,6 +27,21 @@ const byTenantTermChunk = (a: { tenant_id: string; term_hash: string; chunk_seq:
         ? -1
         : 1
       : Number(a.chunk_seq) - Number(b.chunk_seq);
+
+/** The brain migrations up to `migration`, itself included: a database as its version left it. */
+function migrationsThrough(migration: (typeof BRAIN_MIGRATIONS)[number]): typeof BRAIN_MIGRATIONS {
+  return BRAIN_MIGRATIONS.slice(0, migrationsBefore(migration).length + 1);
+}
+
+/** Each brain column's statistics target (-1: the default) and storage (x extended, e external, m main, p plain), by table and column. */
+async function columnSettings(inspector: Client): Promise<Record<string, string>> {
+  const { rows } = await inspector.query(
+    `SELECT c.relname || '.' || a.attname AS name, coalesce(a.attstattarget::int, -1) || ' ' || a.attstorage::text AS settings
+     FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = 'brain' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped`,
+  );
+  return Object.fromEntries(rows.map((row: { name: string; settings: string }) => [row.name, row.settings]));
+}
 
 /** The brain migrations that run before `migration`: a database as the version before it left it. */
 function migrationsBefore(migration: (typeof BRAIN_MIGRATIONS)[number]): typeof BRAIN_MIGRATIONS {
@@ -345,19 +361,11 @@ describe('opaque columns migration', () => {
     await close?.();
   });
 
-  /** Each brain column's statistics target (-1: the default) and storage (x extended, e external, m main, p plain), by table and column. */
-  async function columns(): Promise<Record<string, string>> {
-    const { rows } = await inspector.query(
-      `SELECT c.relname || '.' || a.attname AS name, coalesce(a.attstattarget::int, -1) || ' ' || a.attstorage::text AS settings
-       FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = 'brain' AND c.relkind = 'r' AND a.attnum > 0 AND NOT a.attisdropped`,
-    );
-    return Object.fromEntries(rows.map((row: { name: string; settings: string }) => [row.name, row.settings]));
-  }
+  const columns = (): Promise<Record<string, string>> => columnSettings(inspector);
 
   it('takes the statistics of ciphertext, coded postings and term lists away, stores what does not compress without trying, and undone sets the defaults again', async () => {
     const before = await columns();
-    const migrated = await openBrainDatabase(database.url);
+    const migrated = await openBrainDatabase(database.url, migrationsThrough(OpaqueColumns1767139200000));
     await migrated.destroy();
     const after = await columns();
     const expected: Record<string, string> = {
@@ -453,5 +461,100 @@ describe('opaque columns migration beside a long transaction', () => {
       await holder.query('ROLLBACK').catch(() => undefined);
       await Promise.all([holder.end(), reader.end()]);
     }
+  }, 60_000);
+});
+
+describe('key column statistics migration', () => {
+  let database: TestDatabase;
+  let inspector: Client;
+  let close: (() => Promise<void>) | undefined;
+
+  beforeAll(async () => {
+    ({ database, inspector, close } = await databaseBefore(KeyColumnStatistics1767225600000, 'brain_key_statistics_test'));
+  });
+
+  afterAll(async () => {
+    await close?.();
+  });
+
+  /** The plan of `statement` (EXPLAIN's JSON) as the names of its nodes and the indexes they scan, outermost first. */
+  async function planOf(statement: string, parameters: unknown[]): Promise<string[]> {
+    const { rows } = await inspector.query(`EXPLAIN (FORMAT JSON) ${statement}`, parameters);
+    const nodes: string[] = [];
+    const visit = (node: { 'Node Type': string; 'Index Name'?: string; Plans?: unknown[] }): void => {
+      nodes.push(node['Index Name'] ? `${node['Node Type']} ${node['Index Name']}` : node['Node Type']);
+      for (const child of node.Plans ?? []) visit(child as typeof node);
+    };
+    visit(rows[0]['QUERY PLAN'][0].Plan);
+    return nodes;
+  }
+
+  it('samples the key columns at a target of 10, keeps the plans the default statistics gave, and undone sets the defaults again', async () => {
+    // 40 tenants of 10 documents of 50 chunks, and of 500 terms' blocks, analysed before and after.
+    await inspector.query(`
+      INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at)
+      SELECT md5('d' || d)::uuid, md5('t' || (d % 40))::uuid, 'enc1.x', 1, 50, now() FROM generate_series(0, 399) AS d`);
+    await inspector.query(`
+      INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies)
+      SELECT gen_random_uuid(), md5('t' || (d % 40))::uuid, md5('d' || d)::uuid, o, 'enc1.x', 100, '{1}', '{1}'
+      FROM generate_series(0, 399) AS d, generate_series(0, 49) AS o`);
+    await inspector.query(`
+      INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
+      SELECT md5('t' || t)::uuid, h * 7919, 1, 1, 1, '\\x00010101'::bytea FROM generate_series(0, 39) AS t, generate_series(1, 500) AS h`);
+    const tenant = (await inspector.query(`SELECT md5('t7')::uuid AS id`)).rows[0].id as string;
+    const document = (await inspector.query(`SELECT md5('d7')::uuid AS id`)).rows[0].id as string;
+    // A document's passages (passagePage), a tenant's terms' blocks (the ranking's BLOCKS), a chunk by its key (the winners).
+    const plans = async (): Promise<string[][]> => {
+      await inspector.query(`ANALYZE brain.chunks, brain.posting_blocks, brain.documents`);
+      return [
+        await planOf(`SELECT id, ordinal, text FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2 AND ordinal > $3 ORDER BY ordinal LIMIT $4`, [tenant, document, -1, 20]),
+        await planOf(`SELECT term_hash, size, postings FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])`, [tenant, [7919, 15838]]),
+        await planOf(`SELECT id, document_id, text FROM brain.chunks WHERE seq = $1 AND tenant_id = $2`, [1234, tenant]),
+      ];
+    };
+    const before = await columnSettings(inspector);
+    const plansBefore = await plans();
+
+    const migrated = await openBrainDatabase(database.url, migrationsThrough(KeyColumnStatistics1767225600000));
+    await migrated.destroy();
+    const after = await columnSettings(inspector);
+    const expected: Record<string, string> = { ...before };
+    for (const [table, columns] of KEY_COLUMNS) {
+      for (const column of columns) {
+        const name = `${table.replace('brain.', '')}.${column}`;
+        expect(before[name]).toMatch(/^-1 /);
+        expected[name] = `10 ${before[name]?.split(' ')[1]}`;
+      }
+    }
+    expect(after).toEqual(expected);
+    // The opaque columns still have none.
+    expect(after['chunks.text']).toBe('0 e');
+
+    const plansAfter = await plans();
+    const { rows: statistics } = await inspector.query(
+      `SELECT attname, coalesce(array_length(most_common_vals::text::text[], 1), 0) AS common, coalesce(array_length(histogram_bounds::text::text[], 1), 0) AS bounds
+       FROM pg_stats WHERE schemaname = 'brain' AND tablename = 'chunks' AND attname IN ('tenant_id', 'seq')`,
+    );
+    // Ten most common values at most, eleven histogram bounds at most (the default keeps up to 100 and 101).
+    expect(statistics.length).toBe(2);
+    for (const row of statistics) expect(row.common <= 10 && row.bounds <= 11).toBe(true);
+    expect(plansAfter).toEqual(plansBefore);
+    expect(plansAfter.map((plan) => plan.find((node) => / (chunks_document|posting_blocks_pkey|chunks_pkey)$/.test(node)))).toEqual([
+      'Index Scan chunks_document',
+      expect.stringMatching(/Index Scan posting_blocks_pkey$/),
+      'Index Scan chunks_pkey',
+    ]);
+    expect(plansAfter.flat().some((node) => node.startsWith('Seq Scan'))).toBe(false);
+
+    const owner = new DataSource({ type: 'postgres', url: database.url });
+    await owner.initialize();
+    const runner = owner.createQueryRunner();
+    try {
+      await new KeyColumnStatistics1767225600000().down(runner);
+    } finally {
+      await runner.release();
+      await owner.destroy();
+    }
+    expect(await columnSettings(inspector)).toEqual(before);
   }, 60_000);
 });
