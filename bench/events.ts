@@ -32,7 +32,7 @@ import type { BrokerSettle } from './support/jit';
 import { gitInfo, machineInfo, settleText } from './support/report';
 import { percentiles, type Percentiles } from './support/stats';
 import { startTarget, type PreparedTarget, type TargetContext } from './support/targets';
-import { type BenchOptions, DEFAULT_SETTLE_SECONDS, nonNegative, TARGET_NAMES, type TargetName } from './support/options';
+import { DEFAULT_SETTLE_SECONDS, nonNegative, TARGET_NAMES, type TargetName } from './support/options';
 import { call } from '../test/support/api-client';
 import { openEventStream, type OpenStream } from '../test/support/event-stream-client';
 
@@ -252,10 +252,9 @@ async function main(): Promise<number> {
     if (!TARGET_NAMES.includes(name) || name === 'baseline' || name === 'kafka-floor') throw new Error(`--targets: embedded and/or distributed, not ${name}`);
   const startedAt = new Date();
   const machine = machineInfo();
-  // --cpu-prof[=dir]: the servers' CPU profiles, as in the other suites.
-  const profiling = harness.serverEnv({
-    cpuProfDir: process.argv.find((arg) => arg.startsWith('--cpu-prof'))?.split('=')[1] ?? (process.argv.includes('--cpu-prof') ? '' : undefined),
-  } as BenchOptions);
+  // --cpu-prof[=dir], --alloc-prof[=dir]: the servers' profiles, as in the other suites.
+  const profileDir = (flag: string): string | undefined => process.argv.find((arg) => arg.startsWith(`${flag}=`))?.split('=')[1] ?? (process.argv.includes(flag) ? '' : undefined);
+  const profiling = harness.serverEnv({ cpuProfDir: profileDir('--cpu-prof'), allocProfDir: profileDir('--alloc-prof') });
   memoryDir = mkdtempSync(path.join(os.tmpdir(), 'mission-bench-memory-'));
   cleanup.add('memory probe directory', () => rm(memoryDir, { recursive: true, force: true }));
   const context: TargetContext = {

@@ -452,6 +452,7 @@ interface MissionsReport {
     readonly client: string;
     readonly serverEnvironment: string;
     readonly cpuProfile: boolean;
+    readonly allocProfile?: boolean;
     readonly waitQuietSeconds: number;
   };
   readonly targets: MissionsTargetResult[];
@@ -506,7 +507,7 @@ function markdownReport(report: MissionsReport): string {
     '',
     `One-step missions (\`${JSON.stringify(parameters.mission.steps)}\`) through the API, ${parameters.tenant}. ` +
       `Sequential: ${parameters.samples} missions, one at a time. Throughput: ${parameters.clients} clients submitting for ${parameters.durationSeconds} s ` +
-      `after ${parameters.warmupSeconds} s of the same load (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}).`,
+      `after ${parameters.warmupSeconds} s of the same load (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}${parameters.allocProfile ? ', servers under --alloc-prof' : ''}).`,
     `Commit \`${commit.commit.slice(0, 12)}\` (${commit.branch}${commit.dirty ? `, plus ${commit.changes.length} uncommitted change(s) outside bench/` : ''}), ` +
       `${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.platform} ${machine.release}, started ${report.startedAt}.`,
     '',
@@ -634,6 +635,7 @@ async function main(): Promise<number> {
       client: 'fetch (undici) in the benchmark process, keep-alive connections (one per request in flight); servers in their own processes',
       serverEnvironment: 'NODE_ENV=test, LOG_LEVEL=warn (as the test suites start them)',
       cpuProfile: options.cpuProfDir !== undefined,
+      allocProfile: options.allocProfDir !== undefined,
       waitQuietSeconds: options.waitQuietSeconds,
     },
     targets: results,

@@ -187,6 +187,7 @@ async function main(): Promise<number> {
           : 'undici, paced open loop, latency from when each request was due (in the benchmark process; servers in their own processes)',
       serverEnvironment: 'NODE_ENV=test, LOG_LEVEL=warn (as the test suites start them)',
       cpuProfile: options.cpuProfDir !== undefined,
+      allocProfile: options.allocProfDir !== undefined,
       waitQuietSeconds: options.waitQuietSeconds,
     },
     targets: results,

@@ -43,14 +43,22 @@ export class Harness {
     this.onInterrupt.push(fn);
   }
 
-  /** The servers' extra environment: with --cpu-prof, the profiler preload and where it writes. */
-  serverEnv(options: BenchOptions): Record<string, string> {
-    if (options.cpuProfDir === undefined) return {};
-    const dir = path.resolve(options.cpuProfDir || mkdtempSync(path.join(os.tmpdir(), 'mission-bench-profiles-')));
-    mkdirSync(dir, { recursive: true });
-    this.log(`CPU profiles of the servers go to ${dir} (written when each server exits)`);
-    const preload = `--require ${JSON.stringify(path.join(__dirname, 'cpu-profile.cjs'))}`;
-    return { NODE_OPTIONS: [process.env.NODE_OPTIONS, preload].filter(Boolean).join(' '), MISSION_BENCH_PROFILE_DIR: dir };
+  /** The servers' extra environment: with --cpu-prof and --alloc-prof, the profilers' preloads and where they write. */
+  serverEnv(options: Pick<BenchOptions, 'cpuProfDir' | 'allocProfDir'>): Record<string, string> {
+    const env: Record<string, string> = {};
+    const preloads: string[] = [];
+    const profile = (dirOption: string | undefined, what: string, preload: string, variable: string): void => {
+      if (dirOption === undefined) return;
+      const dir = path.resolve(dirOption || mkdtempSync(path.join(os.tmpdir(), 'mission-bench-profiles-')));
+      mkdirSync(dir, { recursive: true });
+      this.log(`${what} of the servers go to ${dir} (written when each server exits)`);
+      preloads.push(`--require ${JSON.stringify(path.join(__dirname, preload))}`);
+      env[variable] = dir;
+    };
+    profile(options.cpuProfDir, 'CPU profiles', 'cpu-profile.cjs', 'MISSION_BENCH_PROFILE_DIR');
+    profile(options.allocProfDir, 'Allocation profiles', 'alloc-profile.cjs', 'MISSION_BENCH_ALLOC_PROFILE_DIR');
+    if (preloads.length > 0) env.NODE_OPTIONS = [process.env.NODE_OPTIONS, ...preloads].filter(Boolean).join(' ');
+    return env;
   }
 
   /** Waits (up to `maxSeconds`) until other work on the machine stays under the noise threshold for 3 s. */

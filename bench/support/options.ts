@@ -41,6 +41,8 @@ export interface BenchOptions {
   readonly samples: number;
   /** Directory for V8 CPU profiles of the servers; profiling skews the numbers. */
   readonly cpuProfDir?: string;
+  /** Directory for V8 allocation profiles of the servers (sampled, collected objects included); profiling skews the numbers. */
+  readonly allocProfDir?: string;
   /** Before each measured run, wait up to this many seconds for other work on the machine to calm down. */
   readonly waitQuietSeconds: number;
   /** Whether bench/results/ files are written. */
@@ -50,6 +52,8 @@ export interface BenchOptions {
 const COMMON_USAGE = `  --targets=<list>      comma-separated subset of {targets} (BENCH_TARGETS)
   --cpu-prof[=<dir>]    profile the servers' CPU (profiles in <dir>, default a new temp dir);
                         results are not written
+  --alloc-prof[=<dir>]  profile what the servers allocate, collected objects included (profiles
+                        in <dir>, default a new temp dir); results are not written
   --settle=<s>          with a Kafka broker started for the run, read the prepared mission until the
                         broker's JIT compilers use less than 5% of a core over 15 s, for at most
                         <s> s, looked at every 5 s (BENCH_SETTLE, default 240; quick: 0, no wait)
@@ -57,7 +61,7 @@ const COMMON_USAGE = `  --targets=<list>      comma-separated subset of {targets
                         processes use less than a quarter of a core, and measure up to 3 times if
                         they get busy during the run, keeping the quietest run (BENCH_WAIT_QUIET)
   --write / --no-write  force writing the results or not (default: written by a full run of
-                        all targets without --cpu-prof; to {files})
+                        all targets without profiling; to {files})
   --help`;
 
 const ENVIRONMENT_USAGE = `Environment: KAFKA_BROKERS (use this broker instead of starting one), BENCH_POSTGRES_URL
@@ -118,7 +122,7 @@ function positive(name: string, raw: string, integer: boolean): number {
   return value;
 }
 
-const COMMON_FLAGS = ['quick', 'duration', 'warmup', 'settle', 'timeout', 'targets', 'cpu-prof', 'wait-quiet', 'write', 'no-write', 'help'];
+const COMMON_FLAGS = ['quick', 'duration', 'warmup', 'settle', 'timeout', 'targets', 'cpu-prof', 'alloc-prof', 'wait-quiet', 'write', 'no-write', 'help'];
 const SUITE_FLAGS: Readonly<Record<Suite, readonly string[]>> = {
   http: [...COMMON_FLAGS, 'connections', 'pipelining', 'tenants', 'rate'],
   missions: [...COMMON_FLAGS, 'clients', 'samples'],
@@ -184,12 +188,18 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
   const waitQuiet = flags.get('wait-quiet') ?? (env.BENCH_WAIT_QUIET || undefined);
   const cpuProf = flags.get('cpu-prof');
   const cpuProfDir = cpuProf === undefined ? undefined : cpuProf === true ? '' : cpuProf;
+  const allocProf = flags.get('alloc-prof');
+  const allocProfDir = allocProf === undefined ? undefined : allocProf === true ? '' : allocProf;
   if (flags.has('write') && flags.has('no-write')) throw new UsageError('--write and --no-write contradict each other');
   if (rateSetting !== undefined && number('pipelining', 'BENCH_PIPELINING', 1, true) !== 1) {
     throw new UsageError('--rate paces one request per connection at a time: it takes no --pipelining');
   }
   // By default only a full run of all the suite's targets writes the day's results (a partial run has no ratios).
-  const write = flags.has('write') ? true : flags.has('no-write') ? false : mode === 'full' && cpuProfDir === undefined && suiteTargets.every((name) => targets.includes(name));
+  const write = flags.has('write')
+    ? true
+    : flags.has('no-write')
+      ? false
+      : mode === 'full' && cpuProfDir === undefined && allocProfDir === undefined && suiteTargets.every((name) => targets.includes(name));
 
   return {
     suite,
@@ -207,6 +217,7 @@ export function parseOptions(argv: readonly string[], env: NodeJS.ProcessEnv = p
     clients: number('clients', 'BENCH_CLIENTS', 32, true),
     samples: number('samples', 'BENCH_SAMPLES', mode === 'quick' ? 20 : 200, true),
     cpuProfDir,
+    allocProfDir,
     waitQuietSeconds: waitQuiet === undefined ? 0 : waitQuiet === true ? 300 : positive('--wait-quiet / BENCH_WAIT_QUIET', waitQuiet, false),
     write,
   };

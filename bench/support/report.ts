@@ -136,6 +136,7 @@ export interface BenchReport {
     readonly client: string;
     readonly serverEnvironment: string;
     readonly cpuProfile: boolean;
+    readonly allocProfile?: boolean;
     /** Longest wait for a quiet machine before each target (0: no wait). */
     readonly waitQuietSeconds: number;
   };
@@ -394,7 +395,7 @@ export function markdownReport(report: BenchReport): string {
     '',
     `\`${parameters.request}\` (${parameters.tenants === 1 ? 'one tenant' : `${parameters.tenants} tenants in turn`}), ${parameters.connections.join(' and ')} connections, pipelining ${parameters.pipelining}, ` +
       `${parameters.offeredRate ? `offered ${parameters.offeredRate} req/s` : 'closed loop (saturation)'}, ` +
-      `${parameters.warmupSeconds} s warm-up then ${parameters.durationSeconds} s measured per target and connection count (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}).`,
+      `${parameters.warmupSeconds} s warm-up then ${parameters.durationSeconds} s measured per target and connection count (${parameters.mode} mode${parameters.cpuProfile ? ', servers under --cpu-prof' : ''}${parameters.allocProfile ? ', servers under --alloc-prof' : ''}).`,
     `Commit \`${commit.commit.slice(0, 12)}\` (${commit.branch}${commit.dirty ? `, plus ${commit.changes.length} uncommitted change(s) outside bench/` : ''}), ` +
       `${machine.cpus} × ${machine.cpuModel}, ${machine.memoryGiB} GiB, Node ${machine.node}, ${machine.platform} ${machine.release}, started ${report.startedAt}.`,
     '',
