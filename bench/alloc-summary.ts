@@ -8,6 +8,7 @@
  * requests the process served while it was profiled, warm-ups included), also per request.
  */
 import { readFileSync } from 'node:fs';
+import path from 'node:path';
 
 /** The parts of a V8 sampling heap profile (HeapProfiler.SamplingHeapProfile) read here. */
 export interface HeapProfileNode {
@@ -29,16 +30,23 @@ export interface AllocationSummary {
   readonly inclusive: readonly AllocationSite[];
 }
 
-/** `function file:line`, the file relative to the checkout and node_modules shortened. */
-export function siteOf(frame: HeapProfileNode['callFrame']): string {
-  const file = frame.url
-    .replace(/^file:\/\//, '')
-    .replace(/^.*\/node_modules\//, 'node_modules/')
-    .replace(/^.*?\/(apps|libs|bench|test|tools)\//, '$1/');
-  return `${frame.functionName || '(anonymous)'} ${file}:${frame.lineNumber + 1}`;
+/** The checkout's root: sites in it are named by their path from it. */
+const REPO_ROOT = path.resolve(__dirname, '..');
+
+/**
+ * `function file:line`: the file from the checkout's root (or from node_modules), the line where
+ * the function starts in the code as it ran (for TypeScript, the compiled code: near the source
+ * line, not always on it).
+ */
+export function siteOf(frame: HeapProfileNode['callFrame'], root: string = REPO_ROOT): string {
+  const file = frame.url.replace(/^file:\/\//, '');
+  const modules = file.lastIndexOf('/node_modules/');
+  const shown = modules >= 0 ? file.slice(modules + 1) : file.startsWith(`${root}/`) ? file.slice(root.length + 1) : file;
+  return `${frame.functionName || '(anonymous)'} ${shown}:${frame.lineNumber + 1}`;
 }
 
-export function summarizeHeapProfile(head: HeapProfileNode, top: number): AllocationSummary {
+/** The profile's sites ranked (the profile's root, which allocates nothing itself, left out); `root`: as siteOf's. */
+export function summarizeHeapProfile(head: HeapProfileNode, top: number, root: string = REPO_ROOT): AllocationSummary {
   const self = new Map<string, number>();
   const inclusive = new Map<string, number>();
   let totalBytes = 0;
@@ -50,23 +58,25 @@ export function summarizeHeapProfile(head: HeapProfileNode, top: number): Alloca
   while (stack.length > 0) {
     const entry = stack.pop() as { node: HeapProfileNode; path: readonly string[] };
     order.push(entry);
-    const site = siteOf(entry.node.callFrame);
-    const path = entry.path.includes(site) ? entry.path : [...entry.path, site];
-    for (const child of entry.node.children) stack.push({ node: child, path });
+    const site = siteOf(entry.node.callFrame, root);
+    const onPath = entry.node === head || entry.path.includes(site) ? entry.path : [...entry.path, site];
+    for (const child of entry.node.children) stack.push({ node: child, path: onPath });
   }
   for (let index = order.length - 1; index >= 0; index--) {
     const { node } = order[index] as { node: HeapProfileNode };
     let total = node.selfSize;
     for (const child of node.children) total += totals.get(child) ?? 0;
     totals.set(node, total);
-    const site = siteOf(node.callFrame);
-    self.set(site, (self.get(site) ?? 0) + node.selfSize);
     totalBytes += node.selfSize;
+    if (node === head) continue;
+    const site = siteOf(node.callFrame, root);
+    self.set(site, (self.get(site) ?? 0) + node.selfSize);
   }
-  for (const { node, path } of order) {
-    const site = siteOf(node.callFrame);
+  for (const { node, path: ancestors } of order) {
+    if (node === head) continue;
+    const site = siteOf(node.callFrame, root);
     // Counted at the topmost occurrence of the site on the path only.
-    if (path.includes(site)) continue;
+    if (ancestors.includes(site)) continue;
     inclusive.set(site, (inclusive.get(site) ?? 0) + (totals.get(node) ?? 0));
   }
   const ranked = (sites: Map<string, number>): AllocationSite[] =>

@@ -253,7 +253,8 @@ async function main(): Promise<number> {
   const startedAt = new Date();
   const machine = machineInfo();
   // --cpu-prof[=dir], --alloc-prof[=dir]: the servers' profiles, as in the other suites.
-  const profileDir = (flag: string): string | undefined => process.argv.find((arg) => arg.startsWith(`${flag}=`))?.split('=')[1] ?? (process.argv.includes(flag) ? '' : undefined);
+  const profileDir = (flag: string): string | undefined =>
+    process.argv.find((arg) => arg.startsWith(`${flag}=`))?.slice(flag.length + 1) ?? (process.argv.includes(flag) ? '' : undefined);
   const profiling = harness.serverEnv({ cpuProfDir: profileDir('--cpu-prof'), allocProfDir: profileDir('--alloc-prof') });
   memoryDir = mkdtempSync(path.join(os.tmpdir(), 'mission-bench-memory-'));
   cleanup.add('memory probe directory', () => rm(memoryDir, { recursive: true, force: true }));

@@ -23,6 +23,7 @@ if (dir && app) {
     // An in-process inspector session answers synchronously, so this completes before exit.
     session.post('HeapProfiler.stopSampling', (error, result) => {
       if (error || !result) return;
+      fs.mkdirSync(dir, { recursive: true });
       fs.writeFileSync(path.join(dir, `${name}.${process.pid}.heapprofile`), JSON.stringify(result.profile));
     });
   });

@@ -20,28 +20,29 @@ const LOCK_WAIT = '2s';
 const LOCK_TRIES = 60;
 
 /**
- * `statement` (an ALTER TABLE that takes the table's ACCESS EXCLUSIVE lock, briefly: it rewrites
- * nothing) waiting at most LOCK_WAIT for the lock, tried again a second later up to LOCK_TRIES
- * times. Waiting longer behind a merge or a ranking of a replica still running would queue every
- * statement on the table behind this one for as long.
+ * `statement` (an ALTER TABLE that takes a table lock briefly: it rewrites nothing) waiting at most
+ * LOCK_WAIT for the lock, tried again a second later up to LOCK_TRIES times. Waiting longer behind
+ * a merge or a ranking of a replica still running (for ACCESS EXCLUSIVE), or behind a VACUUM (for
+ * SHARE UPDATE EXCLUSIVE), would queue every statement needing a conflicting lock behind this one
+ * for as long, and hold up the start of every replica, which waits for the migrations.
  */
-async function withShortLockWaits(queryRunner: QueryRunner, statement: string): Promise<void> {
+export async function withShortLockWaits(queryRunner: QueryRunner, statement: string): Promise<void> {
   // Migrations run in a transaction; a down() run by hand may not: then this statement has one of its own.
   const own = !queryRunner.isTransactionActive;
   if (own) await queryRunner.startTransaction();
   try {
     const [{ setting }]: Array<{ setting: string }> = await queryRunner.query(`SELECT current_setting('lock_timeout') AS setting`);
     for (let attempt = 1; ; attempt++) {
-      await queryRunner.query('SAVEPOINT opaque_columns');
+      await queryRunner.query('SAVEPOINT short_lock_wait');
       try {
         await queryRunner.query(`SET LOCAL lock_timeout = '${LOCK_WAIT}'`);
         await queryRunner.query(statement);
         await queryRunner.query(`SELECT set_config('lock_timeout', $1, true)`, [setting]);
-        await queryRunner.query('RELEASE SAVEPOINT opaque_columns');
+        await queryRunner.query('RELEASE SAVEPOINT short_lock_wait');
         break;
       } catch (error) {
         // Rolled back to the savepoint: the setting as it was, the transaction usable again.
-        await queryRunner.query('ROLLBACK TO SAVEPOINT opaque_columns');
+        await queryRunner.query('ROLLBACK TO SAVEPOINT short_lock_wait');
         if (sqlStateOf(error) !== '55P03' || attempt >= LOCK_TRIES) throw error;
         await sleep(1_000);
       }

@@ -1,4 +1,5 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
+import { withShortLockWaits } from './1767139200000-opaque-columns';
 
 /**
  * The statistics target of the Brain's key columns, where ANALYZE still collects statistics (the
@@ -17,26 +18,28 @@ export const KEY_COLUMNS: ReadonlyArray<readonly [table: string, columns: readon
  * ANALYZE reads a sample of 300 times a table's largest statistics target in rows: 30,000 at
  * PostgreSQL's default of 100, so the autoanalyze that keeps up with a bulk load
  * (PromptAutovacuum1766707200000) read most of the chunks' pages each time, four or five times
- * per load of 100,000 chunks (2.7–3.6 s of analysis of `chunks` and 1.6–2.0 s of `posting_blocks`
- * per load, about a seventh of PostgreSQL's CPU: bench/README.md). Every statement of the Brain
+ * per load of 100,000 chunks (2.7–3.6 s of analysis of `chunks` and 1.2–2.0 s of `posting_blocks`
+ * per load, autovacuum's cost delay included: bench/README.md). Every statement of the Brain
  * reaches these tables by a key (a primary key, a tenant's document, a tenant's terms, a tenant's
  * waiting chunks), where a plan needs row counts and rough distinct counts, which a sample of
- * 3,000 rows gives: a target of 10 (ten most common values, ten histogram buckets). The change
- * takes each table's SHARE UPDATE EXCLUSIVE lock for an instant (reads and writes go on); it
- * applies from the next ANALYZE.
+ * 3,000 rows gives: a target of 10 (ten most common values, ten histogram buckets). Reads and
+ * writes go on meanwhile: the change takes each table's SHARE UPDATE EXCLUSIVE lock, which only
+ * VACUUM, ANALYZE and index builds hold too, waiting for it a little at a time (withShortLockWaits:
+ * a manual VACUUM or an anti-wraparound autovacuum, which does not give way, delays it without
+ * queueing anything behind it). It applies from the next ANALYZE.
  */
 export class KeyColumnStatistics1767225600000 implements MigrationInterface {
   name = 'KeyColumnStatistics1767225600000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     for (const [table, columns] of KEY_COLUMNS) {
-      await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS ${KEY_COLUMN_STATISTICS_TARGET}`).join(', ')}`);
+      await withShortLockWaits(queryRunner, `ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS ${KEY_COLUMN_STATISTICS_TARGET}`).join(', ')}`);
     }
   }
 
   async down(queryRunner: QueryRunner): Promise<void> {
     for (const [table, columns] of KEY_COLUMNS) {
-      await queryRunner.query(`ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS -1`).join(', ')}`);
+      await withShortLockWaits(queryRunner, `ALTER TABLE ${table} ${columns.map((column) => `ALTER COLUMN ${column} SET STATISTICS -1`).join(', ')}`);
     }
   }
 }

@@ -477,40 +477,59 @@ describe('key column statistics migration', () => {
     await close?.();
   });
 
-  /** The plan of `statement` (EXPLAIN's JSON) as the names of its nodes and the indexes they scan, outermost first. */
+  /** The plan of `statement` (EXPLAIN's JSON) as its nodes, `<type> on <index>` for those that scan one, outermost first. */
   async function planOf(statement: string, parameters: unknown[]): Promise<string[]> {
     const { rows } = await inspector.query(`EXPLAIN (FORMAT JSON) ${statement}`, parameters);
     const nodes: string[] = [];
     const visit = (node: { 'Node Type': string; 'Index Name'?: string; Plans?: unknown[] }): void => {
-      nodes.push(node['Index Name'] ? `${node['Node Type']} ${node['Index Name']}` : node['Node Type']);
+      nodes.push(node['Index Name'] ? `${node['Node Type']} on ${node['Index Name']}` : node['Node Type']);
       for (const child of node.Plans ?? []) visit(child as typeof node);
     };
     visit(rows[0]['QUERY PLAN'][0].Plan);
     return nodes;
   }
 
-  it('samples the key columns at a target of 10, keeps the plans the default statistics gave, and undone sets the defaults again', async () => {
-    // 40 tenants of 10 documents of 50 chunks, and of 500 terms' blocks, analysed before and after.
+  it('samples the key columns at a target of 10, keeps the statements on the indexes the default statistics chose, and undone sets the defaults again', async () => {
+    // One large tenant among 39 small ones, more rows than the default's sample: 300 documents of 100
+    // chunks and 30,000 terms' blocks against 2 documents of 50 chunks and 200 terms' blocks each.
     await inspector.query(`
       INSERT INTO brain.documents (id, tenant_id, sealed, content_bytes, chunk_count, created_at)
-      SELECT md5('d' || d)::uuid, md5('t' || (d % 40))::uuid, 'enc1.x', 1, 50, now() FROM generate_series(0, 399) AS d`);
+      SELECT md5('d' || d)::uuid, md5('t' || CASE WHEN d < 300 THEN 0 ELSE 1 + (d - 300) % 39 END)::uuid, 'enc1.x', 1, CASE WHEN d < 300 THEN 100 ELSE 50 END, now()
+      FROM generate_series(0, 377) AS d`);
     await inspector.query(`
       INSERT INTO brain.chunks (id, tenant_id, document_id, ordinal, text, length, term_hashes, term_frequencies)
-      SELECT gen_random_uuid(), md5('t' || (d % 40))::uuid, md5('d' || d)::uuid, o, 'enc1.x', 100, '{1}', '{1}'
-      FROM generate_series(0, 399) AS d, generate_series(0, 49) AS o`);
+      SELECT gen_random_uuid(), d.tenant_id, d.id, o, 'enc1.x', 100, '{1}', '{1}'
+      FROM brain.documents d CROSS JOIN LATERAL generate_series(0, d.chunk_count - 1) AS o`);
     await inspector.query(`
       INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings)
-      SELECT md5('t' || t)::uuid, h * 7919, 1, 1, 1, '\\x00010101'::bytea FROM generate_series(0, 39) AS t, generate_series(1, 500) AS h`);
-    const tenant = (await inspector.query(`SELECT md5('t7')::uuid AS id`)).rows[0].id as string;
-    const document = (await inspector.query(`SELECT md5('d7')::uuid AS id`)).rows[0].id as string;
-    // A document's passages (passagePage), a tenant's terms' blocks (the ranking's BLOCKS), a chunk by its key (the winners).
+      SELECT md5('t' || t)::uuid, h * 7919, 1, 1, 1, '\\x00010101'::bytea
+      FROM generate_series(0, 39) AS t CROSS JOIN LATERAL generate_series(1, CASE WHEN t = 0 THEN 30000 ELSE 200 END) AS h`);
+    expect((await inspector.query(`SELECT (SELECT count(*) FROM brain.chunks)::int AS chunks, (SELECT count(*) FROM brain.posting_blocks)::int AS blocks`)).rows).toEqual([
+      { chunks: 33_900, blocks: 37_800 },
+    ]);
+    // A document's passages (passagePage), a tenant's terms' blocks (the ranking's BLOCKS), a chunk by its key (the winners),
+    // for the large tenant and a small one.
     const plans = async (): Promise<string[][]> => {
       await inspector.query(`ANALYZE brain.chunks, brain.posting_blocks, brain.documents`);
-      return [
-        await planOf(`SELECT id, ordinal, text FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2 AND ordinal > $3 ORDER BY ordinal LIMIT $4`, [tenant, document, -1, 20]),
-        await planOf(`SELECT term_hash, size, postings FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])`, [tenant, [7919, 15838]]),
-        await planOf(`SELECT id, document_id, text FROM brain.chunks WHERE seq = $1 AND tenant_id = $2`, [1234, tenant]),
-      ];
+      const all: string[][] = [];
+      for (const [tenantNumber, documentNumber] of [
+        [0, 7],
+        [8, 307],
+      ]) {
+        const tenant = (await inspector.query(`SELECT md5('t' || $1::int)::uuid AS id`, [tenantNumber])).rows[0].id as string;
+        const document = (await inspector.query(`SELECT md5('d' || $1::int)::uuid AS id`, [documentNumber])).rows[0].id as string;
+        all.push(
+          await planOf(`SELECT id, ordinal, text FROM brain.chunks WHERE tenant_id = $1 AND document_id = $2 AND ordinal > $3 ORDER BY ordinal LIMIT $4`, [
+            tenant,
+            document,
+            -1,
+            20,
+          ]),
+          await planOf(`SELECT term_hash, size, postings FROM brain.posting_blocks WHERE tenant_id = $1 AND term_hash = ANY($2::bigint[])`, [tenant, [7919, 15838]]),
+          await planOf(`SELECT id, document_id, text FROM brain.chunks WHERE seq = $1 AND tenant_id = $2`, [1234, tenant]),
+        );
+      }
+      return all;
     };
     const before = await columnSettings(inspector);
     const plansBefore = await plans();
@@ -527,7 +546,11 @@ describe('key column statistics migration', () => {
       }
     }
     expect(after).toEqual(expected);
-    // The opaque columns still have none.
+    // Every column of the three tables is sampled at 10 or not at all (the opaque ones): none is left at the default.
+    for (const [table] of KEY_COLUMNS) {
+      const left = Object.entries(after).filter(([name, settings]) => name.startsWith(`${table.replace('brain.', '')}.`) && !/^(10|0) /.test(settings));
+      expect(left).toEqual([]);
+    }
     expect(after['chunks.text']).toBe('0 e');
 
     const plansAfter = await plans();
@@ -538,12 +561,12 @@ describe('key column statistics migration', () => {
     // Ten most common values at most, eleven histogram bounds at most (the default keeps up to 100 and 101).
     expect(statistics.length).toBe(2);
     for (const row of statistics) expect(row.common <= 10 && row.bounds <= 11).toBe(true);
-    expect(plansAfter).toEqual(plansBefore);
-    expect(plansAfter.map((plan) => plan.find((node) => / (chunks_document|posting_blocks_pkey|chunks_pkey)$/.test(node)))).toEqual([
-      'Index Scan chunks_document',
-      expect.stringMatching(/Index Scan posting_blocks_pkey$/),
-      'Index Scan chunks_pkey',
-    ]);
+    // The same index for each, read directly or through a bitmap (the estimates differ a little),
+    // and never a sequential scan.
+    const indexesOf = (all: string[][]): string[][] => all.map((plan) => plan.filter((node) => node.includes(' on ')).map((node) => node.split(' on ')[1] as string));
+    expect(indexesOf(plansAfter)).toEqual(indexesOf(plansBefore));
+    const indexes = ['Index Scan on chunks_document', expect.stringMatching(/Index Scan on posting_blocks_pkey$/), 'Index Scan on chunks_pkey'];
+    expect(plansAfter.map((plan) => plan.find((node) => / on (chunks_document|posting_blocks_pkey|chunks_pkey)$/.test(node)))).toEqual([...indexes, ...indexes]);
     expect(plansAfter.flat().some((node) => node.startsWith('Seq Scan'))).toBe(false);
 
     const owner = new DataSource({ type: 'postgres', url: database.url });
@@ -556,5 +579,54 @@ describe('key column statistics migration', () => {
       await owner.destroy();
     }
     expect(await columnSettings(inspector)).toEqual(before);
+  }, 60_000);
+});
+
+/** The statistics change waits for each table's lock a little at a time: a VACUUM holding it delays the migration, which then completes. */
+describe('key column statistics migration beside a VACUUM', () => {
+  let database: TestDatabase;
+  let close: (() => Promise<void>) | undefined;
+
+  beforeAll(async () => {
+    ({ database, close } = await databaseBefore(KeyColumnStatistics1767225600000, 'brain_key_statistics_lock_test'));
+  });
+
+  afterAll(async () => {
+    await close?.();
+  });
+
+  it('waits past a lock timeout for the table, while writes go on, then sets the targets', async () => {
+    const holder = new Client({ connectionString: database.url });
+    const writer = new Client({ connectionString: database.url });
+    await Promise.all([holder.connect(), writer.connect()]);
+    try {
+      // What a VACUUM or ANALYZE holds (it does not give way to the migration as autovacuum would).
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE brain.posting_blocks IN SHARE UPDATE EXCLUSIVE MODE');
+      const started = Date.now();
+      const migrating = openBrainDatabase(database.url, migrationsThrough(KeyColumnStatistics1767225600000));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const asked = Date.now();
+      await writer.query(`INSERT INTO brain.posting_blocks (tenant_id, term_hash, block, last_seq, size, postings) VALUES (gen_random_uuid(), 1, 1, 1, 1, '\\x00010101'::bytea)`);
+      expect(Date.now() - asked).toBeLessThan(2_000);
+      const released = new Promise<void>((resolve) =>
+        setTimeout(() => {
+          void holder.query('COMMIT').then(() => resolve());
+        }, 5_000),
+      );
+      const migrated = await migrating;
+      await released;
+      expect(Date.now() - started).toBeGreaterThanOrEqual(5_000);
+      await migrated.destroy();
+      const settings = await columnSettings(writer);
+      expect([settings['posting_blocks.term_hash'], settings['chunks.seq'], settings['unmerged_chunks.chunk_seq']].map((value) => value?.split(' ')[0])).toEqual([
+        '10',
+        '10',
+        '10',
+      ]);
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await Promise.all([holder.end(), writer.end()]);
+    }
   }, 60_000);
 });
