@@ -23,10 +23,11 @@ export const KEY_COLUMNS: ReadonlyArray<readonly [table: string, columns: readon
  * reaches these tables by a key (a primary key, a tenant's document, a tenant's terms, a tenant's
  * waiting chunks), where a plan needs row counts and rough distinct counts, which a sample of
  * 3,000 rows gives: a target of 10 (ten most common values, ten histogram buckets). Reads and
- * writes go on meanwhile: the change takes each table's SHARE UPDATE EXCLUSIVE lock, which only
- * VACUUM, ANALYZE and index builds hold too, waiting for it a little at a time (withShortLockWaits:
- * a manual VACUUM or an anti-wraparound autovacuum, which does not give way, delays it without
- * queueing anything behind it). It applies from the next ANALYZE.
+ * writes go on meanwhile: the change takes each table's SHARE UPDATE EXCLUSIVE lock, which VACUUM,
+ * ANALYZE, index builds and a few other ALTER TABLE forms take too, waiting for it a little at a
+ * time (withShortLockWaits: a manual VACUUM or an anti-wraparound autovacuum, which does not give
+ * way, delays it without queueing another VACUUM behind it for longer than a try). It applies from
+ * the next ANALYZE.
  */
 export class KeyColumnStatistics1767225600000 implements MigrationInterface {
   name = 'KeyColumnStatistics1767225600000';
