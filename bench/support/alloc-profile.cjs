@@ -8,13 +8,12 @@ const fs = require('node:fs');
 const inspector = require('node:inspector');
 const path = require('node:path');
 
-const dir = process.env.MISSION_BENCH_ALLOC_PROFILE_DIR;
-const entry = process.argv[1] ?? '';
-// Only the servers: not npm, scripts or tools that inherit the environment.
-const app = /(?:apps\/([^/]+)\/src\/main\.ts|bench\/(baseline)\/main\.ts|bench\/kafka-floor\/(front|responder)\.ts)$/.exec(entry.replace(/\\/g, '/'));
+const { profiledApp } = require('./profiled-app.cjs');
 
-if (dir && app) {
-  const name = app[1] ?? app[2] ?? `floor-${app[3]}`;
+const dir = process.env.MISSION_BENCH_ALLOC_PROFILE_DIR;
+const name = profiledApp();
+
+if (dir && name) {
   const session = new inspector.Session();
   session.connect();
   session.post('HeapProfiler.enable');
