@@ -455,11 +455,15 @@ describe('TLS on every hop', () => {
     }, 60_000);
 
     it('cannot start without the CA, with another CA, or in plaintext', async () => {
-      for (const ssl of [{ minVersion: 'TLSv1.2' as const }, { ca: [(await readFile(pki.otherCaFile)).toString('utf8')] }, undefined]) {
-        const bus = newBus(ssl);
-        await expect(bus.start()).rejects.toThrow();
-        await bus.close().catch(() => undefined);
-      }
+      // Side by side: each start fails only after kafkajs's connection retries, some 12 s.
+      const settings = [{ minVersion: 'TLSv1.2' as const }, { ca: [(await readFile(pki.otherCaFile)).toString('utf8')] }, undefined];
+      await Promise.all(
+        settings.map(async (ssl) => {
+          const bus = newBus(ssl);
+          await expect(bus.start()).rejects.toThrow();
+          await bus.close().catch(() => undefined);
+        }),
+      );
     }, 180_000);
   });
 });

@@ -11,6 +11,12 @@ import { withTimeout } from './kafka-mapping';
 /** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
 export const KAFKA_CONSUMER_TIMEOUTS = { sessionTimeout: 15_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 } as const;
 /**
+ * The session timeouts a consumer may ask for: the broker's default bounds
+ * (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`), which it would refuse a join
+ * outside of. The lower one also leaves room for four heartbeats in a session.
+ */
+export const KAFKA_SESSION_TIMEOUT_RANGE = { min: 6_000, max: 1_800_000 } as const;
+/**
  * How long an idle fetch waits at the broker. A fetch returns as soon as one record is there, so
  * this costs no latency; it only sets how often idle consumers poll (at 100 ms, a dozen idle
  * consumers kept a fifth of a broker core busy).
@@ -73,6 +79,8 @@ export class ConsumerFleet {
     private readonly running: () => boolean,
     /** Settles when the bus begins to close: cuts a replacement's wait short. */
     private readonly closing: Promise<void>,
+    /** How long the broker waits for a silent member before it gives that member's partitions to others. */
+    private readonly sessionTimeout: number = KAFKA_CONSUMER_TIMEOUTS.sessionTimeout,
   ) {}
 
   /** Connects, subscribes and runs one consumer; resolves once it has joined its group. */
@@ -136,6 +144,7 @@ export class ConsumerFleet {
     return this.kafka.consumer({
       groupId: plan.groupId,
       ...KAFKA_CONSUMER_TIMEOUTS,
+      sessionTimeout: this.sessionTimeout,
       maxWaitTimeInMs: KAFKA_MAX_WAIT_MS,
       allowAutoTopicCreation: false,
     });
