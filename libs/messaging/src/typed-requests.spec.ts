@@ -3,7 +3,7 @@ import { DomainError, ErrorCode, type MessageDefinition, Messages, Topics } from
 import { runWithTenant } from '@mission/tenant-context';
 import { z } from 'zod';
 import { InProcessBroker, InProcessBus } from './in-process/in-process-bus';
-import { immutable } from './immutable';
+import { immutable, isImmutable } from './immutable';
 import { on, requestHandlers, requestMessage } from './typed-requests';
 
 const silent = { warn: () => undefined, error: () => undefined };
@@ -104,6 +104,19 @@ describe('typed requests', () => {
     await server.start();
     await client.start();
     await expect(runWithTenant({ tenantId }, () => requestMessage(client, message, { n: 1 }))).resolves.toEqual({ doubled: 2, unit: 'pairs' });
+  });
+
+  it('sends the checked payload frozen and marked immutable, the caller’s unknown fields frozen with it', async () => {
+    await start((n) => ({ doubled: n * 2 }));
+    const sent: unknown[] = [];
+    const recording = { request: async (_topic: string, _type: string, payload: unknown) => (sent.push(payload), { doubled: 2 }) } as unknown as InProcessBus;
+    const body = { title: 'kept', nested: { words: ['a'] } };
+    const carrying: MessageDefinition = { ...message, payload: z.strictObject({ n: z.int(), body: z.unknown() }) };
+    await runWithTenant({ tenantId }, () => requestMessage(recording, carrying, { n: 1, body } as never));
+    expect(sent).toEqual([{ n: 1, body }]);
+    expect(isImmutable(sent[0])).toBe(true);
+    expect(Object.isFrozen(sent[0])).toBe(true);
+    expect(Object.isFrozen(body.nested.words)).toBe(true);
   });
 
   it('refuses at registration a handler of another topic, and two handlers of one message', () => {

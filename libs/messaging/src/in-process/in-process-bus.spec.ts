@@ -95,6 +95,50 @@ describe('InProcessBus and an immutable reply', () => {
     expect(copy).not.toBe(original);
   });
 
+  it('hands an immutable request to its handler as it is, without making its JSON, and copies any other', async () => {
+    const broker = new InProcessBroker();
+    const server = new InProcessBus(broker, { logger: silent });
+    const client = new InProcessBus(broker, { logger: silent });
+    const received: unknown[] = [];
+    server.serve('shared.requests', 'server', { put: async (message) => (received.push(message.payload), { ok: true }) });
+    await Promise.all([server.start(), client.start()]);
+    const request = immutable({ document: { title: 't', content: 'x'.repeat(1_000) } });
+    const plain = { document: { title: 'u', content: 'y' } };
+    const stringify = jest.spyOn(JSON, 'stringify');
+    try {
+      await runWithTenant({ tenantId: randomUUID() }, async () => {
+        await client.request('shared.requests', 'put', request);
+        await client.request('shared.requests', 'put', plain);
+      });
+      expect(stringify.mock.calls.filter(([value]) => value === request)).toEqual([]);
+      expect(stringify.mock.calls.filter(([value]) => value === plain)).toHaveLength(1);
+    } finally {
+      stringify.mockRestore();
+      await client.close();
+      await server.close();
+    }
+    expect(received[0]).toBe(request);
+    expect(received[1]).toEqual(plain);
+    expect(received[1]).not.toBe(plain);
+  });
+
+  it('dead-letters a shared request with its JSON, like any other', async () => {
+    const broker = new InProcessBroker();
+    const server = new InProcessBus(broker, { logger: silent });
+    const client = new InProcessBus(broker, { logger: silent, requestTimeoutMs: 200 });
+    server.serve('shared.requests', 'server', { put: async () => ({ ok: true }) });
+    await Promise.all([server.start(), client.start()]);
+    const request = immutable({ id: 'refused' });
+    // Outside any tenant: a tenant topic's server refuses it at admission and parks it.
+    await expect(client.request('shared.requests', 'put', request)).rejects.toBeDefined();
+    await client.close();
+    await server.close();
+    const parked = broker.deadLetters('shared.requests');
+    expect(parked).toHaveLength(1);
+    expect(parked[0].shared).toBeUndefined();
+    expect(JSON.parse(String(parked[0].body))).toEqual({ id: 'refused' });
+  });
+
   it('copies an immutable event: only a reply to its requester is shared', async () => {
     const broker = new InProcessBroker();
     const publisher = new InProcessBus(broker, { logger: silent });

@@ -38,17 +38,18 @@ import {
   unwrapReply,
 } from '../delivery';
 import { DEFAULT_MAX_IN_FLIGHT, InFlightLimit } from '../dispatch';
-import { isImmutable } from '../immutable';
+import { isImmutable, jsonOf } from '../immutable';
 import { PayloadCodec, plainJsonCodec } from '../payload-codec';
 import { PendingReplies } from '../replies';
 
 /**
  * A message as it sits "on the wire": payload serialised, so no object the sender could still
- * change is ever shared. The one exception is a reply that cannot change: an immutable one
- * (deep-frozen plain data, `immutable`), such as a cached final mission, sent to a requester's own
- * reply topic between buses whose codec is plain JSON, is also handed over as it is, and the
- * requester skips decoding its body. Requests, events and replies to a durable topic (which its
- * subscribers take as events) are always decoded copies.
+ * change is ever shared. The exception is a payload that cannot change: an immutable one
+ * (deep-frozen plain data, `immutable`) sent between buses whose codec is plain JSON as a request
+ * (`requestMessage` marks every checked request so) or as a reply to a requester's own topic (a
+ * cached final mission, say) is handed over as it is: the receiver skips decoding it, and its JSON
+ * is made only if something reads the body (a dead letter). Events and replies to a durable topic
+ * (which its subscribers take as events) are always decoded copies.
  */
 interface WireMessage {
   readonly id: string;
@@ -57,7 +58,7 @@ interface WireMessage {
   readonly key: string;
   /** What the codec made of the payload: never the sender's object. */
   readonly body: Buffer | string;
-  /** The reply itself, when it is immutable, goes to a requester, and the codec is plain JSON (nothing to open or check). */
+  /** The payload itself, when it is immutable, a request or a reply to a requester, and the codec is plain JSON (nothing to open or check). */
   readonly shared?: object;
   readonly headers: Readonly<Record<string, string>>;
 }
@@ -219,7 +220,7 @@ export class InProcessBus implements MessageBus {
       const headers = outgoingHeaders(type, id, { [Headers.replyTo]: this.replyTopic, [REQUEST_DEADLINE_HEADER]: String(Date.now() + timeoutMs) });
       let wire: WireMessage;
       try {
-        wire = await this.wire(topic, type, options.key ?? defaultRequestKey(), payload, headers);
+        wire = await this.wire(topic, type, options.key ?? defaultRequestKey(), payload, headers, true);
       } catch (error) {
         this.logger.error('Request could not be sealed', { topic, type, id, error: describe(error) });
         throw new DomainError(ErrorCode.DependencyUnavailable, `Could not send ${type} to ${topic}`);
@@ -346,13 +347,26 @@ export class InProcessBus implements MessageBus {
     });
   }
 
-  /** `toRequester`: a reply to a requester's own topic, which may be shared when immutable (see WireMessage). */
-  private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>, toRequester = false): Promise<WireMessage> {
-    const body = await this.codec.encode(payload, headers);
+  /** `shareable`: a request, or a reply to a requester's own topic, which is shared when immutable (see WireMessage). */
+  private async wire(topic: string, type: string, key: string, payload: unknown, headers: Record<string, string>, shareable = false): Promise<WireMessage> {
     const id = headers[Headers.messageId] ?? randomUUID();
-    const wire = { id, topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
-    // Still encoded (a sealed codec, if configured, must see and seal every payload; plain JSON of an immutable value is made once).
-    return toRequester && this.codec === plainJsonCodec && isImmutable(payload) ? { ...wire, shared: payload as object } : wire;
+    // A sealing codec, if configured, must see and seal every payload: only plain JSON is skipped.
+    if (shareable && this.codec === plainJsonCodec && isImmutable(payload)) {
+      const shared = payload as object;
+      return {
+        id,
+        topic,
+        type,
+        key,
+        shared,
+        headers: { ...headers },
+        get body(): string {
+          return jsonOf(shared);
+        },
+      };
+    }
+    const body = await this.codec.encode(payload, headers);
+    return { id, topic, type, key, body: body.value, headers: { ...headers, ...body.headers } };
   }
 
   /** A shared reply is taken as it is only by a bus that reads plain JSON too; anything else opens the body. */
