@@ -26,11 +26,11 @@ describe('immutable', () => {
     expect(Object.isFrozen(inner)).toBe(true);
   });
 
-  it('marks only plain data: a value holding a Date, a Buffer or a class instance is left unmarked and untouched', () => {
+  it('marks only plain data: a value holding a Date, a Buffer, a class instance, a bigint or a number JSON cannot write is left unmarked and untouched', () => {
     class Point {
       x = 1;
     }
-    for (const odd of [new Date(0), Buffer.from('ab'), new Point(), new Map()]) {
+    for (const odd of [new Date(0), Buffer.from('ab'), new Point(), new Map(), 1n, Number.NaN, Number.POSITIVE_INFINITY, [Number.NEGATIVE_INFINITY]]) {
       const v = { id: 'a', odd };
       expect(immutable(v)).toBe(v);
       expect(isImmutable(v)).toBe(false);

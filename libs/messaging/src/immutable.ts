@@ -17,9 +17,9 @@ const known = new WeakMap<object, Known>();
 
 /**
  * Freezes `value` and everything it holds, and marks it as never changing; returns it. Only plain
- * data is marked (objects whose prototype is Object's or null, arrays, primitives): a Date, a
- * Buffer or any other instance can change under a freeze, so such a value is returned unmarked
- * and untouched.
+ * data is marked (objects whose prototype is Object's or null, arrays, primitives JSON can write:
+ * no bigint, NaN or infinity): a Date, a Buffer or any other instance can change under a freeze,
+ * so such a value is returned unmarked and untouched.
  */
 export function immutable<T>(value: T): T {
   if (typeof value !== 'object' || value === null || known.has(value)) return value;
@@ -34,7 +34,9 @@ export function isImmutable(value: unknown): boolean {
 }
 
 function isPlainData(value: unknown, seen: Set<object>): boolean {
-  if (typeof value === 'function' || typeof value === 'symbol') return false;
+  if (typeof value === 'function' || typeof value === 'symbol' || typeof value === 'bigint') return false;
+  // JSON has no NaN or infinities (it writes them as null): such a value is not shared as it is.
+  if (typeof value === 'number' && !Number.isFinite(value)) return false;
   if (typeof value !== 'object' || value === null) return true;
   if (seen.has(value)) return true;
   seen.add(value);

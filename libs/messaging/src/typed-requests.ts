@@ -27,11 +27,14 @@ function checkedReply<M extends MessageDefinition>(message: M, reply: unknown): 
  * typed by the reply schema here. It is not checked a second time: during a rolling upgrade a
  * newer service may answer with a value this side's schema does not know yet (a new status, a
  * new field), and refusing it would turn every such answer into a failure for the client.
+ *
+ * What the check made is frozen and marked immutable before it is sent, with whatever it holds of
+ * `payload` itself (a field the schema leaves unknown, such as a submitted mission's body): the
+ * caller must not change `payload` afterwards. On the in-process bus the handler gets the frozen
+ * value; its own check copies what its schema describes, and what that leaves unknown stays frozen.
  */
 export async function requestMessage<M extends MessageDefinition>(bus: MessageBus, message: M, payload: PayloadOf<M>, options?: RequestOptions): Promise<CheckedReplyOf<M>> {
-  // Nothing changes the check's output once it is sent, nor what it holds of the caller's (a field
-  // the schema leaves unknown, such as a request's body): frozen and marked immutable, an
-  // in-process bus hands it to the handler as it is instead of a JSON copy (see InProcessBus).
+  // Frozen and marked immutable, it goes to an in-process handler as it is instead of as a JSON copy (see InProcessBus).
   const checked: unknown = immutable(parseOrThrow(message.payload, payload, message.payloadLabel));
   return bus.request<CheckedReplyOf<M>>(message.topic, message.type, checked, options);
 }

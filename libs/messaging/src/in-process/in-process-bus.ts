@@ -56,7 +56,7 @@ interface WireMessage {
   readonly topic: string;
   readonly type: string;
   readonly key: string;
-  /** What the codec made of the payload: never the sender's object. */
+  /** What the codec made of the payload, never the sender's object; of a shared payload, its JSON, made when first read. */
   readonly body: Buffer | string;
   /** The payload itself, when it is immutable, a request or a reply to a requester, and the codec is plain JSON (nothing to open or check). */
   readonly shared?: object;

@@ -11,11 +11,13 @@ import { withTimeout } from './kafka-mapping';
 /** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
 export const KAFKA_CONSUMER_TIMEOUTS = { sessionTimeout: 15_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 } as const;
 /**
- * The session timeouts a consumer may ask for: the broker's default bounds
- * (`group.min.session.timeout.ms`, `group.max.session.timeout.ms`), which it would refuse a join
- * outside of. The lower one also leaves room for four heartbeats in a session.
+ * The session timeouts a consumer may ask for. The lower bound is the broker's default
+ * `group.min.session.timeout.ms` (it refuses a join below it), and leaves room for four heartbeats
+ * in a session. The upper one stays under the 60 s a rebalance waits for members to rejoin
+ * (rebalanceTimeout) and a consumer waits to join at start: with a longer session, a successor
+ * joining after a crash would wait out the whole rebalance and fail to start.
  */
-export const KAFKA_SESSION_TIMEOUT_RANGE = { min: 6_000, max: 1_800_000 } as const;
+export const KAFKA_SESSION_TIMEOUT_RANGE = { min: 6_000, max: 45_000 } as const;
 /**
  * How long an idle fetch waits at the broker. A fetch returns as soon as one record is there, so
  * this costs no latency; it only sets how often idle consumers poll (at 100 ms, a dozen idle

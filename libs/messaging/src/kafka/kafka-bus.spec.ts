@@ -247,11 +247,15 @@ describe('KafkaBus registration (no broker needed)', () => {
     expect(new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'gateway', instanceId: 'pod-1' }).replyTopic).toBe('replies.gateway.pod-1');
   });
 
-  it('takes a session timeout within the broker’s default bounds only, naming the option', () => {
+  it('takes a session timeout from 6 to 45 s only, naming the option, and hands it to its consumers', () => {
     const withSession = (sessionTimeoutMs: number) => () => new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'unit', sessionTimeoutMs });
-    for (const accepted of [6_000, 15_000, 1_800_000]) expect(withSession(accepted)).not.toThrow();
-    for (const refused of [5_999, 1_800_001, 6_000.5, Number.NaN, 0])
-      expect(withSession(refused)).toThrow(/sessionTimeoutMs must be a whole number of milliseconds from 6000 to 1800000/);
+    for (const accepted of [6_000, 15_000, 45_000]) expect(withSession(accepted)).not.toThrow();
+    for (const refused of [5_999, 45_001, 1_800_000, 6_000.5, Number.NaN, 0])
+      expect(withSession(refused)).toThrow(/sessionTimeoutMs must be a whole number of milliseconds from 6000 to 45000/);
+    // What the fleet then asks the broker for is checked below (ConsumerFleet).
+    const fleetOf = (bus: KafkaBus) => (bus as unknown as { fleet: { sessionTimeout: number } }).fleet;
+    expect(fleetOf(withSession(6_000)()).sessionTimeout).toBe(6_000);
+    expect(fleetOf(new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'unit' })).sessionTimeout).toBe(15_000);
   });
 });
 

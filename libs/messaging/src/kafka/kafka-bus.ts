@@ -95,7 +95,7 @@ export interface KafkaBusOptions {
   readonly maxInFlight?: number;
   /**
    * How long the broker waits for a silent consumer (a crashed instance) before it hands that
-   * consumer's partitions to the others (default 15 s; 6 s to 30 min, the broker's own bounds).
+   * consumer's partitions to the others (default 15 s; 6 to 45 s, KAFKA_SESSION_TIMEOUT_RANGE).
    * Shorter recovers sooner after a crash; longer rides out longer pauses without a rebalance.
    */
   readonly sessionTimeoutMs?: number;
