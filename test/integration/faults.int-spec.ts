@@ -170,9 +170,7 @@ describe('Fault tolerance of the distributed deployment', () => {
   }
 
   beforeAll(async () => {
-    // The shortest consumer session the broker allows: a killed service's partitions move to its
-    // successor 6 s after its last heartbeat instead of 15 (KAFKA_SESSION_TIMEOUT_MS).
-    stack = await startDistributedStack(kafka, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres', { KAFKA_SESSION_TIMEOUT_MS: '6000' });
+    stack = await startDistributedStack(kafka, process.env.TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
     db = new Client({ connectionString: stack.database.url });
     await db.connect();
     const adminToken = (await clientCredentialsToken(stack.issuer, stack.admin.clientId, stack.admin.clientSecret)).access_token;
