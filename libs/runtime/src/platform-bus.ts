@@ -1,8 +1,7 @@
 import type { Registry } from 'prom-client';
 import { Topics, TOPIC_MAX_MESSAGE_BYTES, TOPIC_PARTITIONS } from '@mission/contracts';
-import { z } from 'zod';
 import { env } from '@mission/config';
-import { DEFAULT_MAX_IN_FLIGHT, KAFKA_CONSUMER_TIMEOUTS, KAFKA_SESSION_TIMEOUT_RANGE, KafkaBus } from '@mission/messaging';
+import { DEFAULT_MAX_IN_FLIGHT, KafkaBus } from '@mission/messaging';
 import { contextLogger, Logger } from './logger';
 import { busMetrics } from './metrics';
 import { PayloadKeys, sealedPayloads } from './payload-keys';
@@ -15,11 +14,6 @@ import { KafkaSaslConfig, kafkaSasl } from './kafka-auth';
  */
 export const BusSettings = {
   BUS_MAX_IN_FLIGHT: env.positiveInt(DEFAULT_MAX_IN_FLIGHT),
-  /**
-   * How long the broker waits for a silent consumer (a crashed process) before its partitions go
-   * to the others: shorter recovers sooner, longer rides out longer pauses without a rebalance.
-   */
-  KAFKA_SESSION_TIMEOUT_MS: z.coerce.number().int().min(KAFKA_SESSION_TIMEOUT_RANGE.min).max(KAFKA_SESSION_TIMEOUT_RANGE.max).default(KAFKA_CONSUMER_TIMEOUTS.sessionTimeout),
 };
 
 /** Every topic of the platform, so any process can create what is missing before it consumes. */
@@ -36,13 +30,7 @@ export function platformTopics(): Array<{ name: string; partitions: number; maxM
  * in the platform's ACLs), payloads sealed under the tenants' data keys, every platform topic ensured, metrics and logs.
  */
 export async function platformKafkaBus(options: {
-  readonly config: KafkaSaslConfig & {
-    readonly KAFKA_BROKERS: string[];
-    readonly KAFKA_TLS: 'on' | 'off';
-    readonly KAFKA_TLS_CA?: string;
-    readonly BUS_MAX_IN_FLIGHT?: number;
-    readonly KAFKA_SESSION_TIMEOUT_MS?: number;
-  };
+  readonly config: KafkaSaslConfig & { readonly KAFKA_BROKERS: string[]; readonly KAFKA_TLS: 'on' | 'off'; readonly KAFKA_TLS_CA?: string; readonly BUS_MAX_IN_FLIGHT?: number };
   readonly clientId: string;
   readonly payloadKeys: PayloadKeys;
   readonly logger: Logger;
@@ -58,6 +46,5 @@ export async function platformKafkaBus(options: {
     logger: contextLogger(options.logger.child({ component: 'bus' })),
     metrics: busMetrics(options.metrics),
     maxInFlight: options.config.BUS_MAX_IN_FLIGHT,
-    sessionTimeoutMs: options.config.KAFKA_SESSION_TIMEOUT_MS,
   });
 }

@@ -8,16 +8,14 @@ import { BusLogger, describe } from '../delivery';
 import { sleep } from './client';
 import { withTimeout } from './kafka-mapping';
 
-/** Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen within 1.5 s. */
-export const KAFKA_CONSUMER_TIMEOUTS = { sessionTimeout: 15_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 } as const;
 /**
- * The session timeouts a consumer may ask for. The lower bound is the broker's default
- * `group.min.session.timeout.ms` (it refuses a join below it), and leaves room for four heartbeats
- * in a session. The upper one stays under the 60 s a rebalance waits for members to rejoin
- * (rebalanceTimeout) and a consumer waits to join at start: with a longer session, a successor
- * joining after a crash would wait out the whole rebalance and fail to start.
+ * Consumer session settings: a dead instance loses its partitions within 15 s, rebalances are seen
+ * within 1.5 s. The session must stay longer than a request's deadline (10 s by default): the
+ * requests a crashed instance had taken but not committed reach its successor past their deadline
+ * and are skipped. With a shorter session they may run again, and a request handler need not be
+ * idempotent (creating a webhook is not).
  */
-export const KAFKA_SESSION_TIMEOUT_RANGE = { min: 6_000, max: 45_000 } as const;
+export const KAFKA_CONSUMER_TIMEOUTS = { sessionTimeout: 15_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 } as const;
 /**
  * How long an idle fetch waits at the broker. A fetch returns as soon as one record is there, so
  * this costs no latency; it only sets how often idle consumers poll (at 100 ms, a dozen idle
@@ -81,8 +79,6 @@ export class ConsumerFleet {
     private readonly running: () => boolean,
     /** Settles when the bus begins to close: cuts a replacement's wait short. */
     private readonly closing: Promise<void>,
-    /** How long the broker waits for a silent member before it gives that member's partitions to others. */
-    private readonly sessionTimeout: number = KAFKA_CONSUMER_TIMEOUTS.sessionTimeout,
   ) {}
 
   /** Connects, subscribes and runs one consumer; resolves once it has joined its group. */
@@ -146,7 +142,6 @@ export class ConsumerFleet {
     return this.kafka.consumer({
       groupId: plan.groupId,
       ...KAFKA_CONSUMER_TIMEOUTS,
-      sessionTimeout: this.sessionTimeout,
       maxWaitTimeInMs: KAFKA_MAX_WAIT_MS,
       allowAutoTopicCreation: false,
     });

@@ -1,6 +1,4 @@
-import { type Kafka, KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError } from 'kafkajs';
-import { NO_BUS_METRICS } from '../bus';
-import { ConsumerFleet, KAFKA_CONSUMER_TIMEOUTS } from './consumers';
+import { KafkaJSNumberOfRetriesExceeded, KafkaJSProtocolError } from 'kafkajs';
 import { KafkaBus } from './kafka-bus';
 import {
   busLogEntry,
@@ -245,56 +243,6 @@ describe('KafkaBus registration (no broker needed)', () => {
 
   it('names its reply topic after the client and instance', () => {
     expect(new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'gateway', instanceId: 'pod-1' }).replyTopic).toBe('replies.gateway.pod-1');
-  });
-
-  it('takes a session timeout from 6 to 45 s only, naming the option, and hands it to its consumers', () => {
-    const withSession = (sessionTimeoutMs: number) => () => new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'unit', sessionTimeoutMs });
-    for (const accepted of [6_000, 15_000, 45_000]) expect(withSession(accepted)).not.toThrow();
-    for (const refused of [5_999, 45_001, 1_800_000, 6_000.5, Number.NaN, 0])
-      expect(withSession(refused)).toThrow(/sessionTimeoutMs must be a whole number of milliseconds from 6000 to 45000/);
-    // What the fleet then asks the broker for is checked below (ConsumerFleet).
-    const fleetOf = (bus: KafkaBus) => (bus as unknown as { fleet: { sessionTimeout: number } }).fleet;
-    expect(fleetOf(withSession(6_000)()).sessionTimeout).toBe(6_000);
-    expect(fleetOf(new KafkaBus({ brokers: ['127.0.0.1:1'], clientId: 'unit' })).sessionTimeout).toBe(15_000);
-  });
-});
-
-describe('ConsumerFleet', () => {
-  /** A kafkajs client whose consumers record their settings and cannot connect. */
-  function recordingKafka(): { kafka: Kafka; configs: unknown[] } {
-    const configs: unknown[] = [];
-    const consumer = () => ({
-      events: { GROUP_JOIN: 'join', CRASH: 'crash', END_BATCH_PROCESS: 'end', DISCONNECT: 'disconnect' },
-      on: () => undefined,
-      connect: async () => {
-        throw new Error('no broker here');
-      },
-      disconnect: async () => undefined,
-    });
-    const kafka = {
-      consumer: (config: unknown) => {
-        configs.push(config);
-        return consumer();
-      },
-    } as unknown as Kafka;
-    return { kafka, configs };
-  }
-  const logger = { warn: () => undefined, error: () => undefined };
-  const plan = { name: 'unit', groupId: 'unit-group', topics: ['t'], isReplyConsumer: false, concurrency: 1, autoCommit: false, eachBatch: async () => undefined };
-
-  it('asks the broker for the session timeout it was given, with the other timeouts as they are', async () => {
-    const { kafka, configs } = recordingKafka();
-    const fleet = new ConsumerFleet(kafka, logger, NO_BUS_METRICS, () => false, new Promise(() => undefined), 6_000);
-    await expect(fleet.start(plan)).rejects.toThrow('no broker here');
-    expect(configs).toEqual([expect.objectContaining({ groupId: 'unit-group', sessionTimeout: 6_000, heartbeatInterval: 1_500, rebalanceTimeout: 60_000 })]);
-  });
-
-  it('asks for 15 s when given none', async () => {
-    const { kafka, configs } = recordingKafka();
-    const fleet = new ConsumerFleet(kafka, logger, NO_BUS_METRICS, () => false, new Promise(() => undefined));
-    await expect(fleet.start(plan)).rejects.toThrow('no broker here');
-    expect(configs).toEqual([expect.objectContaining({ sessionTimeout: KAFKA_CONSUMER_TIMEOUTS.sessionTimeout })]);
-    expect(KAFKA_CONSUMER_TIMEOUTS.sessionTimeout).toBe(15_000);
   });
 });
 

@@ -42,7 +42,7 @@ import { DEFAULT_MAX_IN_FLIGHT, Dispatcher, InFlightLimit } from '../dispatch';
 import { PayloadCodec, plainJsonCodec } from '../payload-codec';
 import { PendingReplies } from '../replies';
 import { ensureTopicsWith, kafkaClient, producerHandle, waitForLeaders } from './client';
-import { ConsumerFleet, ConsumerPlan, KAFKA_CONSUMER_TIMEOUTS, KAFKA_SESSION_TIMEOUT_RANGE, partitionId } from './consumers';
+import { ConsumerFleet, ConsumerPlan, KAFKA_CONSUMER_TIMEOUTS, partitionId } from './consumers';
 import {
   deadLetterHeaders,
   headersFromKafka,
@@ -59,7 +59,7 @@ import { murmur2Partitioner } from './partitioner';
 import { BatchingSender, RenewingProducer } from './producers';
 
 export { ensureTopics, kafkaClient, kafkaLogCreator } from './client';
-export { KAFKA_CONSUMER_TIMEOUTS, KAFKA_MAX_WAIT_MS, KAFKA_SESSION_TIMEOUT_RANGE } from './consumers';
+export { KAFKA_CONSUMER_TIMEOUTS, KAFKA_MAX_WAIT_MS } from './consumers';
 export { REQUEST_DEADLINE_HEADER } from './kafka-mapping';
 export type { TopicSpec } from './kafka-mapping';
 
@@ -93,12 +93,6 @@ export interface KafkaBusOptions {
    * groups (default 64 each); more wait, and so does their consumer's next fetch.
    */
   readonly maxInFlight?: number;
-  /**
-   * How long the broker waits for a silent consumer (a crashed instance) before it hands that
-   * consumer's partitions to the others (default 15 s; 6 to 45 s, KAFKA_SESSION_TIMEOUT_RANGE).
-   * Shorter recovers sooner after a crash; longer rides out longer pauses without a rebalance.
-   */
-  readonly sessionTimeoutMs?: number;
 }
 
 const TOPIC_TIMEOUT_MS = 15_000;
@@ -204,12 +198,6 @@ export class KafkaBus implements MessageBus {
   private markReady!: (error?: unknown) => void;
 
   constructor(private readonly options: KafkaBusOptions) {
-    const sessionTimeout = options.sessionTimeoutMs ?? KAFKA_CONSUMER_TIMEOUTS.sessionTimeout;
-    if (!Number.isInteger(sessionTimeout) || sessionTimeout < KAFKA_SESSION_TIMEOUT_RANGE.min || sessionTimeout > KAFKA_SESSION_TIMEOUT_RANGE.max) {
-      throw new RangeError(
-        `sessionTimeoutMs must be a whole number of milliseconds from ${KAFKA_SESSION_TIMEOUT_RANGE.min} to ${KAFKA_SESSION_TIMEOUT_RANGE.max}, not ${sessionTimeout}`,
-      );
-    }
     this.retry = options.retry ?? DEFAULT_RETRY_POLICY;
     this.requestTimeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
@@ -245,7 +233,7 @@ export class KafkaBus implements MessageBus {
     });
     this.replySender = new BatchingSender((topicMessages) => this.replyProducer.send({ topicMessages, acks: -1 }), { perTopic: true, maxInFlight: REPLY_SENDS_IN_FLIGHT });
     this.closingSignal = new Promise<void>((resolve) => (this.signalClosing = resolve));
-    this.fleet = new ConsumerFleet(this.kafka, this.logger, this.metrics, () => this.state === 'started', this.closingSignal, sessionTimeout);
+    this.fleet = new ConsumerFleet(this.kafka, this.logger, this.metrics, () => this.state === 'started', this.closingSignal);
     this.ready = new Promise<void>((resolve, reject) => {
       this.markReady = (error) => (error === undefined ? resolve() : reject(error));
     });
